@@ -1,0 +1,1 @@
+"""CDK constructs for lmikit deployments (install with ``pip install 'lmikit[cdk]'``)."""

@@ -1,0 +1,1 @@
+"""Catalogs of model KV geometry and SageMaker GPU instances (standard library only)."""

@@ -1,0 +1,74 @@
+"""The ``lmikit`` command line. It parses, calls the library and prints.
+
+Subcommands live in their own modules and are imported only when run, so ``lmikit --help``
+stays fast. Every :class:`~lmikit.errors.LmikitError` is printed as ``Kind: message`` with a
+non-zero exit code; no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+# name -> (module:attribute, one-line help shown by --help without importing the module)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("lmikit.cli.plan_cmd:plan_cmd", "Size the KV cache tiers and predict TTFT."),
+    "render": ("lmikit.cli.render_cmd:render_cmd", "Print a rendered target (lmcache, env, ...)."),
+    "validate": ("lmikit.cli.spec_cmd:validate_cmd", "Check a spec file against the schema."),
+    "schema": ("lmikit.cli.spec_cmd:schema_cmd", "Print the spec's JSON Schema."),
+    "deploy": ("lmikit.cli.deploy_cmd:deploy_cmd", "Create or update the deployment (boto3)."),
+    "destroy": ("lmikit.cli.deploy_cmd:destroy_cmd", "Delete the deployment's resources."),
+    "status": ("lmikit.cli.deploy_cmd:status_cmd", "Show every resource and its state."),
+    "adapters": ("lmikit.cli.adapters_cmd:adapters_group", "Register and manage LoRA adapters."),
+    "invoke": ("lmikit.cli.invoke_cmd:invoke_cmd", "Stream a prompt and print TTFT."),
+    "sandbox": ("lmikit.cli.sandbox_cmd:sandbox_group", "Run a local fake SageMaker."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target[0].split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            raise click.UsageError(f"'{cmd_name}' is not available in this build") from None
+        cmd: click.Command = getattr(mod, attr)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from lmikit.errors import LmikitError
+
+        try:
+            return super().invoke(ctx)
+        except LmikitError as exc:
+            click.echo(f"{exc.kind}: {exc}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lmikit", prog_name="lmikit")
+def main() -> None:
+    """LMCache-enabled LLM serving on Amazon SageMaker from one YAML spec."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,96 @@
+"""``lmikit plan``: the capacity plan for a spec, or a what-if without one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lmikit.cli._common import echo_json
+
+
+@click.command("plan")
+@click.argument("spec", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", "model_id", help="Model id (what-if form, instead of SPEC).")
+@click.option("--instance", "instance_type", help="Instance type, e.g. ml.p4de.24xlarge.")
+@click.option("--tp", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Tensor parallel degree (GPUs per copy).")
+@click.option("--copies", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Model copies sharing one instance.")
+@click.option("--context", "context_tokens", type=click.IntRange(0), default=0,
+              show_default=True, help="Reused working set in tokens one copy keeps hot.")
+@click.option("--request-tokens", type=click.IntRange(1), default=10_000, show_default=True,
+              help="Prompt length of a typical request.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
+             copies: int, context_tokens: int, request_tokens: int, as_json: bool) -> None:
+    """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT."""
+    from lmikit.plan import plan
+
+    if spec is not None:
+        if model_id or instance_type:
+            raise click.UsageError("give either SPEC or --model/--instance, not both")
+        from lmikit.cli._common import load
+
+        _, result = load(spec)
+    else:
+        if not (model_id and instance_type):
+            raise click.UsageError("give a SPEC file, or both --model and --instance")
+        result = plan(model_id, instance_type, tp=tp, copies=copies,
+                      context_tokens=context_tokens, request_tokens=request_tokens)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        print_plan(result)
+
+
+def _tokens(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1_000:
+        return f"{n / 1e3:.0f}K"
+    return str(n)
+
+
+def _secs(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def print_plan(p: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=f"lmikit plan: {p.model_id} on {p.instance_type} "
+              f"(TP {p.tp}, {p.copies} cop{'y' if p.copies == 1 else 'ies'}/instance)",
+              show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    lm = p.lmcache
+    t.add_row("KV per token", f"{p.kv_bytes_per_token:,} B ({p.kv_bytes_per_token / 1024:g} KiB)")
+    t.add_row("Weights", f"{p.weight_bytes / 2**30:.1f} GiB")
+    t.add_row("GPU KV capacity / copy", f"{_tokens(p.gpu_kv_capacity_tokens)} tokens")
+    t.add_row("Working set", f"{_tokens(p.working_set_tokens)} tokens")
+    t.add_row("Tier", f"[bold green]{p.tier}[/]")
+    if p.tier != "none":
+        t.add_row("LMCache per worker", f"chunk {lm['chunk_size']}, CPU "
+                  f"{lm['max_local_cpu_size_gb']} GB, disk {lm['max_local_disk_size_gb']} GB"
+                  + (f" at {lm['local_disk']}" if lm["local_disk"] else "")
+                  + (f", remote {lm['remote_url']}" if lm["remote_url"] else "")
+                  + f" ({lm['workers']} workers)")
+        t.add_row("Tier capacity / copy", f"CPU {_tokens(p.cpu_capacity_tokens)}, disk "
+                  f"{_tokens(p.disk_capacity_tokens)} tokens")
+    t.add_row("Max model len", f"{p.max_model_len:,}")
+    t.add_row("Component memory", f"{p.min_memory_mb:,} MB, {p.cpu_cores:g} vCPU per copy")
+    pr = p.predicted
+    t.add_row("TTFT on a miss", _secs(pr.ttft_miss_s))
+    for tier in ("gpu", "cpu", "disk"):
+        hit, speed = pr.ttft_hit_s.get(tier), pr.speedup.get(tier)
+        t.add_row(f"TTFT on a {tier} hit", f"{_secs(hit)}" + (f"  ({speed:.1f}x)" if speed else ""))
+    console.print(t)
+    console.print("[bold]Assumptions[/]")
+    for a in p.assumptions:
+        console.print(f"  - {a}", highlight=False)
+    for w in p.warnings:
+        console.print(f"[yellow]Warning:[/] {w}", highlight=False)

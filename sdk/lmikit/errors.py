@@ -1,0 +1,90 @@
+"""The lmikit exception tree.
+
+Every error the library raises on purpose derives from :class:`LmikitError`, so a
+caller (and the CLI) can catch one type::
+
+    LmikitError
+     +-- SpecError          the YAML spec is invalid (lists every problem)
+     +-- CatalogError       unknown model or instance type, unreadable config.json
+     +-- PlanError          the spec cannot be served as asked (does not fit)
+     +-- RenderError        a target cannot be rendered from this spec
+     +-- DeployError        a call to AWS failed; says what was rolled back or left
+     |    +-- WaitTimeout   a resource did not reach its state in time
+     +-- AdapterError       a LoRA adapter or formatter failed validation
+     +-- InvokeError        a runtime call to an endpoint failed
+
+Third-party errors (pydantic, yaml, botocore) are mapped to these once, at the edge,
+with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class LmikitError(Exception):
+    """Root of every error lmikit raises on purpose."""
+
+    kind = "Error"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a spec: where, what was given, and what is allowed."""
+
+    path: str
+    message: str
+    value: object = None
+    line: int | None = None
+    has_value: bool = field(default=True, compare=False)
+
+    def render(self, source: str | None = None) -> str:
+        where = self.path or "<root>"
+        loc = ""
+        if source and self.line is not None:
+            loc = f" ({source}:{self.line})"
+        elif self.line is not None:
+            loc = f" (line {self.line})"
+        got = f" [got {self.value!r}]" if self.has_value else ""
+        return f"{where}{loc}: {self.message}{got}"
+
+
+class SpecError(LmikitError, ValueError):
+    """The spec is invalid. ``problems`` lists every problem found, not just the first."""
+
+    kind = "SpecError"
+
+    def __init__(self, problems: list[Problem], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        head = f"{len(self.problems)} problem(s) in {source or 'spec'}"
+        lines = [head] + ["  - " + p.render(source) for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class CatalogError(LmikitError, LookupError):
+    kind = "CatalogError"
+
+
+class PlanError(LmikitError, ValueError):
+    kind = "PlanError"
+
+
+class RenderError(LmikitError, ValueError):
+    kind = "RenderError"
+
+
+class DeployError(LmikitError, RuntimeError):
+    kind = "DeployError"
+
+
+class WaitTimeout(DeployError):
+    kind = "WaitTimeout"
+
+
+class AdapterError(LmikitError, ValueError):
+    kind = "AdapterError"
+
+
+class InvokeError(LmikitError, RuntimeError):
+    kind = "InvokeError"

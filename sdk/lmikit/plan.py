@@ -1,0 +1,362 @@
+"""Capacity planner: model KV geometry x instance hardware -> tiers, sizes, predicted TTFT.
+
+>>> p = plan("Qwen/Qwen2.5-7B-Instruct", "ml.p4de.24xlarge", context_tokens=2_000_000)
+>>> p.kv_bytes_per_token, p.tier
+(57344, 'cpu')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmikit import sizing
+from lmikit.catalog.instances import InstanceType, get_instance
+from lmikit.catalog.models import DTYPE_BYTES, ModelGeometry, get_model
+from lmikit.errors import PlanError
+
+if TYPE_CHECKING:
+    from lmikit.spec import DeploymentSpec
+
+Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    model_id: str
+    instance_type: str
+    tp: int = 1
+    copies: int = 1
+    context_tokens: int = 0
+    request_tokens: int = 10_000
+    suffix_tokens: int = 100
+    concurrency: int = 4
+    chunk_size: int = 256
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+    weight_dtype: str = "auto"
+    mode: str = "auto"
+    cpu_size_gb: float | str = "auto"
+    disk_size_gb: float | str = "auto"
+    disk_path: str = "/tmp/lmcache/"
+    remote_url: str | None = None
+    in_memory_only: bool = False
+    max_model_len: int | None = None
+    config_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Predicted:
+    ttft_miss_s: float
+    ttft_hit_s: dict[str, float | None]
+    speedup: dict[str, float | None]
+    matched_tokens: int
+    remainder_tokens: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    model_id: str
+    instance_type: str
+    tp: int
+    copies: int
+    kv_bytes_per_token: int
+    weight_bytes: int
+    gpu_kv_capacity_tokens: int
+    cpu_capacity_tokens: int
+    disk_capacity_tokens: int
+    working_set_tokens: int
+    tier: Tier
+    lmcache: dict[str, Any]
+    predicted: Predicted
+    max_model_len: int
+    min_memory_mb: int
+    cpu_cores: float
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def uses_lmcache(self) -> bool:
+        return self.tier != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["predicted"] = asdict(self.predicted)
+        return data
+
+
+def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
+    """Plan a loaded spec; ``base_dir`` resolves ``model.config_path`` (the spec's folder)."""
+    config_path = spec.model.config_path
+    if config_path and base_dir is not None and not Path(config_path).is_absolute():
+        config_path = str(Path(base_dir) / config_path)
+    return _plan(PlanInputs(
+        model_id=spec.model.id,
+        instance_type=spec.instance.type,
+        tp=spec.engine.tensor_parallel_degree,
+        copies=spec.instance.copies_per_instance,
+        context_tokens=spec.workload.reused_context_tokens,
+        request_tokens=spec.workload.typical_request_tokens,
+        suffix_tokens=spec.workload.unique_suffix_tokens,
+        concurrency=spec.workload.concurrency,
+        chunk_size=spec.kv_cache.chunk_size,
+        gpu_memory_utilization=spec.engine.gpu_memory_utilization,
+        kv_cache_dtype=spec.engine.kv_cache_dtype,
+        weight_dtype=spec.model.dtype,
+        mode=spec.kv_cache.mode,
+        cpu_size_gb=spec.kv_cache.cpu_size_gb,
+        disk_size_gb=spec.kv_cache.disk_size_gb,
+        disk_path=spec.kv_cache.disk_path,
+        remote_url=spec.kv_cache.remote_url,
+        in_memory_only=spec.kv_cache.in_memory_only,
+        max_model_len=spec.engine.max_model_len,
+        config_path=config_path,
+    ))
+
+
+def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
+         context_tokens: int = 0, request_tokens: int = 10_000, **kwargs: Any) -> Plan:
+    """What-if planning without a spec."""
+    for name, value, low in (("tp", tp, 1), ("copies", copies, 1),
+                             ("context_tokens", context_tokens, 0),
+                             ("request_tokens", request_tokens, 1)):
+        if not isinstance(value, int) or value < low:
+            raise PlanError(f"{name} must be a whole number >= {low} (got {value!r})")
+    kwargs.setdefault("suffix_tokens", min(100, request_tokens))
+    return _plan(PlanInputs(model_id, instance_type, tp, copies, context_tokens,
+                            request_tokens, **kwargs))
+
+
+def _plan(i: PlanInputs) -> Plan:
+    inst = get_instance(i.instance_type)
+    geo = get_model(i.model_id, i.config_path) if i.config_path else get_model(i.model_id)
+    warnings: list[str] = []
+    _check_fit(i, inst, geo)
+
+    kv_dtype_bytes = 1 if i.kv_cache_dtype == "fp8" else 2
+    weight_dtype = geo.weight_dtype if i.weight_dtype == "auto" else i.weight_dtype
+    weight_bytes = int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2))
+    kv_bpt = geo.kv_bytes_per_token(kv_dtype_bytes)
+    replication = geo.kv_replication(i.tp)
+    workers = i.copies * i.tp
+
+    gpu_tokens = sizing.gpu_kv_capacity_tokens(
+        inst.gpu.memory_gib, i.gpu_memory_utilization, i.tp, weight_bytes,
+        geo.gpu_kv_bytes_per_token(kv_dtype_bytes), replication)
+    if gpu_tokens <= 0:
+        raise PlanError(
+            f"{geo.model_id} weights ({weight_bytes / sizing.GIB:.1f} GiB) leave no KV cache "
+            f"room on {i.tp} x {inst.gpu.name} at gpu_memory_utilization "
+            f"{i.gpu_memory_utilization}; raise engine.tensor_parallel_degree (max "
+            f"{inst.gpu_count // i.copies} here) or choose a larger instance.type")
+    max_len = i.max_model_len or geo.max_position_embeddings or 32768
+    if i.max_model_len is None:
+        max_len = min(max_len, gpu_tokens)
+    if max_len > gpu_tokens:
+        raise PlanError(
+            f"engine.max_model_len {max_len} does not fit the GPU KV cache of one copy "
+            f"({gpu_tokens} tokens); lower max_model_len or raise tensor_parallel_degree")
+    in_flight = i.concurrency * i.request_tokens
+    if in_flight > gpu_tokens:
+        warnings.append(f"{i.concurrency} requests of {i.request_tokens} tokens need "
+                        f"{in_flight} tokens of KV but one copy holds {gpu_tokens}; requests "
+                        "will queue")
+
+    host = sizing.host_cache_budget(int(inst.host_memory_gib * sizing.GIB), weight_bytes,
+                                    i.copies, i.tp)
+    disk = sizing.disk_cache_budget(int(inst.nvme_gb * 1e9), int(inst.nvme_gb * 1e9),
+                                    i.copies, i.tp, is_nvme=inst.has_nvme)
+    per_copy_bytes = kv_bpt * replication  # bytes one cached token costs a copy, all ranks
+    cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
+    disk_tokens = disk.per_worker_bytes * i.tp // per_copy_bytes
+
+    tier = _decide_tier(i, inst, gpu_tokens, in_flight, cpu_tokens, disk_tokens, warnings)
+    lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
+    cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // per_copy_bytes
+    disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
+        // per_copy_bytes
+
+    predicted = _predict(i, inst, geo, kv_bpt, replication)
+    cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
+    min_memory = (cache_bytes_per_copy + weight_bytes
+                  + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
+    min_memory_mb = max(128, math.ceil(min_memory / 2**20))
+    if min_memory_mb * i.copies > inst.host_memory_gib * 1024:
+        raise PlanError(f"{i.copies} copies need {min_memory_mb * i.copies} MB of host memory "
+                        f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; lower "
+                        "kv_cache.cpu_size_gb or instance.copies_per_instance")
+    cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
+
+    return Plan(
+        model_id=geo.model_id, instance_type=inst.name, tp=i.tp, copies=i.copies,
+        kv_bytes_per_token=kv_bpt, weight_bytes=weight_bytes,
+        gpu_kv_capacity_tokens=gpu_tokens, cpu_capacity_tokens=cpu_tokens_used,
+        disk_capacity_tokens=disk_tokens_used, working_set_tokens=i.context_tokens,
+        tier=tier, lmcache=lmcache, predicted=predicted, max_model_len=max_len,
+        min_memory_mb=min_memory_mb, cpu_cores=cpu_cores,
+        assumptions=_assumptions(i, inst, geo, replication), warnings=warnings + list(
+            f"model: {n}" for n in geo.notes if "sliding" in n),
+    )
+
+
+def _check_fit(i: PlanInputs, inst: InstanceType, geo: ModelGeometry) -> None:
+    if i.tp * i.copies > inst.gpu_count:
+        raise PlanError(
+            f"engine.tensor_parallel_degree {i.tp} x instance.copies_per_instance {i.copies} "
+            f"needs {i.tp * i.copies} GPUs but {inst.name} has {inst.gpu_count}")
+    if geo.num_attention_heads % i.tp:
+        valid = [t for t in (1, 2, 4, 8) if geo.num_attention_heads % t == 0
+                 and t <= inst.gpu_count]
+        raise PlanError(f"engine.tensor_parallel_degree {i.tp} must divide the model's "
+                        f"{geo.num_attention_heads} attention heads; valid: {valid}")
+
+
+def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: int,
+                 cpu_tokens: int, disk_tokens: int, warnings: list[str]) -> Tier:
+    ws = i.context_tokens
+    if i.mode == "off":
+        return "none"
+    if i.mode == "cpu":
+        return "cpu"
+    if i.mode == "cpu+disk":
+        if not inst.has_nvme:
+            raise PlanError(f"kv_cache.mode 'cpu+disk' needs local NVMe but {inst.name} has "
+                            "none; use 'cpu' or 'remote'")
+        return "cpu+disk"
+    if i.mode == "remote":
+        return "remote"
+    # auto
+    reliable_gpu = sizing.GPU_CACHE_RELIABLE_FRACTION * max(0, gpu_tokens - in_flight)
+    if ws == 0:
+        warnings.append("workload.reused_context_tokens is not set; assuming repeated context "
+                        "worth a CPU tier. Set it to size the cache for your working set")
+        return "cpu"
+    if ws <= reliable_gpu:
+        return "none"
+    if ws <= cpu_tokens:
+        return "cpu"
+    local = cpu_tokens + (0 if i.in_memory_only else disk_tokens)
+    if i.in_memory_only:
+        warnings.append(f"working set {ws} tokens exceeds the CPU tier ({cpu_tokens}) and "
+                        "in_memory_only forbids disk: expect evictions, or add instances")
+        return "cpu"
+    if ws > local and i.remote_url:
+        return "remote"
+    if not inst.has_nvme or disk_tokens == 0:
+        warnings.append(f"working set {ws} tokens exceeds the CPU tier ({cpu_tokens}) and "
+                        f"{inst.name} has no NVMe for a disk tier: expect evictions, or set "
+                        "kv_cache.remote_url")
+        return "cpu"
+    if ws > local:
+        warnings.append(f"working set {ws} tokens exceeds CPU + disk tiers ({local} tokens): "
+                        "expect evictions, or set kv_cache.remote_url")
+    return "cpu+disk"
+
+
+def _gib(value: float) -> float:
+    """Round a size down to a tenth of a GB (LMCache takes fractional GB)."""
+    return math.floor(value * 10) / 10
+
+
+def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: sizing.DiskBudget,
+                   per_copy_bytes: int, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"chunk_size": i.chunk_size, "max_local_cpu_size_gb": 0.0,
+                           "max_local_disk_size_gb": 0.0, "local_disk": None,
+                           "remote_url": None, "workers": host.workers}
+    if tier == "none":
+        return out
+    budget_cpu = _gib(host.per_worker_gib)
+    if budget_cpu < 1:
+        raise PlanError(f"no host memory is left for an LMCache CPU tier ({host.per_worker_gib:.1f}"
+                        " GB per worker after reserves); use kv_cache.mode 'off' or fewer copies")
+    if i.cpu_size_gb == "auto":
+        cpu = budget_cpu
+    else:
+        cpu = float(i.cpu_size_gb)
+        if cpu > budget_cpu:
+            raise PlanError(f"kv_cache.cpu_size_gb {cpu} exceeds the {budget_cpu} GB per worker "
+                            f"the host can give ({host.workers} workers share "
+                            f"{host.host_bytes / sizing.GIB:.0f} GiB after "
+                            f"{host.reserved_bytes / sizing.GIB:.0f} GiB of reserves)")
+    out["max_local_cpu_size_gb"] = cpu
+    if tier == "cpu+disk":
+        budget_disk = _gib(disk.per_worker_gib)
+        if budget_disk < 1:
+            raise PlanError(f"no NVMe space is left for a disk tier ({disk.reason or 'too small'})")
+        if i.disk_size_gb == "auto":
+            size = budget_disk
+        else:
+            size = float(i.disk_size_gb)
+            if size > budget_disk:
+                raise PlanError(f"kv_cache.disk_size_gb {size} exceeds the {budget_disk} GB per "
+                                f"worker the NVMe can give ({disk.workers} workers)")
+        out["max_local_disk_size_gb"] = size
+        out["local_disk"] = "file://" + i.disk_path
+    if tier == "remote":
+        out["remote_url"] = i.remote_url
+    return out
+
+
+def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, kv_bpt: int,
+             replication: int) -> Predicted:
+    tflops = inst.gpu.bf16_dense_tflops
+    miss_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
+                                      i.request_tokens, 0)
+    miss = sizing.prefill_seconds(miss_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
+    matched = sizing.chunk_aligned(i.request_tokens - i.suffix_tokens, i.chunk_size)
+    rest = i.request_tokens - matched
+    rest_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
+                                      rest, matched)
+    gpu_hit = sizing.prefill_seconds(rest_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
+    per_gpu_bytes = matched * kv_bpt * replication / i.tp
+    cpu_hit = gpu_hit + sizing.transfer_seconds(per_gpu_bytes, inst.host_to_gpu_gbps)
+    disk_hit = None
+    if inst.has_nvme:
+        disk_hit = cpu_hit + sizing.transfer_seconds(matched * kv_bpt * replication,
+                                                     inst.nvme_read_gbps)
+
+    def _r(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    return Predicted(
+        ttft_miss_s=_r(miss) or 0.0,
+        ttft_hit_s={"gpu": _r(gpu_hit), "cpu": _r(cpu_hit), "disk": _r(disk_hit)},
+        speedup={"gpu": _r(miss / gpu_hit), "cpu": _r(miss / cpu_hit),
+                 "disk": _r(miss / disk_hit) if disk_hit else None},
+        matched_tokens=matched, remainder_tokens=rest,
+    )
+
+
+def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
+                 replication: int) -> list[str]:
+    s = sizing
+    out = [
+        f"KV per token = {geo.num_layers} layers x "
+        + (f"MLA latent ({geo.kv_lora_rank} + {geo.qk_rope_head_dim})"
+           if geo.attention == "mla" else f"2 x {geo.num_kv_heads} KV heads x {geo.head_dim}")
+        + f" x {'1 byte (fp8)' if i.kv_cache_dtype == 'fp8' else '2 bytes (bf16)'}",
+        f"weights = {geo.total_params / 1e9:.2f}B params from config.json shapes "
+        f"({geo.weight_dtype})",
+        f"GPU: {inst.gpu_count} x {inst.gpu.name} {inst.gpu.memory_gib} GiB; vLLM uses "
+        f"{i.gpu_memory_utilization:.0%} minus {s.GPU_RUNTIME_OVERHEAD_GIB} GiB runtime overhead "
+        "per GPU",
+        f"each cached token is held by {replication} tensor-parallel rank(s)",
+        f"GPU prefix cache counted on for {s.GPU_CACHE_RELIABLE_FRACTION:.0%} of the KV pool "
+        "left after in-flight requests (vLLM evicts it for running sequences)",
+        f"host reserve = max({s.HOST_RESERVE_FRACTION:.0%} of RAM, {s.WEIGHT_LOAD_FACTOR:g}x "
+        f"weights per copy) + {s.WORKER_HOST_OVERHEAD_GIB:g} GiB per vLLM worker; the rest is "
+        f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
+        f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
+        "workers; never on a non-NVMe or >90% full filesystem",
+        f"prefill at {s.PREFILL_MFU:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per "
+        "GPU, with the causal attention term; fixed overhead "
+        f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request",
+        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU (ranks load in parallel); NVMe "
+        f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT, not overlapped with the "
+        "host->GPU copy",
+        f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
+        f"{i.suffix_tokens} new tokens",
+    ]
+    return out

@@ -1,0 +1,1 @@
+"""Pure renderers: each is a function of (spec, plan) with no AWS call, clock or randomness."""

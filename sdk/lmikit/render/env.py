@@ -1,0 +1,81 @@
+"""LMI container environment (``OPTION_*`` and friends) for the base inference component.
+
+>>> from lmikit.spec import DeploymentSpec
+>>> from lmikit.plan import plan_spec
+>>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "d", "region":
+...     "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+...     "instance": {"type": "ml.g6e.2xlarge"}})
+>>> lmi_environment(spec, plan_spec(spec))["OPTION_ENABLE_STATEFUL_SESSIONS"]
+'true'
+"""
+
+from __future__ import annotations
+
+import json
+
+from lmikit.plan import Plan
+from lmikit.render.lmcache import LMCACHE_FILE_NAME
+from lmikit.spec import DeploymentSpec
+
+DEFAULT_MAX_LORAS = 4
+MIN_LORA_RANK = 16
+
+
+def _flag(value: bool) -> str:
+    # LMI compares these to the exact lowercase string "true".
+    return "true" if value else "false"
+
+
+def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
+                    lmcache_config_file: str = LMCACHE_FILE_NAME) -> dict[str, str]:
+    """Environment for the LMI container. Never holds a secret: the HF token is fetched
+    from Secrets Manager at container start (``LMIKIT_HF_TOKEN_SECRET_ARN``)."""
+    e = spec.engine
+    env: dict[str, str] = {
+        "HF_MODEL_ID": spec.model.id,
+        "PYTHONHASHSEED": "0",
+        "OPTION_ROLLING_BATCH": "vllm",
+        "OPTION_ASYNC_MODE": "true",
+        "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
+        "OPTION_TENSOR_PARALLEL_DEGREE": str(e.tensor_parallel_degree),
+        "OPTION_MAX_MODEL_LEN": str(plan.max_model_len),
+        "OPTION_GPU_MEMORY_UTILIZATION": f"{e.gpu_memory_utilization:g}",
+        "OPTION_MAX_ROLLING_BATCH_SIZE": str(e.max_batch_size),
+        "OPTION_ENABLE_PREFIX_CACHING": _flag(e.enable_prefix_caching),
+    }
+    if spec.model.revision:
+        env["OPTION_REVISION"] = spec.model.revision
+    if e.kv_cache_dtype != "auto":
+        env["OPTION_KV_CACHE_DTYPE"] = e.kv_cache_dtype
+    if plan.uses_lmcache:
+        env["OPTION_KV_TRANSFER_CONFIG"] = json.dumps(
+            {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
+        env["OPTION_LMCACHE_CONFIG_FILE"] = lmcache_config_file
+    if spec.sessions_enabled:
+        env["OPTION_ENABLE_STATEFUL_SESSIONS"] = "true"
+        env["OPTION_SESSIONS_EXPIRATION"] = str(spec.sessions.expiration_seconds)
+    if spec.adapters:
+        ranks = [a.rank for a in spec.adapters if a.rank]
+        env["OPTION_ENABLE_LORA"] = "true"
+        env["OPTION_MAX_LORAS"] = str(max(DEFAULT_MAX_LORAS, min(len(spec.adapters), 64)))
+        env["OPTION_MAX_LORA_RANK"] = str(_lora_rank_limit(max(ranks, default=MIN_LORA_RANK)))
+        env["OPTION_MAX_CPU_LORAS"] = str(max(len(spec.adapters), DEFAULT_MAX_LORAS))
+    if e.speculative:
+        env["OPTION_SPECULATIVE_CONFIG"] = json.dumps({
+            "method": e.speculative.method,
+            "model": e.speculative.draft_model,
+            "num_speculative_tokens": e.speculative.num_speculative_tokens,
+        }, separators=(",", ":"))
+    if spec.security.hf_token_secret_arn:
+        env["LMIKIT_HF_TOKEN_SECRET_ARN"] = spec.security.hf_token_secret_arn
+    if spec.observability.detailed_metrics:
+        env["LMIKIT_METRICS_PATH"] = spec.observability.metrics_path
+    return dict(sorted(env.items()))
+
+
+def _lora_rank_limit(rank: int) -> int:
+    """vLLM accepts max_lora_rank from a fixed set; take the smallest that fits."""
+    for allowed in (8, 16, 32, 64, 128, 256, 320, 512):
+        if rank <= allowed:
+            return max(allowed, MIN_LORA_RANK)
+    return 512

@@ -1,0 +1,127 @@
+"""The planner's arithmetic: pure functions of numbers, standard library only.
+
+The SDK planner and the container's start-up auto-configuration both call these, so the
+sizes written at deploy time and at container start come from one implementation.
+
+Units: bytes unless a name says otherwise; GiB = 2**30 bytes (LMCache's "GB" sizes are
+multiplied by 1024**3); bandwidths in GB/s = 1e9 bytes/s.
+
+>>> cpu = host_cache_budget(host_bytes=1152 * GIB, weight_bytes=15 * 10**9, copies=1, tp=1)
+>>> round(cpu.per_worker_gib)
+918
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+
+# --- constants, each one stated in every plan's assumptions --------------------------------
+GPU_RUNTIME_OVERHEAD_GIB = 1.5  # CUDA context, activations, CUDA graphs per GPU
+HOST_RESERVE_FRACTION = 0.2  # OS, container runtime, page cache headroom (as LMI)
+WEIGHT_LOAD_FACTOR = 2.0  # host RAM used while loading weights, per copy (as LMI)
+WORKER_HOST_OVERHEAD_GIB = 4.0  # vLLM worker process: Python, torch, CUDA host allocations
+DISK_USABLE_FRACTION = 0.9  # filesystem overhead and a free-space margin on the NVMe
+DISK_MIN_FREE_FRACTION = 0.1  # below this free share a disk tier is not sized at all
+PREFILL_MFU = 0.55  # share of dense bf16 peak achieved by vLLM prefill
+GPU_CACHE_RELIABLE_FRACTION = 0.5  # share of free KV pool that reliably keeps prefixes
+REQUEST_OVERHEAD_S = 0.02  # tokenization, scheduling, first decode step
+
+
+@dataclass(frozen=True)
+class HostBudget:
+    """LMCache CPU memory: what the instance has, what is reserved, what each worker gets."""
+
+    host_bytes: int
+    reserved_bytes: int
+    workers: int
+    per_worker_bytes: int
+
+    @property
+    def per_worker_gib(self) -> float:
+        return self.per_worker_bytes / GIB
+
+    @property
+    def total_bytes(self) -> int:
+        return self.per_worker_bytes * self.workers
+
+
+def host_cache_budget(host_bytes: int, weight_bytes: int, copies: int, tp: int,
+                      limit_bytes: int | None = None) -> HostBudget:
+    """Host RAM LMCache may pin, split across every worker process on the instance.
+
+    ``limit_bytes`` is a hard cap (a container's cgroup limit) that the total never exceeds.
+    Reserves: max(20% of the host, 2x the weights of every copy) for the OS and weight
+    loading, plus a fixed overhead per vLLM worker process.
+    """
+    workers = copies * tp
+    usable = host_bytes if limit_bytes is None else min(host_bytes, limit_bytes)
+    reserve = max(int(HOST_RESERVE_FRACTION * usable), int(WEIGHT_LOAD_FACTOR * weight_bytes
+                                                          * copies))
+    reserve += int(WORKER_HOST_OVERHEAD_GIB * GIB) * workers
+    per_worker = max(0, (usable - reserve) // workers)
+    return HostBudget(usable, reserve, workers, per_worker)
+
+
+@dataclass(frozen=True)
+class DiskBudget:
+    free_bytes: int
+    workers: int
+    per_worker_bytes: int
+    reason: str = ""
+
+    @property
+    def per_worker_gib(self) -> float:
+        return self.per_worker_bytes / GIB
+
+
+def disk_cache_budget(free_bytes: int, total_bytes: int, copies: int, tp: int,
+                      is_nvme: bool = True) -> DiskBudget:
+    """NVMe space for LMCache's disk tier, from the FREE space of the filesystem."""
+    workers = copies * tp
+    if not is_nvme:
+        return DiskBudget(free_bytes, workers, 0, "the cache directory is not on NVMe")
+    if total_bytes <= 0 or free_bytes < DISK_MIN_FREE_FRACTION * total_bytes:
+        return DiskBudget(free_bytes, workers, 0,
+                          f"less than {DISK_MIN_FREE_FRACTION:.0%} of the filesystem is free")
+    usable = int(free_bytes * DISK_USABLE_FRACTION)
+    return DiskBudget(free_bytes, workers, usable // workers)
+
+
+def gpu_kv_capacity_tokens(gpu_memory_gib: float, gpu_memory_utilization: float, tp: int,
+                           weight_bytes: int, gpu_bytes_per_token: int,
+                           replication: int) -> int:
+    """Tokens of KV one model copy's GPUs hold after weights and runtime overhead."""
+    per_gpu = gpu_memory_gib * GIB * gpu_memory_utilization
+    free = tp * per_gpu - weight_bytes - tp * GPU_RUNTIME_OVERHEAD_GIB * GIB
+    if free <= 0 or gpu_bytes_per_token <= 0:
+        return 0
+    return int(free / (gpu_bytes_per_token * replication))
+
+
+def prefill_flops(active_params: int, layers: int, attention_dim: int, new_tokens: int,
+                  context_tokens: int) -> float:
+    """FLOPs to prefill ``new_tokens`` appended to ``context_tokens`` already cached.
+
+    Linear layers: 2 * active params per token. Attention (causal): Q.K^T and A.V cost
+    2 * 2 * attention_dim per (query, key) pair per layer; each new token i attends to
+    context + i keys.
+    """
+    linear = 2.0 * active_params * new_tokens
+    pairs = new_tokens * context_tokens + new_tokens * (new_tokens + 1) / 2
+    attention = 4.0 * layers * attention_dim * pairs
+    return linear + attention
+
+
+def prefill_seconds(flops: float, tflops_per_gpu: float, tp: int) -> float:
+    return flops / (tflops_per_gpu * 1e12 * tp * PREFILL_MFU)
+
+
+def transfer_seconds(num_bytes: float, gbps: float) -> float:
+    return num_bytes / (gbps * 1e9) if gbps > 0 else float("inf")
+
+
+def chunk_aligned(tokens: int, chunk: int) -> int:
+    """LMCache stores and matches whole chunks only."""
+    return (tokens // chunk) * chunk

@@ -1,0 +1,369 @@
+"""The deployment spec: one YAML file that every lmikit target is rendered from.
+
+>>> spec = DeploymentSpec.model_validate({
+...     "api_version": "v1", "name": "docqa", "region": "us-east-1",
+...     "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+...     "instance": {"type": "ml.g6e.12xlarge"},
+... })
+>>> spec.kv_cache.mode, spec.routing.strategy
+('auto', 'sticky_session')
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
+
+# SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
+# name becomes a prefix of longer names (endpoint config, components), so it is shorter.
+NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
+NAME_MAX = 40
+ADAPTER_NAME_MAX = 20
+REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
+HF_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+ARN_PATTERN = r"^arn:aws[a-z-]*:"
+SECRET_ARN_PATTERN = r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$"
+KMS_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/.+$"
+SNS_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$"
+DEFAULT_LMI_VERSION = "0.38.0"
+
+
+def _auto_or_gb(value: Any) -> float | Literal["auto"]:
+    if value is None or value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError("must be 'auto' or a size in GB (a number greater than 0)")
+    if value <= 0 or value == float("inf"):
+        raise ValueError("must be 'auto' or a size in GB (a number greater than 0)")
+    return float(value)
+
+
+AutoSizeGB = Annotated[
+    float | Literal["auto"],
+    PlainValidator(_auto_or_gb),
+    WithJsonSchema({"oneOf": [{"const": "auto"}, {"type": "number", "exclusiveMinimum": 0}]}),
+]
+
+
+def _fail(errors: list[tuple[str, str]]) -> None:
+    """Raise one ValueError carrying several (field path, message) problems.
+
+    The loader splits it back into one problem per path, so each points at its own line.
+    """
+    if errors:
+        raise ValueError("\n".join(f"{FIELD_MARK}{path}{FIELD_MARK} {msg}" for path, msg in errors))
+
+
+FIELD_MARK = "\u00a7"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class ModelSpec(_Model):
+    id: str = Field(
+        description="Hugging Face model id (org/name) or an s3:// URI of uncompressed weights.",
+        min_length=3, max_length=256,
+        json_schema_extra={"pattern": f"({HF_ID_PATTERN})|({S3_URI_PATTERN})"},
+    )
+    revision: str | None = Field(
+        default=None, description="Hugging Face revision (branch, tag or commit) to pin.",
+        max_length=128,
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
+        default="auto",
+        description="Weight dtype; auto takes the dtype from the model's config.json.",
+    )
+    config_path: str | None = Field(
+        default=None,
+        description="Path to the model's config.json (relative to the spec file). Required for "
+        "models not in lmikit's catalog, since planning never reaches the network.",
+    )
+
+    @model_validator(mode="after")
+    def _id_shape(self) -> ModelSpec:
+        if not (re.match(HF_ID_PATTERN, self.id) or re.match(S3_URI_PATTERN, self.id)):
+            _fail([("model.id", "must be a Hugging Face id like 'Qwen/Qwen2.5-7B-Instruct' or "
+                    "an s3://bucket/prefix URI")])
+        return self
+
+    @property
+    def is_s3(self) -> bool:
+        return self.id.startswith("s3://")
+
+
+class InstanceSpec(_Model):
+    type: str = Field(description="SageMaker instance type, e.g. ml.g6e.12xlarge.",
+                      pattern=r"^ml\.[a-z0-9-]+\.[0-9]*x?large$")
+    min_count: int = Field(default=1, ge=0, le=100,
+                           description="Minimum instances; 0 lets the endpoint scale to zero.")
+    max_count: int = Field(default=1, ge=1, le=100, description="Maximum instances.")
+    copies_per_instance: int = Field(
+        default=1, ge=1, le=8, description="Model copies (inference component copies) that "
+        "share one instance; they share its host RAM and NVMe.")
+
+    @model_validator(mode="after")
+    def _counts(self) -> InstanceSpec:
+        if self.min_count > self.max_count:
+            _fail([("instance.min_count", f"must not exceed instance.max_count "
+                    f"({self.max_count})")])
+        return self
+
+
+class SpeculativeSpec(_Model):
+    method: Literal["eagle", "eagle3"] = Field(description="Speculative decoding method.")
+    draft_model: str = Field(description="Hugging Face id or s3:// URI of the EAGLE draft head.",
+                             min_length=3, max_length=256)
+    num_speculative_tokens: int = Field(default=4, ge=1, le=16,
+                                        description="Tokens proposed per step.")
+
+
+class EngineSpec(_Model):
+    lmi_version: str = Field(default=DEFAULT_LMI_VERSION, pattern=r"^\d+\.\d+\.\d+$",
+                             description="LMI (djl-inference) container version to pin.")
+    tensor_parallel_degree: int = Field(default=1, ge=1, le=8,
+                                        description="GPUs per model copy.")
+    max_model_len: int | None = Field(default=None, ge=256, le=2_097_152,
+                                      description="Longest sequence served; default from config.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98,
+                                          description="Share of GPU memory vLLM may use.")
+    max_batch_size: int = Field(default=64, ge=1, le=1024,
+                                description="Maximum concurrent sequences (rolling batch).")
+    kv_cache_dtype: Literal["auto", "fp8"] = Field(
+        default="auto", description="KV cache dtype; auto follows the model's activation dtype.")
+    enable_prefix_caching: bool = Field(default=True,
+                                        description="vLLM's GPU prefix cache (the first tier).")
+    speculative: SpeculativeSpec | None = Field(default=None,
+                                                description="EAGLE speculative decoding.")
+
+
+KvMode = Literal["auto", "off", "cpu", "cpu+disk", "remote"]
+
+
+class KvCacheSpec(_Model):
+    mode: KvMode = Field(default="auto", description="Which LMCache tiers to use; auto lets the "
+                         "planner decide from the workload and the instance.")
+    chunk_size: int = Field(default=256, ge=16, le=4096, multiple_of=16,
+                            description="Tokens per LMCache chunk.")
+    cpu_size_gb: AutoSizeGB = Field(default="auto", description="LMCache CPU RAM per worker (GB) "
+                                    "or auto to size from the instance.")
+    disk_size_gb: AutoSizeGB = Field(default="auto", description="LMCache NVMe size per worker "
+                                     "(GB) or auto.")
+    disk_path: str = Field(default="/tmp/lmcache/", pattern=r"^/[^\s]*/$",
+                           description="Absolute directory on the instance's NVMe (trailing /).")
+    remote_url: str | None = Field(default=None, max_length=512,
+                                   pattern=r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$",
+                                   description="Remote tier URL, e.g. redis://host:6379.")
+    in_memory_only: bool = Field(default=False, description="Regulated data: keep KV only in "
+                                 "GPU and CPU memory; forbids any disk or remote tier.")
+
+    @model_validator(mode="after")
+    def _tiers(self) -> KvCacheSpec:
+        errors: list[tuple[str, str]] = []
+        if self.in_memory_only:
+            if self.mode in ("cpu+disk", "remote"):
+                errors.append(("kv_cache.mode", f"{self.mode!r} writes KV outside memory, which "
+                               "kv_cache.in_memory_only forbids; use 'cpu', 'off' or 'auto'"))
+            if self.disk_size_gb != "auto":
+                errors.append(("kv_cache.disk_size_gb", "kv_cache.in_memory_only forbids a disk "
+                               "tier; remove this field"))
+            if self.remote_url:
+                errors.append(("kv_cache.remote_url", "kv_cache.in_memory_only forbids a remote "
+                               "tier; remove this field"))
+        if self.mode == "remote" and not self.remote_url:
+            errors.append(("kv_cache.remote_url", "mode 'remote' needs a remote URL, "
+                           "e.g. redis://host:6379"))
+        if self.remote_url and self.mode not in ("remote", "auto") and not self.in_memory_only:
+            errors.append(("kv_cache.mode", f"{self.mode!r} ignores kv_cache.remote_url; use "
+                           "'remote' or 'auto'"))
+        if self.mode == "off":
+            errors += [(f"kv_cache.{k}", "mode 'off' takes no cache sizes; remove this field")
+                       for k in ("cpu_size_gb", "disk_size_gb") if getattr(self, k) != "auto"]
+        if self.mode == "cpu" and self.disk_size_gb != "auto":
+            errors.append(("kv_cache.disk_size_gb", "mode 'cpu' has no disk tier; use mode "
+                           "'cpu+disk' or remove this field"))
+        _fail(errors)
+        return self
+
+
+class WorkloadSpec(_Model):
+    reused_context_tokens: int = Field(
+        default=0, ge=0, le=10_000_000_000,
+        description="Working set: tokens of repeated context one model copy should keep hot "
+        "(documents, system prompts, conversation histories).")
+    typical_request_tokens: int = Field(default=10_000, ge=1, le=2_097_152,
+                                        description="Prompt length of a typical request.")
+    unique_suffix_tokens: int = Field(
+        default=100, ge=0, le=2_097_152,
+        description="Tokens at the end of a typical request that are new (the question).")
+    output_tokens: int = Field(default=100, ge=1, le=1_000_000,
+                               description="Tokens generated per request.")
+    concurrency: int = Field(default=4, ge=1, le=4096,
+                             description="Requests in flight per model copy.")
+
+    @model_validator(mode="after")
+    def _suffix(self) -> WorkloadSpec:
+        if self.unique_suffix_tokens > self.typical_request_tokens:
+            _fail([("workload.unique_suffix_tokens", "cannot exceed "
+                    f"workload.typical_request_tokens ({self.typical_request_tokens})")])
+        return self
+
+
+RoutingStrategy = Literal["sticky_session", "prefix_aware", "kv_aware", "least_outstanding",
+                          "random"]
+
+
+class RoutingSpec(_Model):
+    strategy: RoutingStrategy = Field(
+        default="sticky_session",
+        description="sticky_session (SageMaker sessions pin a conversation to one instance), "
+        "prefix_aware, kv_aware (API only), least_outstanding or random.")
+    prefix_length: int | None = Field(default=None, ge=1024, le=65536,
+                                      description="prefix_aware: bytes of body hashed.")
+    concurrency_threshold: int | None = Field(default=None, ge=1, le=1024,
+                                              description="prefix_aware: requests per copy "
+                                              "before spilling to another copy.")
+
+    @model_validator(mode="after")
+    def _prefix(self) -> RoutingSpec:
+        if self.strategy != "prefix_aware":
+            _fail([(f"routing.{key}", "applies only to routing.strategy 'prefix_aware' "
+                    f"(strategy is {self.strategy!r})")
+                   for key in ("prefix_length", "concurrency_threshold")
+                   if getattr(self, key) is not None])
+        return self
+
+
+class SessionsSpec(_Model):
+    enabled: bool | None = Field(default=None, description="LMI stateful sessions; default on "
+                                 "with sticky_session routing.")
+    expiration_seconds: int = Field(default=1200, ge=60, le=86_400,
+                                    description="Idle session lifetime.")
+
+
+class AdapterSpec(_Model):
+    name: str = Field(pattern=NAME_PATTERN, max_length=ADAPTER_NAME_MAX,
+                      description="Adapter name, used in the component name and requests.")
+    source: str = Field(min_length=1, max_length=1024,
+                        description="Local adapter directory (relative to the spec) or s3:// "
+                        "URI of a .tar.gz.")
+    formatter: str | None = Field(default=None, description="Python file with this adapter's "
+                                  "input/output formatters (relative to the spec).")
+    rank: int | None = Field(default=None, ge=1, le=512,
+                             description="LoRA rank; read from adapter_config.json if omitted.")
+
+
+class FormattersSpec(_Model):
+    input: str | None = Field(default=None, description="Python file with the base model's "
+                              "input formatter.")
+    output: str | None = Field(default=None, description="Python file with the base model's "
+                               "output formatter.")
+
+
+class AlarmsSpec(_Model):
+    enabled: bool = Field(default=True, description="Create the default alarms.")
+    error_5xx_rate_percent: float = Field(default=1.0, gt=0, le=100,
+                                          description="5xx share of invocations that alarms.")
+    p90_model_latency_ms: float | None = Field(default=None, gt=0,
+                                               description="p90 ModelLatency limit; default "
+                                               "from the plan's predicted miss TTFT.")
+    min_hit_rate: float = Field(default=0.2, ge=0, le=1,
+                                description="LMCache hit rate below which the cache collapsed.")
+    sns_topic_arn: str | None = Field(default=None, pattern=SNS_ARN_PATTERN,
+                                      description="SNS topic notified by the alarms.")
+
+
+class ObservabilitySpec(_Model):
+    detailed_metrics: bool = Field(default=True, description="Endpoint detailed observability: "
+                                   "scrape the container's Prometheus metrics.")
+    metric_publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
+        default=60, description="How often SageMaker publishes the scraped metrics.")
+    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]*$",
+                              description="Container path serving Prometheus metrics.")
+    dashboard: bool = Field(default=True, description="Create the CloudWatch dashboard.")
+    client_ttft_metrics: bool = Field(default=False, description="Runtime client publishes "
+                                      "TTFT and tokens/s as custom metrics.")
+    alarms: AlarmsSpec = Field(default_factory=AlarmsSpec, description="Default alarms.")
+
+
+class VpcSpec(_Model):
+    subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+        min_length=1, max_length=16, description="Private subnets for the endpoint.")
+    security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+        min_length=1, max_length=5, description="Security groups for the endpoint.")
+
+
+class SecuritySpec(_Model):
+    kms_key_arn: str | None = Field(default=None, pattern=KMS_ARN_PATTERN,
+                                    description="KMS key for artifacts (and the volume where "
+                                    "the instance type allows it).")
+    vpc: VpcSpec | None = Field(default=None, description="Run the endpoint inside a VPC.")
+    network_isolation: bool = Field(default=False, description="No outbound network from the "
+                                    "container; needs s3:// weights (no Hub download).")
+    kms_volume_encryption: Literal["auto", "required", "off"] = Field(
+        default="auto", description="Use kms_key_arn for the instance volume: auto where the "
+        "instance type allows it (not on types with local NVMe, whose instance store is "
+        "hardware-encrypted), required to fail where it cannot, or off.")
+    hf_token_secret_arn: str | None = Field(default=None, pattern=SECRET_ARN_PATTERN,
+                                            description="Secrets Manager secret holding the "
+                                            "Hugging Face token; never a plaintext token.")
+
+
+class DeploymentSpec(_Model):
+    """The whole deployment. Load one with :func:`lmikit.load_spec`."""
+
+    api_version: Literal["v1"] = Field(description="Spec format version.")
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX,
+                      description="Deployment name; prefixes every resource name.")
+    region: str = Field(pattern=REGION_PATTERN, description="AWS region, e.g. us-east-1.")
+    model: ModelSpec = Field(description="The model to serve.")
+    instance: InstanceSpec = Field(description="Instance type and counts.")
+    engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM/LMI engine.")
+    kv_cache: KvCacheSpec = Field(default_factory=KvCacheSpec, description="LMCache tiers.")
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec,
+                                   description="Workload hints for the planner.")
+    routing: RoutingSpec = Field(default_factory=RoutingSpec, description="Request routing.")
+    sessions: SessionsSpec = Field(default_factory=SessionsSpec,
+                                   description="Stateful (sticky) sessions.")
+    adapters: list[AdapterSpec] = Field(default_factory=list, max_length=64,
+                                        description="LoRA adapters, one inference component each.")
+    formatters: FormattersSpec = Field(default_factory=FormattersSpec,
+                                       description="Base model input/output formatters.")
+    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec,
+                                             description="Metrics, dashboards and alarms.")
+    security: SecuritySpec = Field(default_factory=SecuritySpec,
+                                   description="Encryption, network and secrets.")
+    tags: dict[Annotated[str, Field(min_length=1, max_length=128)],
+               Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=dict, max_length=40, description="Tags on every resource.")
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> DeploymentSpec:
+        errors: list[tuple[str, str]] = []
+        if self.routing.strategy == "sticky_session" and self.sessions.enabled is False:
+            errors.append(("sessions.enabled", "routing.strategy 'sticky_session' needs sessions; "
+                           "remove 'enabled: false' or choose another routing.strategy"))
+        seen: set[str] = set()
+        for i, adapter in enumerate(self.adapters):
+            if adapter.name in seen:
+                errors.append((f"adapters.{i}.name", f"{adapter.name!r} is used twice; adapter "
+                               "names must be unique"))
+            seen.add(adapter.name)
+        if self.security.network_isolation and not self.model.is_s3:
+            errors.append(("security.network_isolation", "blocks the Hugging Face download; set "
+                           "model.id to an s3:// URI of the weights"))
+        if self.engine.speculative and self.engine.speculative.draft_model == self.model.id:
+            errors.append(("engine.speculative.draft_model", "must be a draft head, not the "
+                           "served model.id"))
+        _fail(errors)
+        return self
+
+    @property
+    def sessions_enabled(self) -> bool:
+        if self.sessions.enabled is None:
+            return self.routing.strategy == "sticky_session"
+        return self.sessions.enabled
