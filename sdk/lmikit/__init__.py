@@ -39,7 +39,29 @@ _EXPORTS = {
     "render_requests": "lmikit.render.sagemaker",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AdapterError",
+    "CatalogError",
+    "DeployError",
+    "DeploymentSpec",
+    "InvokeError",
+    "LmikitError",
+    "Plan",
+    "PlanError",
+    "RenderError",
+    "SpecError",
+    "WaitTimeout",
+    "get_instance",
+    "get_model",
+    "lmcache_config",
+    "lmi_environment",
+    "load_spec",
+    "load_spec_text",
+    "plan",
+    "plan_spec",
+    "render_lmcache_yaml",
+    "render_requests",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -58,8 +80,17 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from lmikit.catalog.instances import get_instance
     from lmikit.catalog.models import get_model
-    from lmikit.errors import (AdapterError, CatalogError, DeployError, InvokeError,
-                               LmikitError, PlanError, RenderError, SpecError, WaitTimeout)
+    from lmikit.errors import (
+        AdapterError,
+        CatalogError,
+        DeployError,
+        InvokeError,
+        LmikitError,
+        PlanError,
+        RenderError,
+        SpecError,
+        WaitTimeout,
+    )
     from lmikit.loader import load_spec, load_spec_text
     from lmikit.plan import Plan, plan, plan_spec
     from lmikit.render.env import lmi_environment

@@ -103,7 +103,8 @@ def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], problems: list[
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            merge = key_node.tag == "tag:yaml.org,2002:merge"
+            if not isinstance(key_node, yaml.ScalarNode) or merge:
                 problems.append(Problem(_dotted(path), "keys must be plain names",
                                         has_value=False, line=key_node.start_mark.line + 1))
                 continue

@@ -140,7 +140,6 @@ def _plan(i: PlanInputs) -> Plan:
     weight_bytes = int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2))
     kv_bpt = geo.kv_bytes_per_token(kv_dtype_bytes)
     replication = geo.kv_replication(i.tp)
-    workers = i.copies * i.tp
 
     gpu_tokens = sizing.gpu_kv_capacity_tokens(
         inst.gpu.memory_gib, i.gpu_memory_utilization, i.tp, weight_bytes,

@@ -1,0 +1,3 @@
+from lmikit.cli import main
+
+main()

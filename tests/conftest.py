@@ -1,0 +1,42 @@
+"""Shared fixtures: example specs, golden-file comparison, and an AWS-free environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("deep", max_examples=5000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+GOLDEN = ROOT / "tests" / "golden"
+EXAMPLE_SPECS = sorted(EXAMPLES.glob("*.yaml"))
+DEFAULT_SPEC = EXAMPLES / "docqa-qwen7b.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never reach AWS: fake credentials, no profile, a fixed region."""
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare ``text`` with tests/golden/<name>; LMIKIT_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("LMIKIT_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden file {path}; run with LMIKIT_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), (
+        f"{name} differs from its golden file; review the change and, if intended, rerun "
+        "with LMIKIT_UPDATE_GOLDEN=1")

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from lmikit.cli import main
+from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
+
+
+@pytest.fixture()
+def run():
+    runner = CliRunner()
+
+    def _run(*args: str):
+        return runner.invoke(main, list(args), catch_exceptions=False)
+    return _run
+
+
+def test_cli_help_lists_commands(run):
+    result = run("--help")
+    assert result.exit_code == 0
+    for name in ("plan", "render", "validate", "schema", "deploy", "adapters"):
+        assert name in result.output
+
+
+def test_cli_plan_table_for_default_spec(run):
+    result = run("plan", str(DEFAULT_SPEC))
+    assert result.exit_code == 0
+    assert "Qwen/Qwen2.5-7B-Instruct" in result.output
+    assert "Assumptions" in result.output and "TTFT on a miss" in result.output
+
+
+def test_cli_plan_json_what_if(run):
+    result = run("plan", "--model", "Qwen/Qwen2.5-72B-Instruct", "--instance",
+                 "ml.p4de.24xlarge", "--tp", "4", "--context", "1000000", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert data["kv_bytes_per_token"] == 320 * 1024
+    assert data["tier"] == "cpu"
+    assert data["predicted"]["speedup"]["cpu"] > 1
+
+
+def test_cli_plan_request_tokens_changes_prediction(run):
+    def miss(n: str) -> float:
+        out = run("plan", "--model", "Qwen/Qwen3-8B", "--instance", "ml.p5.48xlarge",
+                  "--request-tokens", n, "--json").output
+        return json.loads(out)["predicted"]["ttft_miss_s"]
+    assert miss("32000") > miss("4000")
+
+
+def test_cli_plan_needs_spec_or_model(run):
+    result = run("plan", "--model", "Qwen/Qwen3-8B")
+    assert result.exit_code == 2
+    assert "--instance" in result.output
+
+
+def test_cli_plan_error_is_one_line_without_traceback(run):
+    result = run("plan", "--model", "Qwen/Qwen2.5-72B-Instruct", "--instance", "ml.g6e.2xlarge")
+    assert result.exit_code == 2
+    assert result.output.startswith("PlanError: ")
+    assert "Traceback" not in result.output
+
+
+def test_cli_unknown_model_error_names_config_path(run):
+    result = run("plan", "--model", "acme/secret", "--instance", "ml.g6e.2xlarge")
+    assert result.exit_code == 2
+    assert "CatalogError:" in result.output and "model.config_path" in result.output
+
+
+def test_cli_validate_bad_spec_lists_problems(run, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(DEFAULT_SPEC.read_text().replace("strategy: sticky_session",
+                                                    "strategy: sticky"))
+    result = run("validate", str(bad))
+    assert result.exit_code == 2
+    assert "SpecError:" in result.output
+    assert "routing.strategy" in result.output and "bad.yaml:" in result.output
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_cli_validate_examples(run, path):
+    result = run("validate", str(path))
+    assert result.exit_code == 0, result.output
+    assert "valid" in result.output
+
+
+def test_cli_render_lmcache_is_yaml(run):
+    result = run("render", str(DEFAULT_SPEC), "--target", "lmcache")
+    assert result.exit_code == 0
+    assert yaml.safe_load(result.output)["local_cpu"] is True
+
+
+def test_cli_render_env_is_json(run):
+    result = run("render", str(DEFAULT_SPEC), "-t", "env")
+    assert json.loads(result.output)["PYTHONHASHSEED"] == "0"
+
+
+def test_cli_schema_is_a_valid_json_schema(run):
+    schema = json.loads(run("schema").output)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    doc = yaml.safe_load(DEFAULT_SPEC.read_text())
+    jsonschema.validate(doc, schema)

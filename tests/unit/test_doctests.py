@@ -1,0 +1,19 @@
+"""The examples in the docstrings run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
+           "lmikit.catalog.models", "lmikit.render.env", "lmikit.render.lmcache",
+           "lmikit.render.sagemaker"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

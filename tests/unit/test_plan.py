@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import pytest
+
+from lmikit.errors import PlanError
+from lmikit.loader import load_spec
+from lmikit.plan import plan, plan_spec
+from tests.conftest import EXAMPLE_SPECS, EXAMPLES
+
+P4DE = "ml.p4de.24xlarge"
+
+
+@pytest.mark.parametrize(("model_id", "tp", "published"), [
+    ("Qwen/Qwen2.5-1.5B-Instruct", 1, 2_600_000),
+    ("Qwen/Qwen2.5-72B-Instruct", 4, 480_000),
+])
+def test_gpu_capacity_within_10_percent_of_published(model_id, tp, published):
+    capacity = plan(model_id, P4DE, tp=tp).gpu_kv_capacity_tokens
+    assert abs(capacity - published) / published < 0.10
+
+
+# Published offload recommendation for p4de.24xlarge, one copy per instance, probed at
+# points well inside each range: ~1B <2M none, 2M-30M CPU, >25M disk; ~7-10B <250K none,
+# 250K-8M CPU, >6M disk; ~70B+ <250K none, 250K-3M CPU, >2.5M disk.
+OFFLOAD_TABLE = [
+    ("Qwen/Qwen2.5-1.5B-Instruct", 1, 500_000, "none"),
+    ("Qwen/Qwen2.5-1.5B-Instruct", 1, 10_000_000, "cpu"),
+    ("Qwen/Qwen2.5-1.5B-Instruct", 1, 100_000_000, "cpu+disk"),
+    ("Qwen/Qwen3-8B", 1, 100_000, "none"),
+    ("Qwen/Qwen3-8B", 1, 2_000_000, "cpu"),
+    ("Qwen/Qwen3-8B", 1, 20_000_000, "cpu+disk"),
+    ("meta-llama/Llama-3.1-8B-Instruct", 1, 100_000, "none"),
+    ("meta-llama/Llama-3.1-8B-Instruct", 1, 2_000_000, "cpu"),
+    ("meta-llama/Llama-3.1-8B-Instruct", 1, 20_000_000, "cpu+disk"),
+    ("meta-llama/Llama-3.1-70B-Instruct", 8, 100_000, "none"),
+    ("meta-llama/Llama-3.1-70B-Instruct", 8, 1_000_000, "cpu"),
+    ("meta-llama/Llama-3.1-70B-Instruct", 8, 10_000_000, "cpu+disk"),
+    ("Qwen/Qwen2.5-72B-Instruct", 4, 100_000, "none"),
+    ("Qwen/Qwen2.5-72B-Instruct", 4, 1_000_000, "cpu"),
+    ("Qwen/Qwen2.5-72B-Instruct", 4, 10_000_000, "cpu+disk"),
+]
+
+
+@pytest.mark.parametrize(("model_id", "tp", "context", "tier"), OFFLOAD_TABLE)
+def test_tier_matches_published_offload_table(model_id, tp, context, tier):
+    assert plan(model_id, P4DE, tp=tp, context_tokens=context).tier == tier
+
+
+def test_plan_json_has_documented_keys():
+    data = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, context_tokens=2_000_000).to_dict()
+    for key in ("kv_bytes_per_token", "weight_bytes", "gpu_kv_capacity_tokens",
+                "working_set_tokens", "tier", "lmcache", "predicted", "assumptions", "warnings"):
+        assert key in data
+    assert set(data["lmcache"]) >= {"chunk_size", "max_local_cpu_size_gb",
+                                    "max_local_disk_size_gb", "local_disk"}
+    assert set(data["predicted"]["ttft_hit_s"]) == {"gpu", "cpu", "disk"}
+    assert set(data["predicted"]["speedup"]) >= {"cpu", "disk"}
+    assert len(data["assumptions"]) >= 5
+
+
+def test_hits_beat_misses_and_cpu_beats_disk():
+    p = plan("Qwen/Qwen3-8B", P4DE, context_tokens=20_000_000).predicted
+    assert p.ttft_hit_s["gpu"] < p.ttft_hit_s["cpu"] < p.ttft_hit_s["disk"] < p.ttft_miss_s
+    assert p.speedup["cpu"] > p.speedup["disk"] > 1
+
+
+def test_miss_ttft_grows_faster_than_linear_with_prompt():
+    short = plan("Qwen/Qwen3-8B", P4DE, request_tokens=8_000).predicted.ttft_miss_s
+    long = plan("Qwen/Qwen3-8B", P4DE, request_tokens=64_000).predicted.ttft_miss_s
+    assert long > 8 * (short - 0.02)  # the attention term is quadratic
+
+
+def test_host_memory_is_split_across_copies_and_ranks():
+    one = plan("Qwen/Qwen2.5-72B-Instruct", P4DE, tp=4, copies=1, context_tokens=10**6)
+    two = plan("Qwen/Qwen2.5-72B-Instruct", P4DE, tp=4, copies=2, context_tokens=10**6)
+    assert one.lmcache["workers"] == 4 and two.lmcache["workers"] == 8
+    per_instance_one = one.lmcache["max_local_cpu_size_gb"] * 4
+    per_instance_two = two.lmcache["max_local_cpu_size_gb"] * 8
+    assert per_instance_two <= per_instance_one <= 1152
+
+
+def test_plan_refuses_more_gpus_than_instance_has():
+    with pytest.raises(PlanError, match="needs 16 GPUs but ml.p4de.24xlarge has 8"):
+        plan("Qwen/Qwen2.5-72B-Instruct", P4DE, tp=8, copies=2)
+
+
+def test_plan_refuses_weights_that_do_not_fit():
+    with pytest.raises(PlanError, match="raise engine.tensor_parallel_degree"):
+        plan("Qwen/Qwen2.5-72B-Instruct", "ml.g6e.2xlarge")
+
+
+def test_plan_refuses_tp_that_does_not_divide_heads():
+    with pytest.raises(PlanError, match="must divide the model's 28 attention heads"):
+        plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=3)
+
+
+def test_plan_refuses_oversized_explicit_cpu_cache():
+    with pytest.raises(PlanError, match="exceeds the .* GB per worker"):
+        plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge", mode="cpu", cpu_size_gb=500.0)
+
+
+def test_disk_mode_needs_nvme_backed_instance():
+    # every catalog GPU instance has NVMe; the disk path is file:/// and absolute
+    p = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, mode="cpu+disk")
+    assert p.lmcache["local_disk"] == "file:///tmp/lmcache/"
+    assert p.lmcache["max_local_disk_size_gb"] > 0
+
+
+def test_in_memory_only_never_uses_disk():
+    p = plan("Qwen/Qwen2.5-1.5B-Instruct", P4DE, context_tokens=500_000_000,
+             in_memory_only=True)
+    assert p.tier == "cpu"
+    assert p.lmcache["local_disk"] is None
+    assert any("in_memory_only" in w for w in p.warnings)
+
+
+def test_remote_tier_when_working_set_outgrows_local():
+    p = plan("Qwen/Qwen2.5-72B-Instruct", "ml.g6e.48xlarge", tp=8, context_tokens=10**9,
+             remote_url="redis://cache:6379")
+    assert p.tier == "remote"
+    assert p.lmcache["remote_url"] == "redis://cache:6379"
+
+
+def test_unset_working_set_defaults_to_cpu_with_warning():
+    p = plan("Qwen/Qwen2.5-7B-Instruct", P4DE)
+    assert p.tier == "cpu"
+    assert any("reused_context_tokens" in w for w in p.warnings)
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_examples_plan_and_fit_their_instance(path):
+    p = plan_spec(load_spec(path), base_dir=path.parent)
+    assert p.min_memory_mb * p.copies <= 1024 * 2048
+
+
+def test_example_tiers_are_as_documented():
+    tiers = {p.name: plan_spec(load_spec(p), base_dir=EXAMPLES).tier for p in EXAMPLE_SPECS}
+    assert tiers == {"chat-qwen1.5b-small.yaml": "none", "docqa-qwen7b.yaml": "cpu",
+                     "rag-qwen72b-nvme.yaml": "cpu+disk",
+                     "regulated-llama8b-inmemory.yaml": "cpu"}

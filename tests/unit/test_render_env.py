@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lmikit.loader import load_spec, load_spec_text
+from lmikit.plan import plan_spec
+from lmikit.render.env import lmi_environment
+from tests.conftest import EXAMPLE_SPECS, assert_golden
+from tests.unit.test_spec import BASE
+
+
+def _env(extra: str = "") -> dict[str, str]:
+    spec = load_spec_text(BASE + extra)
+    return lmi_environment(spec, plan_spec(spec))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_env_matches_golden(path):
+    spec = load_spec(path)
+    env = lmi_environment(spec, plan_spec(spec, base_dir=path.parent))
+    assert_golden(f"env-{path.stem}.json", json.dumps(env, indent=2, sort_keys=True) + "\n")
+
+
+def test_env_always_pins_hash_seed_and_is_all_strings():
+    env = _env()
+    assert env["PYTHONHASHSEED"] == "0"
+    assert all(isinstance(v, str) for v in env.values())
+
+
+def test_env_sessions_flag_is_lowercase_true():
+    env = _env("sessions:\n  expiration_seconds: 600\n")
+    assert env["OPTION_ENABLE_STATEFUL_SESSIONS"] == "true"
+    assert env["OPTION_SESSIONS_EXPIRATION"] == "600"
+
+
+def test_env_no_sessions_without_sticky_routing():
+    assert "OPTION_ENABLE_STATEFUL_SESSIONS" not in _env("routing:\n  strategy: random\n")
+
+
+def test_env_lmcache_connector_when_tier_used():
+    env = _env("workload:\n  reused_context_tokens: 400000\n")
+    assert json.loads(env["OPTION_KV_TRANSFER_CONFIG"]) == {
+        "kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    assert env["OPTION_LMCACHE_CONFIG_FILE"] == "lmcache_config.yaml"
+
+
+def test_env_no_lmcache_when_cache_off():
+    env = _env("kv_cache:\n  mode: 'off'\n")
+    assert "OPTION_KV_TRANSFER_CONFIG" not in env
+
+
+def test_env_lora_limits_follow_adapters():
+    adapters = "".join(f"  - {{name: a{i}, source: x, rank: {r}}}\n"
+                       for i, r in enumerate([8, 64, 16, 8, 8, 8]))
+    env = _env("adapters:\n" + adapters)
+    assert env["OPTION_ENABLE_LORA"] == "true"
+    assert env["OPTION_MAX_LORA_RANK"] == "64"
+    assert env["OPTION_MAX_LORAS"] == "6"
+    assert int(env["OPTION_MAX_CPU_LORAS"]) >= 6
+
+
+def test_env_speculative_config_is_json():
+    env = _env("engine:\n  speculative:\n    method: eagle3\n    draft_model: yuhuili/EAGLE3-x\n")
+    assert json.loads(env["OPTION_SPECULATIVE_CONFIG"]) == {
+        "method": "eagle3", "model": "yuhuili/EAGLE3-x", "num_speculative_tokens": 4}
+
+
+def test_env_never_holds_a_token_only_the_secret_arn():
+    arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-token-AbCdEf"
+    env = _env(f"security:\n  hf_token_secret_arn: {arn}\n")
+    assert "HF_TOKEN" not in env
+    assert env["LMIKIT_HF_TOKEN_SECRET_ARN"] == arn

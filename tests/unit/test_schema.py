@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import yaml
+
+from lmikit.errors import SpecError
+from lmikit.schema import SCHEMA_FILE, spec_json_schema, validate_file
+from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
+
+
+def test_committed_schema_is_in_sync():
+    committed = json.loads(SCHEMA_FILE.read_text())
+    assert committed == spec_json_schema(), (
+        "sdk/lmikit/schema/deployment-spec.schema.json is stale; regenerate it with "
+        "`lmikit schema > sdk/lmikit/schema/deployment-spec.schema.json`")
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_examples_pass_the_committed_schema(path):
+    jsonschema.validate(yaml.safe_load(path.read_text()),
+                        json.loads(SCHEMA_FILE.read_text()))
+
+
+def test_schema_rejects_what_the_model_rejects(tmp_path):
+    doc = yaml.safe_load(DEFAULT_SPEC.read_text())
+    doc["kv_cache"]["mode"] = "disk"
+    doc["instance"]["copies_per_instance"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as info:
+        validate_file(bad)
+    paths = {p.path for p in info.value.problems}
+    assert {"kv_cache.mode", "instance.copies_per_instance"} <= paths
+    assert any(p.message.startswith("schema:") for p in info.value.problems)

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lmikit.errors import SpecError
+from lmikit.loader import load_spec, load_spec_text
+from lmikit.spec import DeploymentSpec
+from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
+
+BASE = """\
+api_version: v1
+name: docqa
+region: us-east-1
+model:
+  id: Qwen/Qwen2.5-7B-Instruct
+instance:
+  type: ml.g6e.2xlarge
+"""
+
+
+def _errors(text: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        load_spec_text(text, source="s.yaml")
+    return info.value
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_load_spec_examples_are_valid(path):
+    spec = load_spec(path)
+    assert isinstance(spec, DeploymentSpec)
+    assert spec.api_version == "v1"
+
+
+def test_load_spec_defaults_follow_routing():
+    spec = load_spec_text(BASE)
+    assert spec.routing.strategy == "sticky_session"
+    assert spec.sessions_enabled is True
+    assert spec.kv_cache.mode == "auto"
+    assert spec.kv_cache.cpu_size_gb == "auto"
+
+
+def test_load_spec_reports_every_problem_with_line_and_value():
+    err = _errors(BASE.replace("name: docqa", "name: doc_qa").replace(
+        "  type: ml.g6e.2xlarge", "  type: ml.g6e.2xlarge\n  min_count: 3\n  max_count: 2"))
+    text = str(err)
+    assert len(err.problems) == 2
+    assert "name (s.yaml:2)" in text and "'doc_qa'" in text
+    assert "instance.min_count (s.yaml:8): must not exceed instance.max_count (2) [got 3]" in text
+
+
+def test_load_spec_unknown_key_suggests_the_allowed_one():
+    err = _errors(BASE + "routing:\n  strategy: prefix_aware\n  prefix_lenght: 4096\n")
+    (problem,) = err.problems
+    assert problem.path == "routing.prefix_lenght"
+    assert problem.line == 10
+    assert "did you mean 'prefix_length'?" in problem.message
+    assert "concurrency_threshold" in problem.message
+
+
+def test_load_spec_bad_enum_lists_allowed_values():
+    err = _errors(BASE + "kv_cache:\n  mode: cpu+disc\n")
+    (problem,) = err.problems
+    assert problem.value == "cpu+disc"
+    assert "'cpu+disk'" in problem.message and "'remote'" in problem.message
+
+
+def test_load_spec_missing_fields_are_all_named():
+    err = _errors("api_version: v1\nname: x\n")
+    assert sorted(p.path for p in err.problems) == ["instance", "model", "region"]
+
+
+def test_load_spec_rejects_duplicate_keys():
+    err = _errors(BASE + "name: again\n")
+    assert err.problems[0].path == "name"
+    assert "given twice (first on line 2)" in err.problems[0].message
+
+
+def test_load_spec_yaml_syntax_error_has_a_line():
+    err = _errors(BASE + "kv_cache: [unclosed\n")
+    assert err.problems[0].message.startswith("invalid YAML")
+    assert err.problems[0].line is not None
+
+
+@pytest.mark.parametrize("text", ["", "- a\n- b\n", "42\n", "null\n"])
+def test_load_spec_non_mapping_is_a_spec_error(text):
+    err = _errors(text)
+    assert err.problems
+
+
+def test_load_spec_in_memory_only_forbids_disk_and_remote():
+    err = _errors(BASE + "kv_cache:\n  mode: cpu+disk\n  in_memory_only: true\n"
+                  "  disk_size_gb: 100\n")
+    paths = {p.path for p in err.problems}
+    assert paths == {"kv_cache.mode", "kv_cache.disk_size_gb"}
+    assert all("in_memory_only" in p.message for p in err.problems)
+
+
+def test_load_spec_remote_mode_needs_url():
+    err = _errors(BASE + "kv_cache:\n  mode: remote\n")
+    assert err.problems[0].path == "kv_cache.remote_url"
+    assert "redis://" in err.problems[0].message
+
+
+def test_load_spec_prefix_settings_need_prefix_aware():
+    err = _errors(BASE + "routing:\n  strategy: random\n  prefix_length: 4096\n")
+    assert err.problems[0].path == "routing.prefix_length"
+    assert err.problems[0].line == 10
+
+
+def test_load_spec_sticky_routing_needs_sessions():
+    err = _errors(BASE + "sessions:\n  enabled: false\n")
+    assert err.problems[0].path == "sessions.enabled"
+    assert err.problems[0].value is False
+
+
+def test_load_spec_duplicate_adapter_names():
+    err = _errors(BASE + "adapters:\n  - {name: a, source: x}\n  - {name: a, source: y}\n")
+    assert err.problems[0].path == "adapters.1.name"
+
+
+def test_load_spec_network_isolation_needs_s3_weights():
+    err = _errors(BASE + "security:\n  network_isolation: true\n")
+    assert err.problems[0].path == "security.network_isolation"
+    assert "s3://" in err.problems[0].message
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "big", ".nan", "true"])
+def test_load_spec_size_must_be_auto_or_positive(value):
+    err = _errors(BASE + f"kv_cache:\n  mode: cpu\n  cpu_size_gb: {value}\n")
+    assert err.problems[0].path == "kv_cache.cpu_size_gb"
+    assert "'auto' or a size in GB" in err.problems[0].message
+
+
+def test_load_spec_plaintext_token_has_no_field():
+    err = _errors(BASE + "security:\n  hf_token: hf_abc\n")
+    assert "hf_token_secret_arn" in err.problems[0].message
+
+
+def test_load_spec_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="cannot read the spec file"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_default_spec_round_trips_through_yaml():
+    spec = load_spec(DEFAULT_SPEC)
+    again = load_spec_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    assert again == spec
