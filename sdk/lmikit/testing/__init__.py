@@ -1,0 +1,31 @@
+"""Test doubles shipped with lmikit: a strict fake SageMaker and clocks.
+
+Like httpx's ``MockTransport``, the fake is the official way to test code that deploys or
+invokes with lmikit, without an AWS account::
+
+    from lmikit.testing import FakeSageMaker, VirtualClock
+    fake = FakeSageMaker(clock=VirtualClock())
+    session = fake.install(boto3.Session(region_name="us-east-1"))
+
+Every request is checked against botocore's service model (enums, patterns and maximum
+lengths included); resources move through Creating -> InService on the clock; faults are
+injected with :meth:`FakeSageMaker.inject`.
+"""
+
+from lmikit.testing._clock import SystemClock, VirtualClock
+from lmikit.testing._control import ServiceError, Timings
+from lmikit.testing._fake import SUPPORTED_OPERATIONS, Call, FakeSageMaker, Fault
+from lmikit.testing._validate import ShapeValidator, compile_java_pattern
+
+__all__ = [
+    "SUPPORTED_OPERATIONS",
+    "Call",
+    "FakeSageMaker",
+    "Fault",
+    "ServiceError",
+    "ShapeValidator",
+    "SystemClock",
+    "Timings",
+    "VirtualClock",
+    "compile_java_pattern",
+]

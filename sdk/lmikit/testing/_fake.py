@@ -1,0 +1,339 @@
+"""FakeSageMaker: a strict, stateful SageMaker (control plane + runtime) for tests.
+
+It plugs in beneath real boto3 clients at botocore's ``before-send`` event and answers in
+the wire format, so boto3's serialization, parsing and retries all run. The same object
+also backs the sandbox HTTP server (:mod:`lmikit.testing._server`).
+
+>>> import boto3
+>>> from lmikit.testing import FakeSageMaker, VirtualClock
+>>> fake = FakeSageMaker(clock=VirtualClock())
+>>> session = fake.install(boto3.Session(region_name="us-east-1",
+...     aws_access_key_id="testing", aws_secret_access_key="testing"))
+>>> session.client("sagemaker").list_endpoints()["Endpoints"]
+[]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import botocore.session
+from botocore.awsrequest import AWSResponse
+
+from lmikit.testing._clock import SystemClock, VirtualClock
+from lmikit.testing._control import ControlPlane, ServiceError, Timings
+from lmikit.testing._runtime import Runtime
+from lmikit.testing._validate import ShapeValidator
+from lmikit.testing._wire import (
+    RawStream,
+    WireRequest,
+    WireResponse,
+    body_bytes,
+    json_error,
+    json_ok,
+    lower_headers,
+    parse_rest_json,
+)
+
+FAULT_KINDS = ("throttle", "5xx", "limit", "failed", "slow", "model_error", "stream_error")
+_WRITES = {
+    "CreateEndpoint": "create_endpoint", "UpdateEndpoint": "update_endpoint",
+    "CreateInferenceComponent": "create_inference_component",
+    "UpdateInferenceComponent": "update_inference_component",
+    "UpdateInferenceComponentRuntimeConfig": "update_inference_component_runtime_config",
+}
+_READS = {
+    "CreateEndpointConfig": "create_endpoint_config",
+    "DescribeEndpointConfig": "describe_endpoint_config",
+    "DeleteEndpointConfig": "delete_endpoint_config",
+    "ListEndpointConfigs": "list_endpoint_configs",
+    "DescribeEndpoint": "describe_endpoint", "DeleteEndpoint": "delete_endpoint",
+    "ListEndpoints": "list_endpoints",
+    "DescribeInferenceComponent": "describe_inference_component",
+    "DeleteInferenceComponent": "delete_inference_component",
+    "ListInferenceComponents": "list_inference_components",
+    "ListTags": "list_tags", "AddTags": "add_tags",
+}
+SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
+                               "InvokeEndpointWithResponseStream"])
+_NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName")
+
+
+@dataclass
+class Fault:
+    """An injected fault: the next ``times`` calls of ``operation`` (naming ``name``) fail.
+
+    kinds: ``throttle`` (400 ThrottlingException), ``5xx`` (500 InternalFailure), ``limit``
+    (400 ResourceLimitExceeded), ``failed`` (the resource ends Failed, or an update rolls
+    back, with ``reason``), ``slow`` (the transition takes ``seconds`` longer),
+    ``model_error`` (424 ModelError), ``stream_error`` (a ModelStreamError event after
+    ``after_tokens`` tokens).
+    """
+
+    operation: str
+    kind: str
+    times: int = 1
+    name: str | None = None
+    reason: str = "injected failure"
+    seconds: float = 0.0
+    after_tokens: int = 2
+    hits: int = 0
+
+    def matches(self, operation: str, params: dict[str, Any]) -> bool:
+        if self.hits >= self.times or operation != self.operation:
+            return False
+        if self.name is None:
+            return True
+        return any(self.name in str(params.get(k, "")) for k in _NAME_KEYS)
+
+
+@dataclass
+class Call:
+    """One request the fake answered (for assertions)."""
+
+    service: str
+    operation: str
+    params: dict[str, Any] = field(repr=False)
+    status: int
+    error: str | None = None
+
+
+class FakeSageMaker:
+    """The fake. Share ``clock`` with the code under test to make waits take no real time."""
+
+    def __init__(self, region: str = "us-east-1", *, clock: Any = None,
+                 timings: Timings | None = None,
+                 artifact_exists: Callable[[str], bool] | None = None,
+                 stream_part_bytes: int = 11, ttft_seconds: float = 0.0,
+                 token_seconds: float = 0.0) -> None:
+        self.region = region
+        self.clock = clock if clock is not None else VirtualClock()
+        self.timings = timings or Timings()
+        self.control = ControlPlane(region, self.clock, self.timings, artifact_exists)
+        self.runtime = Runtime(self.control, stream_part_bytes=stream_part_bytes,
+                               ttft_seconds=ttft_seconds, token_seconds=token_seconds)
+        self.faults: list[Fault] = []
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+        loader = botocore.session.get_session()
+        self._models = {"sagemaker": loader.get_service_model("sagemaker"),
+                        "sagemaker-runtime": loader.get_service_model("sagemaker-runtime")}
+        self._validator = ShapeValidator()
+
+    # --- public helpers ----------------------------------------------------------------
+
+    def inject(self, operation: str, kind: str, *, times: int = 1, name: str | None = None,
+               reason: str = "injected failure", seconds: float = 0.0,
+               after_tokens: int = 2) -> Fault:
+        """Make the next ``times`` matching calls fail in the way ``kind`` says."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(FAULT_KINDS)}")
+        if operation not in SUPPORTED_OPERATIONS:
+            raise ValueError(f"the fake does not serve {operation!r}")
+        fault = Fault(operation, kind, times, name, reason, seconds, after_tokens)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def resources(self) -> dict[str, dict[str, str | None]]:
+        """Every live resource and its status: ``{"endpoint": {name: status}, ...}``."""
+        with self.control.lock:
+            self.control.tick()
+            return {
+                "endpoint-config": {n: None for n in self.control.configs},
+                "endpoint": {n: r.status for n, r in self.control.endpoints.items()},
+                "inference-component": {n: r.status
+                                        for n, r in self.control.components.items()},
+            }
+
+    def settle(self, max_seconds: float = 3600.0) -> None:
+        """Let every pending transition finish (advances a VirtualClock)."""
+        if not isinstance(self.clock, VirtualClock):
+            raise TypeError("settle() needs a VirtualClock")
+        deadline = self.clock.monotonic() + max_seconds
+        while self.clock.monotonic() < deadline:
+            with self.control.lock:
+                self.control.tick()
+                due = [r.pending_at for s in (self.control.endpoints, self.control.components)
+                       for r in s.values() if r.pending_at is not None]
+            if not due:
+                return
+            self.clock.advance(max(0.0, min(due) - self.clock.monotonic()))
+
+    def operations(self, *names: str) -> list[Call]:
+        """Calls made, optionally only of the given operations."""
+        return [c for c in self.calls if not names or c.operation in names]
+
+    # --- plugging into boto3 -------------------------------------------------------------
+
+    def install(self, session: Any) -> Any:
+        """Route a boto3 (or botocore) session's SageMaker clients to this fake; returns it."""
+        events = session.events if hasattr(session, "events") else session.get_component(
+            "event_emitter")
+        self._register(events)
+        return session
+
+    def attach(self, client: Any) -> Any:
+        """Route one existing SageMaker or SageMaker runtime client to this fake."""
+        self._register(client.meta.events)
+        return client
+
+    def _register(self, events: Any) -> None:
+        for service in ("sagemaker", "sagemaker-runtime"):
+            events.register_first(f"before-send.{service}", self._before_send,
+                                  unique_id=f"lmikit-fake-{id(self)}-{service}")
+        _shield_from_moto(events)
+
+    def _before_send(self, request: Any, event_name: str = "", **_: Any) -> AWSResponse:
+        wire = WireRequest(request.method, request.url, lower_headers(request.headers),
+                           body_bytes(request.body))
+        response = self.handle(wire)
+        return AWSResponse(request.url, response.status, response.headers,
+                           RawStream(response.chunks()))  # type: ignore[arg-type]
+
+    # --- the service -------------------------------------------------------------------
+
+    def handle(self, req: WireRequest) -> WireResponse:
+        """Answer one wire-level request (used by the boto3 hook and the HTTP server)."""
+        if req.path.startswith("/endpoints/"):
+            return self._handle_runtime(req)
+        target = req.headers.get("x-amz-target", "")
+        if not target.startswith("SageMaker."):
+            return json_error("UnknownOperationException", "missing X-Amz-Target", 400)
+        return self._handle_control(target.split(".", 1)[1], req)
+
+    def _handle_control(self, operation: str, req: WireRequest) -> WireResponse:
+        model = self._models["sagemaker"]
+        try:
+            params = json.loads(req.body or b"{}")
+        except ValueError:
+            return self._record("sagemaker", operation, {},
+                                json_error("SerializationException", "invalid JSON", 400))
+        if operation not in _READS and operation not in _WRITES:
+            return self._record("sagemaker", operation, params, json_error(
+                "UnknownOperationException", f"the lmikit fake does not serve {operation}",
+                400))
+        op = model.operation_model(operation)
+        errors = self._validator.validate(op.input_shape, params)
+        if errors:
+            return self._record("sagemaker", operation, params, json_error(
+                "ValidationException", f"{len(errors)} validation error(s) detected: "
+                + "; ".join(errors), 400))
+        fault = self._take_fault(operation, params)
+        if fault and fault.kind in ("throttle", "5xx", "limit"):
+            return self._record("sagemaker", operation, params, _fault_error(fault))
+        try:
+            with self.control.lock:
+                self.control.tick()
+                if operation in _WRITES:
+                    fail = fault.reason if fault and fault.kind == "failed" else None
+                    extra = fault.seconds if fault and fault.kind == "slow" else 0.0
+                    out = getattr(self.control, _WRITES[operation])(params, fail, extra)
+                else:
+                    out = getattr(self.control, _READS[operation])(params)
+        except ServiceError as exc:
+            return self._record("sagemaker", operation, params,
+                                json_error(exc.code, exc.message, exc.status))
+        problems = self._validator.validate(op.output_shape, out)
+        if problems:  # a bug in the fake, never in the code under test
+            raise AssertionError(f"fake produced an invalid {operation} response: {problems}")
+        return self._record("sagemaker", operation, params, json_ok(out, str(uuid.uuid4())))
+
+    def _handle_runtime(self, req: WireRequest) -> WireResponse:
+        model = self._models["sagemaker-runtime"]
+        streaming = req.path.rstrip("/").endswith("invocations-response-stream")
+        operation = "InvokeEndpointWithResponseStream" if streaming else "InvokeEndpoint"
+        op = model.operation_model(operation)
+        params = parse_rest_json(op, req)
+        errors = self._validator.validate(op.input_shape, params)
+        if errors:
+            return self._record("sagemaker-runtime", operation, params, json_error(
+                "ValidationError", "; ".join(errors), 400))
+        fault = self._take_fault(operation, params)
+        if fault and fault.kind in ("throttle", "5xx", "limit"):
+            return self._record("sagemaker-runtime", operation, params, _fault_error(fault))
+        if fault and fault.kind == "model_error":
+            return self._record("sagemaker-runtime", operation, params, json_error(
+                "ModelError", f"Received server error (500) from primary with message "
+                f"\"{fault.reason}\".", 424, {"OriginalStatusCode": 500,
+                                             "OriginalMessage": fault.reason}))
+        try:
+            with self.control.lock:
+                self.control.tick()
+                reply = self.runtime.invoke(params, streaming)
+        except ServiceError as exc:
+            return self._record("sagemaker-runtime", operation, params,
+                                json_error(exc.code, exc.message, exc.status, exc.extra))
+        headers = {"x-Amzn-Invoked-Production-Variant": "AllTraffic",
+                   "x-amzn-RequestId": str(uuid.uuid4()), **reply.headers}
+        if streaming:
+            headers["Content-Type"] = "application/vnd.amazon.eventstream"
+            headers["X-Amzn-SageMaker-Content-Type"] = (
+                "text/event-stream" if reply.style in ("chat", "completion")
+                else "application/jsonlines")
+            stream_fault = fault if fault and fault.kind == "stream_error" else None
+            events = self.runtime.stream_events(
+                reply, stream_fault.after_tokens if stream_fault else None,
+                stream_fault.reason if stream_fault else "")
+            return self._record("sagemaker-runtime", operation, params,
+                                WireResponse(200, headers, events, streaming=True))
+        body = self.runtime.render_body(reply)
+        headers["Content-Type"] = "application/json"
+        headers["Content-Length"] = str(len(body))
+        return self._record("sagemaker-runtime", operation, params,
+                            WireResponse(200, headers, body))
+
+    def _take_fault(self, operation: str, params: dict[str, Any]) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(operation, params):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def _record(self, service: str, operation: str, params: dict[str, Any],
+                response: WireResponse) -> WireResponse:
+        error = response.headers.get("x-amzn-ErrorType")
+        with self._lock:
+            self.calls.append(Call(service, operation, params, response.status, error))
+        return response
+
+
+def _fault_error(fault: Fault) -> WireResponse:
+    if fault.kind == "throttle":
+        return json_error("ThrottlingException", "Rate exceeded", 400)
+    if fault.kind == "5xx":
+        return json_error("InternalFailure", "We encountered an internal error. Please try "
+                          "again.", 500)
+    return json_error("ResourceLimitExceeded", f"The account-level service limit was "
+                      f"exceeded: {fault.reason}", 400)
+
+
+def _shield_from_moto(events: Any) -> None:
+    """moto's in-process stub answers every AWS call it knows, SageMaker included (and it
+    has no inference components). Keep it for the other services, off for SageMaker."""
+    models = sys.modules.get("moto.core.models")
+    stubber = getattr(models, "botocore_stubber", None)
+    if stubber is None:
+        return
+
+    def moto_except_sagemaker(event_name: str, request: Any, **kwargs: Any) -> Any:
+        if event_name.startswith(("before-send.sagemaker.", "before-send.sagemaker-runtime.")):
+            return None
+        return stubber(event_name=event_name, request=request, **kwargs)
+
+    events.unregister("before-send", stubber)
+    events.register("before-send", moto_except_sagemaker, unique_id="lmikit-fake-moto-shield")
+
+
+__all__ = ["Call", "FakeSageMaker", "Fault", "SystemClock", "Timings", "VirtualClock"]
