@@ -1,0 +1,227 @@
+"""Default alarms of one deployment, as plain data both the SDK and CDK build from.
+
+:func:`alarm_definitions` returns :class:`AlarmDef` objects; ``AlarmDef.request()`` is the
+``PutMetricAlarm`` keyword dict, which is also the property dict of CloudFormation's
+``AWS::CloudWatch::Alarm`` (the same PascalCase names), so CDK can pass it to
+``cloudwatch.CfnAlarm(**to_cdk_kwargs(...))`` or read the fields to build ``Alarm``/
+``PromQLAlarm``.
+
+Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` or the plan):
+
+* ``5xx-rate``: metric math on Invocation5XXErrors / Invocations (percent).
+* ``p90-model-latency``: ModelLatency p90 (microseconds).
+* ``no-capacity``: NoCapacityInvocationFailures >= 1 (scale-from-zero misses).
+* ``hit-rate-collapse`` (PromQL, LMCache tiers only): LMCache served fewer than
+  ``min_hit_rate`` of requested tokens while requests were arriving.
+* ``cpu-tier-full`` / ``disk-tier-full`` (PromQL): the tier is >= 95% full *and* evicting,
+  i.e. the working set no longer fits (a full LRU cache that is not evicting is fine).
+
+>>> from lmikit.spec import DeploymentSpec
+>>> from lmikit.plan import plan_spec
+>>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
+...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+...     "instance": {"type": "ml.g6e.2xlarge"}, "kv_cache": {"mode": "cpu"}})
+>>> [a.key for a in alarm_definitions(spec, plan_spec(spec))]
+['5xx-rate', 'p90-model-latency', 'no-capacity', 'hit-rate-collapse', 'cpu-tier-full']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lmikit import metric_catalog as mc
+from lmikit.plan import Plan
+from lmikit.render.promql import selector
+from lmikit.render.sagemaker import VARIANT_NAME, base_component_name
+from lmikit.spec import DeploymentSpec
+
+GIB = 2**30
+TIER_FULL_FRACTION = 0.95
+DECODE_TOKENS_PER_S_FLOOR = 20.0
+"""Slowest acceptable per-sequence decode speed used to size the default p90 ModelLatency
+limit (ModelLatency covers the whole response, not only the first token)."""
+
+
+@dataclass(frozen=True)
+class AlarmDef:
+    """One alarm as data. ``kind`` says which fields are set:
+
+    * ``metric``: namespace, metric_name, dimensions, statistic | extended_statistic, period;
+    * ``math``: ``metrics`` (MetricDataQuery dicts, one with ReturnData true);
+    * ``promql``: promql_query, pending_period, recovery_period, evaluation_interval
+      (PromQL alarms have no threshold: every series the query returns is breaching).
+    """
+
+    key: str
+    name: str
+    description: str
+    kind: Literal["metric", "math", "promql"]
+    threshold: float | None = None
+    comparison_operator: str | None = None
+    evaluation_periods: int | None = None
+    datapoints_to_alarm: int | None = None
+    treat_missing_data: str | None = None
+    namespace: str | None = None
+    metric_name: str | None = None
+    dimensions: dict[str, str] = field(default_factory=dict)
+    statistic: str | None = None
+    extended_statistic: str | None = None
+    period: int | None = None
+    metrics: tuple[dict[str, Any], ...] = ()
+    promql_query: str | None = None
+    pending_period: int | None = None
+    recovery_period: int | None = None
+    evaluation_interval: int | None = None
+    actions: tuple[str, ...] = ()
+
+    def request(self) -> dict[str, Any]:
+        """PutMetricAlarm kwargs (also AWS::CloudWatch::Alarm properties)."""
+        out: dict[str, Any] = {"AlarmName": self.name, "AlarmDescription": self.description,
+                               "ActionsEnabled": bool(self.actions)}
+        if self.actions:
+            out["AlarmActions"] = list(self.actions)
+            out["OKActions"] = list(self.actions)
+        if self.kind == "promql":
+            criteria: dict[str, Any] = {"Query": self.promql_query}
+            if self.pending_period is not None:
+                criteria["PendingPeriod"] = self.pending_period
+            if self.recovery_period is not None:
+                criteria["RecoveryPeriod"] = self.recovery_period
+            out["EvaluationCriteria"] = {"PromQLCriteria": criteria}
+            out["EvaluationInterval"] = self.evaluation_interval
+            return out
+        out.update({"Threshold": self.threshold, "ComparisonOperator": self.comparison_operator,
+                    "EvaluationPeriods": self.evaluation_periods,
+                    "TreatMissingData": self.treat_missing_data})
+        if self.datapoints_to_alarm:
+            out["DatapointsToAlarm"] = self.datapoints_to_alarm
+        if self.kind == "math":
+            out["Metrics"] = [dict(m) for m in self.metrics]
+            return out
+        out.update({"Namespace": self.namespace, "MetricName": self.metric_name,
+                    "Dimensions": [{"Name": k, "Value": v} for k, v in self.dimensions.items()],
+                    "Period": self.period})
+        if self.extended_statistic:
+            out["ExtendedStatistic"] = self.extended_statistic
+        else:
+            out["Statistic"] = self.statistic
+        return out
+
+
+def alarm_name(spec: DeploymentSpec, key: str) -> str:
+    return f"{alarm_prefix(spec)}{key}"
+
+
+def alarm_prefix(spec: DeploymentSpec) -> str:
+    """Every lmikit alarm of a deployment starts with this (used to prune stale ones)."""
+    return f"{spec.name}-lmikit-"
+
+
+def default_p90_model_latency_ms(spec: DeploymentSpec, plan: Plan) -> float:
+    """2 x (predicted miss TTFT + output tokens at DECODE_TOKENS_PER_S_FLOOR), in ms."""
+    seconds = plan.predicted.ttft_miss_s + spec.workload.output_tokens / DECODE_TOKENS_PER_S_FLOOR
+    return float(math.ceil(2 * seconds * 1000))
+
+
+def _stat(id_: str, name: str, dims: dict[str, str], stat: str) -> dict[str, Any]:
+    return {"Id": id_, "ReturnData": False, "MetricStat": {
+        "Metric": {"Namespace": mc.NS_SAGEMAKER, "MetricName": name,
+                   "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()]},
+        "Period": 60, "Stat": stat}}
+
+
+def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
+    """The deployment's default alarms; empty when ``observability.alarms.enabled`` is off."""
+    cfg = spec.observability.alarms
+    if not cfg.enabled:
+        return []
+    actions = (cfg.sns_topic_arn,) if cfg.sns_topic_arn else ()
+    ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
+    base = base_component_name(spec)
+    latency_ms = cfg.p90_model_latency_ms or default_p90_model_latency_ms(spec, plan)
+    out = [
+        AlarmDef(
+            key="5xx-rate", name=alarm_name(spec, "5xx-rate"), kind="math", actions=actions,
+            description=f"{spec.name}: more than {cfg.error_5xx_rate_percent:g}% of invocations "
+            "returned 5xx in 3 of 5 minutes",
+            threshold=cfg.error_5xx_rate_percent, comparison_operator="GreaterThanThreshold",
+            evaluation_periods=5, datapoints_to_alarm=3, treat_missing_data="notBreaching",
+            metrics=(
+                _stat("errors", "Invocation5XXErrors", ev, "Sum"),
+                _stat("invocations", "Invocations", ev, "Sum"),
+                {"Id": "rate", "ReturnData": True, "Label": "5xx percent",
+                 "Expression": "IF(invocations > 0, 100 * FILL(errors, 0) / invocations, 0)"},
+            )),
+        AlarmDef(
+            key="p90-model-latency", name=alarm_name(spec, "p90-model-latency"), kind="metric",
+            actions=actions,
+            description=f"{spec.name}: p90 ModelLatency above {latency_ms:g} ms for 5 minutes "
+            + ("(observability.alarms.p90_model_latency_ms)" if cfg.p90_model_latency_ms else
+               f"(default: 2 x (planned miss TTFT {plan.predicted.ttft_miss_s} s + "
+               f"{spec.workload.output_tokens} tokens at {DECODE_TOKENS_PER_S_FLOOR:g} tok/s))"),
+            namespace=mc.NS_SAGEMAKER, metric_name="ModelLatency", dimensions=ev,
+            extended_statistic="p90", period=60, evaluation_periods=5, datapoints_to_alarm=5,
+            threshold=latency_ms * 1000, comparison_operator="GreaterThanThreshold",
+            treat_missing_data="notBreaching"),
+        AlarmDef(
+            key="no-capacity", name=alarm_name(spec, "no-capacity"), kind="metric",
+            actions=actions,
+            description=f"{spec.name}: requests failed because no model copy was running "
+            "(scale from zero too slow, or capacity unavailable)",
+            namespace=mc.NS_SAGEMAKER, metric_name="NoCapacityInvocationFailures",
+            dimensions={"InferenceComponentName": base}, statistic="Sum", period=60,
+            evaluation_periods=1, threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="notBreaching"),
+    ]
+    if not (plan.uses_lmcache and spec.observability.detailed_metrics):
+        return out
+    sel = selector(spec.name)
+    w = "15m"
+
+    def rate(name: str) -> str:
+        return f"sum(rate({mc.promql_name(name)}{{{sel}}}[{w}]))"
+
+    requested = rate("lmcache:num_requested_tokens_total")
+    out.append(AlarmDef(
+        key="hit-rate-collapse", name=alarm_name(spec, "hit-rate-collapse"), kind="promql",
+        actions=actions,
+        description=f"{spec.name}: LMCache served under {cfg.min_hit_rate:.0%} of requested "
+        "tokens for 15 minutes while requests kept arriving (sticky routing broken, cache "
+        "restarted, or hashes differ: check PYTHONHASHSEED=0)",
+        promql_query=f"({rate('lmcache:num_hit_tokens_total')} / {requested} < "
+        f"{cfg.min_hit_rate:g}) and {requested} > 0",
+        pending_period=900, recovery_period=600, evaluation_interval=60))
+    tp = plan.tp
+    tiers = [("cpu-tier-full", "CPU", "lmcache:local_cache_usage",
+              plan.lmcache.get("max_local_cpu_size_gb") or 0.0)]
+    if plan.tier == "cpu+disk":
+        tiers.append(("disk-tier-full", "disk", "lmcache:local_storage_usage",
+                      plan.lmcache.get("max_local_disk_size_gb") or 0.0))
+    for key, label, metric, size_gb in tiers:
+        if size_gb <= 0:
+            continue
+        capacity = int(size_gb * GIB * tp)  # one copy's workers (TP ranks) share the gauge
+        component = mc.CONTAINER_SOURCE.component_label
+        usage = (f"max by ('{component}') "
+                 f"({mc.promql_name(metric)}{{{sel}}})")
+        full = f"{usage} > {int(capacity * TIER_FULL_FRACTION)}"
+        if label == "CPU":
+            # LMCache counts CPU-tier evictions only; the disk tier alarms on fullness alone.
+            full = f"({full}) and on() ({rate('lmcache:local_cpu_evict_count_total')} > 0)"
+        out.append(AlarmDef(
+            key=key, name=alarm_name(spec, key), kind="promql", actions=actions,
+            description=f"{spec.name}: LMCache {label} tier above {TIER_FULL_FRACTION:.0%} of "
+            f"its {size_gb:g} GB x {tp} worker(s)"
+            + (" and evicting" if label == "CPU" else "")
+            + " for 30 minutes: the working set outgrew the tier (raise its size, add "
+            "instances, or add a tier)",
+            promql_query=full, pending_period=1800, recovery_period=900,
+            evaluation_interval=60))
+    return out
+
+
+def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan) -> list[dict[str, Any]]:
+    """Every alarm's PutMetricAlarm kwargs."""
+    return [a.request() for a in alarm_definitions(spec, plan)]

@@ -1,0 +1,221 @@
+"""The CloudWatch dashboard of one deployment: a pure function of (spec, plan).
+
+The same body goes to ``PutDashboard`` (:func:`lmikit.observability.deploy_dashboard`), to
+CDK (``cloudwatch.CfnDashboard(dashboard_body=json.dumps(body))``) and to
+``lmikit render SPEC --target cloudwatch``.
+
+Classic metric widgets cover what SageMaker publishes to AWS/SageMaker,
+/aws/sagemaker/InferenceComponents and /aws/sagemaker/Endpoints, plus the client TTFT
+namespace when the spec opts in. The container's LMCache/vLLM metrics reach CloudWatch
+through detailed observability as OTLP metrics that only PromQL can read (see
+:mod:`lmikit.metric_catalog`); a classic dashboard body cannot plot them with a metrics
+array, so their panels here are text widgets carrying the exact PromQL to open in Query
+Studio, and the Grafana dashboard plots them.
+
+>>> from lmikit.spec import DeploymentSpec
+>>> from lmikit.plan import plan_spec
+>>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
+...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+...     "instance": {"type": "ml.g6e.2xlarge"}})
+>>> body = dashboard_body(spec, plan_spec(spec))
+>>> body["widgets"][0]["type"]
+'text'
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lmikit import metric_catalog as mc
+from lmikit.plan import Plan
+from lmikit.render.alarms import default_p90_model_latency_ms
+from lmikit.render.promql import PromQuery, container_queries, selector
+from lmikit.render.sagemaker import VARIANT_NAME, adapter_component_name, base_component_name
+from lmikit.spec import DeploymentSpec
+
+PERIOD = 60
+WIDTH = 24
+LATENCY_STATS = ("p50", "p90", "p99")
+
+
+def dashboard_name(spec: DeploymentSpec) -> str:
+    """``<name>-lmikit``: letters, digits, ``-`` and ``_`` only, as PutDashboard requires."""
+    return f"{spec.name}-lmikit"
+
+
+def put_dashboard_kwargs(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
+    """Keyword arguments for ``cloudwatch.put_dashboard``."""
+    return {"DashboardName": dashboard_name(spec),
+            "DashboardBody": json.dumps(dashboard_body(spec, plan), sort_keys=True,
+                                        separators=(",", ":"))}
+
+
+class _Grid:
+    """Places widgets left to right in rows of 24 units."""
+
+    def __init__(self) -> None:
+        self.x = 0
+        self.y = 0
+        self.row_height = 0
+        self.widgets: list[dict[str, Any]] = []
+
+    def add(self, kind: str, width: int, height: int, properties: dict[str, Any]) -> None:
+        if self.x + width > WIDTH:
+            self.x, self.y, self.row_height = 0, self.y + self.row_height, 0
+        self.widgets.append({"type": kind, "x": self.x, "y": self.y, "width": width,
+                             "height": height, "properties": properties})
+        self.x += width
+        self.row_height = max(self.row_height, height)
+
+    def newline(self) -> None:
+        if self.x:
+            self.x, self.y, self.row_height = 0, self.y + self.row_height, 0
+
+
+def _dims(dimensions: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for name, value in dimensions.items():
+        out += [name, value]
+    return out
+
+
+def _metric(ns: str, name: str, dimensions: dict[str, str], **opts: Any) -> list[Any]:
+    return [ns, name, *_dims(dimensions), opts]
+
+
+def _graph(title: str, region: str, metrics: list[list[Any]], **extra: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {"title": title, "region": region, "view": "timeSeries",
+                             "stacked": False, "period": PERIOD, "metrics": metrics}
+    props.update(extra)
+    return props
+
+
+def _summary(spec: DeploymentSpec, plan: Plan) -> str:
+    p = plan.predicted
+    hit = p.ttft_hit_s.get("cpu") if plan.tier != "none" else p.ttft_hit_s.get("gpu")
+    lines = [
+        f"# {spec.name}: {plan.model_id} on {plan.instance_type}",
+        f"Plan: KV tier **{plan.tier}**, {plan.copies} copy(ies) per instance, "
+        f"{spec.instance.min_count}-{spec.instance.max_count} instances. "
+        f"Predicted TTFT for a {spec.workload.typical_request_tokens}-token request: "
+        f"miss {p.ttft_miss_s:.3f} s, hit {hit if hit is not None else 'n/a'} s.",
+        "SageMaker publishes no TTFT metric: server TTFT comes from vLLM via detailed "
+        "observability (PromQL below), client TTFT from `observability.client_ttft_metrics`.",
+        "Copy count: derived as Invocations / InvocationsPerCopy (blank without traffic). "
+        "Instance count is not a classic metric; see SageMaker AI Insights.",
+    ]
+    return "\n\n".join(lines)
+
+
+def _promql_text(title: str, queries: list[PromQuery], note: str) -> dict[str, Any]:
+    rows = "\n".join(f"| {q.title} | `{q.expr}` |" for q in queries)
+    return {"markdown": f"### {title}\n\n{note}\n\n| Panel | PromQL (Query Studio) |\n"
+                        f"|---|---|\n{rows}"}
+
+
+def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
+    """The dashboard body (a dict; ``json.dumps`` it for PutDashboard / CfnDashboard)."""
+    region = spec.region
+    ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
+    base = base_component_name(spec)
+    components = [base] + [adapter_component_name(spec, a.name) for a in spec.adapters]
+    g = _Grid()
+    g.add("text", WIDTH, 4, {"markdown": _summary(spec, plan)})
+
+    # Traffic and errors.
+    g.add("metric", 8, 6, _graph("Invocations", region, [
+        _metric(mc.NS_SAGEMAKER, "Invocations", ev, stat="Sum", label="endpoint"),
+        *(_metric(mc.NS_SAGEMAKER, "Invocations", {"InferenceComponentName": c}, stat="Sum",
+                  label=c) for c in components),
+    ]))
+    g.add("metric", 8, 6, _graph("Errors", region, [
+        _metric(mc.NS_SAGEMAKER, "Invocation4XXErrors", ev, stat="Sum", label="4xx"),
+        _metric(mc.NS_SAGEMAKER, "Invocation5XXErrors", ev, stat="Sum", label="5xx"),
+        _metric(mc.NS_SAGEMAKER, "InvocationModelErrors", ev, stat="Sum", label="model errors"),
+    ]))
+    g.add("metric", 8, 6, _graph("No-capacity failures (scale from zero)", region, [
+        _metric(mc.NS_SAGEMAKER, "NoCapacityInvocationFailures",
+                {"InferenceComponentName": base}, stat="Sum", label=base),
+    ]))
+
+    # Latency.
+    limit_us = 1000 * (spec.observability.alarms.p90_model_latency_ms
+                       or default_p90_model_latency_ms(spec, plan))
+    g.add("metric", 12, 6, _graph("Model latency (microseconds)", region, [
+        _metric(mc.NS_SAGEMAKER, "ModelLatency", ev, stat=s, label=s) for s in LATENCY_STATS
+    ], annotations={"horizontal": [{"label": "p90 alarm", "value": limit_us}]}))
+    g.add("metric", 12, 6, _graph("Overhead latency (microseconds)", region, [
+        _metric(mc.NS_SAGEMAKER, "OverheadLatency", ev, stat=s, label=s)
+        for s in LATENCY_STATS
+    ]))
+
+    # Capacity: concurrency and copies per component.
+    g.add("metric", 12, 6, _graph("Concurrent requests per copy", region, [
+        _metric(mc.NS_SAGEMAKER, "ConcurrentRequestsPerCopy", {"InferenceComponentName": c},
+                stat="Maximum", label=c) for c in components
+    ]))
+    copies: list[list[Any] | dict[str, Any]] = []
+    for i, c in enumerate(components):
+        dims = {"InferenceComponentName": c}
+        copies += [
+            _metric(mc.NS_SAGEMAKER, "Invocations", dims, stat="Sum", id=f"inv{i}",
+                    visible=False),
+            _metric(mc.NS_SAGEMAKER, "InvocationsPerCopy", dims, stat="Sum", id=f"ipc{i}",
+                    visible=False),
+        ]
+    copy_exprs: list[list[Any]] = [[{"expression": f"inv{i} / ipc{i}", "id": f"copies{i}",
+                                     "label": f"{c} copies"}] for i, c in enumerate(components)]
+    g.add("metric", 12, 6, _graph("Model copies (derived)", region, copy_exprs + copies))
+
+    # GPU and host utilization.
+    for title, metric in (("GPU utilization per component", "GPUUtilizationNormalized"),
+                          ("GPU memory per component", "GPUMemoryUtilizationNormalized"),
+                          ("Memory per component", "MemoryUtilizationNormalized")):
+        g.add("metric", 8, 6, _graph(title, region, [
+            _metric(mc.NS_INFERENCE_COMPONENTS, metric, {"InferenceComponentName": base},
+                    stat="Average", label=base)], yAxis={"left": {"min": 0}}))
+    g.add("metric", 12, 6, _graph("Hosts: CPU, memory (CPU tier), disk (disk tier)", region, [
+        _metric(mc.NS_ENDPOINTS, n, ev, stat="Average", label=n)
+        for n in ("CPUUtilization", "MemoryUtilization", "DiskUtilization")
+    ]))
+    g.add("metric", 12, 6, _graph("Hosts: GPU and GPU memory", region, [
+        _metric(mc.NS_ENDPOINTS, n, ev, stat="Average", label=n)
+        for n in ("GPUUtilization", "GPUMemoryUtilization")
+    ]))
+
+    if spec.observability.client_ttft_metrics:
+        cd = {"EndpointName": spec.name}
+        g.add("metric", 12, 6, _graph("Client TTFT (seconds)", region, [
+            _metric(mc.CLIENT_NAMESPACE, "TimeToFirstToken", cd, stat=s, label=s)
+            for s in LATENCY_STATS]))
+        g.add("metric", 12, 6, _graph("Client decode tokens/s", region, [
+            _metric(mc.CLIENT_NAMESPACE, "OutputTokensPerSecond", cd, stat=s, label=s)
+            for s in ("p10", "p50")]))
+
+    if spec.observability.detailed_metrics:
+        q = container_queries(selector(spec.name), kv_bytes_per_token=plan.kv_bytes_per_token)
+        note = ("Scraped by detailed observability; open CloudWatch **Query Studio**, choose "
+                "PromQL and paste a query.")
+        g.newline()
+        g.add("text", 12, 8, _promql_text("KV cache hits by tier", [
+            q[k] for k in ("hit_tokens_gpu", "hit_tokens_local", "hit_tokens_remote",
+                           "prompt_tokens", "prefix_hit_rate", "lmcache_hit_rate")], note))
+        g.add("text", 12, 8, _promql_text("Cache usage, evictions, retrieve, TTFT", [
+            q[k] for k in ("cache_usage_cpu", "cache_usage_disk", "cache_usage_remote",
+                           "evictions", "retrieve_speed_p50", "retrieve_time_p90",
+                           "gpu_kv_usage", "ttft_p50", "ttft_p90", "ttft_p99",
+                           "ttft_histogram")], note))
+    return {"start": "-PT6H", "periodOverride": "inherit", "widgets": g.widgets}
+
+
+def referenced_metrics(body: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(namespace, metric, dimension names) of every classic metric the body plots."""
+    out = []
+    for widget in body["widgets"]:
+        for row in widget.get("properties", {}).get("metrics", []):
+            if row and isinstance(row[0], str):
+                parts = [p for p in row if not isinstance(p, dict)]
+                ns, name, rest = parts[0], parts[1], parts[2:]
+                out.append((ns, name, tuple(rest[0::2])))
+    return out

@@ -1,0 +1,110 @@
+"""PromQL for the container metrics detailed observability publishes (LMCache and vLLM).
+
+One set of queries, used three ways: written into the CloudWatch dashboard (for Query
+Studio), evaluated by the PromQL alarms, and drawn by the Grafana dashboard through a
+Prometheus data source pointed at CloudWatch's PromQL endpoint. Series names and labels
+come from :mod:`lmikit.metric_catalog` (``CONTAINER_SOURCE``, ``promql_name``).
+
+>>> q = container_queries(selector("docqa"), kv_bytes_per_token=57344)
+>>> q["lmcache_hit_rate"].expr.startswith("sum(rate(lmcache_num_hit_tokens_total{")
+True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lmikit.metric_catalog import CONTAINER_SOURCE, promql_name
+
+RATE_WINDOW = "5m"
+
+
+@dataclass(frozen=True)
+class PromQuery:
+    key: str
+    title: str
+    expr: str
+    unit: str
+    legend: str = ""
+
+
+def selector(endpoint: str, component: str | None = None) -> str:
+    """Label matchers for one endpoint (and component); values may be Grafana variables."""
+    parts = [f"'{CONTAINER_SOURCE.endpoint_label}'=\"{endpoint}\""]
+    if component:
+        parts.append(f"'{CONTAINER_SOURCE.component_label}'=~\"{component}\"")
+    return ",".join(parts)
+
+
+def _s(name: str, sel: str) -> str:
+    return f"{promql_name(name)}{{{sel}}}"
+
+
+def _rate(name: str, sel: str, window: str = RATE_WINDOW) -> str:
+    return f"sum(rate({_s(name, sel)}[{window}]))"
+
+
+def _quantile(q: float, histogram: str, sel: str) -> str:
+    return (f"histogram_quantile({q}, sum by (le) "
+            f"(rate({_s(histogram + '_bucket', sel)}[{RATE_WINDOW}])))")
+
+
+def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQuery]:
+    """The dashboard's container-metric queries, keyed by a stable id."""
+    hits_gpu = _rate("vllm:prefix_cache_hits_total", sel)
+    hits_lmc = _rate("lmcache:num_hit_tokens_total", sel)
+    # Remote tier: LMCache counts bytes read, not tokens; divide by the plan's KV bytes per
+    # token (an estimate: it assumes no KV-head replication across tensor-parallel ranks).
+    hits_remote = f"({_rate('lmcache:num_remote_read_bytes_total', sel)} / {kv_bytes_per_token})"
+    queries = [
+        PromQuery("hit_tokens_gpu", "Hit tokens/s: GPU prefix cache", hits_gpu, "tokens/s",
+                  "GPU prefix cache"),
+        PromQuery("hit_tokens_local", "Hit tokens/s: LMCache CPU + disk",
+                  f"{hits_lmc} - {hits_remote}", "tokens/s", "LMCache CPU + disk"),
+        PromQuery("hit_tokens_remote", "Hit tokens/s: LMCache remote (estimate)", hits_remote,
+                  "tokens/s", "LMCache remote"),
+        PromQuery("prompt_tokens", "Prompt tokens/s", _rate("vllm:prompt_tokens_total", sel),
+                  "tokens/s", "prompt tokens"),
+        PromQuery("prefix_hit_rate", "Prompt tokens served from any cache tier",
+                  f"({hits_gpu} + {_rate('vllm:external_prefix_cache_hits_total', sel)}) / "
+                  f"{_rate('vllm:prefix_cache_queries_total', sel)}", "percentunit",
+                  "all tiers"),
+        PromQuery("lmcache_hit_rate", "LMCache hit rate (tokens)",
+                  f"{hits_lmc} / {_rate('lmcache:num_requested_tokens_total', sel)}",
+                  "percentunit", "LMCache"),
+        PromQuery("retrieve_speed_p50", "LMCache retrieve speed p50",
+                  _quantile(0.5, "lmcache:retrieve_speed", sel), "tokens/s", "p50"),
+        PromQuery("retrieve_time_p90", "LMCache time to retrieve p90",
+                  _quantile(0.9, "lmcache:time_to_retrieve", sel), "s", "p90"),
+        PromQuery("cache_usage_cpu", "LMCache CPU tier bytes",
+                  f"sum({_s('lmcache:local_cache_usage', sel)})", "bytes", "CPU tier"),
+        PromQuery("cache_usage_disk", "LMCache disk tier bytes",
+                  f"sum({_s('lmcache:local_storage_usage', sel)})", "bytes", "disk tier"),
+        PromQuery("cache_usage_remote", "LMCache remote tier bytes",
+                  f"sum({_s('lmcache:remote_cache_usage', sel)})", "bytes", "remote tier"),
+        PromQuery("evictions", "LMCache CPU evictions/s",
+                  _rate("lmcache:local_cpu_evict_count_total", sel), "ops", "evictions/s"),
+        PromQuery("gpu_kv_usage", "GPU KV cache in use",
+                  f"avg({_s('vllm:kv_cache_usage_perc', sel)})", "percentunit", "GPU KV"),
+        *(PromQuery(f"ttft_p{int(q * 100)}", f"Server TTFT p{int(q * 100)}",
+                    _quantile(q, "vllm:time_to_first_token_seconds", sel), "s",
+                    f"p{int(q * 100)}") for q in (0.5, 0.9, 0.99)),
+        PromQuery("ttft_histogram", "Server TTFT histogram",
+                  f"sum by (le) (rate({_s('vllm:time_to_first_token_seconds_bucket', sel)}"
+                  f"[{RATE_WINDOW}]))", "s", "{{le}}"),
+        PromQuery("tokens_per_s", "Tokens/s (prompt + generated)",
+                  f"{_rate('vllm:prompt_tokens_total', sel)} + "
+                  f"{_rate('vllm:generation_tokens_total', sel)}", "tokens/s", "tokens/s"),
+        PromQuery("queue", "Requests waiting",
+                  f"sum({_s('vllm:num_requests_waiting', sel)})", "short", "waiting"),
+    ]
+    return {q.key: q for q in queries}
+
+
+_SERIES = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\{")
+
+
+def series_in(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects (``name{...}`` forms)."""
+    return set(_SERIES.findall(expr)) - {"by"}
