@@ -2,13 +2,14 @@
 
 Each problem names the field path, the file and line, the value given and what is allowed.
 
->>> load_spec_text("api_version: v1\\nname: x\\n", source="inline.yaml")
-Traceback (most recent call last):
-...
-lmikit.errors.SpecError: 3 problem(s) in inline.yaml
-  - region (inline.yaml:1): required field is missing
-  - model (inline.yaml:1): required field is missing
+>>> try:
+...     load_spec_text("api_version: v1\nname: x\n", source="inline.yaml")
+... except SpecError as exc:
+...     print(exc)
+3 problem(s) in inline.yaml
   - instance (inline.yaml:1): required field is missing
+  - model (inline.yaml:1): required field is missing
+  - region (inline.yaml:1): required field is missing
 """
 
 from __future__ import annotations
