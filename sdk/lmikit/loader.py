@@ -1,4 +1,4 @@
-"""Load a DeploymentSpec from YAML, turning every problem into one :class:`SpecError`.
+r"""Load a DeploymentSpec from YAML, turning every problem into one :class:`SpecError`.
 
 Each problem names the field path, the file and line, the value given and what is allowed.
 
