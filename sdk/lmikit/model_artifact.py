@@ -1,7 +1,9 @@
 """The base model's artifact: a deterministic .tar.gz that LMI unpacks as its model dir.
 
 It carries the LMCache config (OPTION_LMCACHE_CONFIG_FILE is relative to the model dir)
-and the base model's formatters as ``model.py``.
+and the base model's formatters as ``model.py`` (built by
+:func:`lmikit.formatters.build_model_py`: validated, self-contained, raises
+:class:`lmikit.errors.AdapterError` on a bad formatter file).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmikit.artifact import deterministic_tar
-from lmikit.errors import RenderError
+from lmikit.formatters import build_model_py
 from lmikit.plan import Plan
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec
@@ -20,17 +22,12 @@ def model_artifact_files(spec: DeploymentSpec, plan: Plan,
     files: dict[str, bytes] = {}
     if plan.uses_lmcache:
         files[LMCACHE_FILE_NAME] = render_lmcache_yaml(plan).encode()
-    sources = [p for p in (spec.formatters.input, spec.formatters.output) if p]
-    if sources:
-        parts = []
-        for rel in dict.fromkeys(sources):
-            path = Path(base_dir) / rel
-            try:
-                parts.append(path.read_text())
-            except OSError as exc:
-                raise RenderError(f"formatters: cannot read {str(path)!r}: {exc.strerror}") \
-                    from exc
-        files["model.py"] = "\n\n".join(parts).encode()
+    fmt = spec.formatters
+    if fmt.input or fmt.output:
+        base = Path(base_dir)
+        files["model.py"] = build_model_py(
+            input_file=base / fmt.input if fmt.input else None,
+            output_file=base / fmt.output if fmt.output else None).encode()
     return files
 
 

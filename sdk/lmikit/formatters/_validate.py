@@ -93,11 +93,12 @@ def inspect_formatter_source(source: str, path: str | Path = "<formatter>", *,
                            f"(line {exc.lineno})") from exc
 
     problems = _import_problems(tree)
+    decorators = _decorator_names(tree)
     found: dict[str, list[tuple[str, int]]] = {"input": [], "output": []}
     top: set[str] = set()
     for node in tree.body:
         top.update(_bound_names(node))
-        kind_name = _formatter_of(node)
+        kind_name = _formatter_of(node, decorators)
         if kind_name is None:
             continue
         kind, name, problem = kind_name
@@ -105,7 +106,7 @@ def inspect_formatter_source(source: str, path: str | Path = "<formatter>", *,
             problems.append(f"line {node.lineno}: {problem}")
         found[kind].append((name, node.lineno))
     for node in ast.walk(tree):
-        if node not in tree.body and _formatter_of(node) is not None:
+        if node not in tree.body and _formatter_of(node, decorators) is not None:
             problems.append(f"line {getattr(node, 'lineno', '?')}: formatters must be defined "
                             "at the top level of the file")
     for kind in KINDS:
@@ -132,15 +133,27 @@ def inspect_formatter_source(source: str, path: str | Path = "<formatter>", *,
     )
 
 
-def _decorator_kind(dec: ast.expr) -> str | None:
-    name = dec.attr if isinstance(dec, ast.Attribute) else getattr(dec, "id", None)
-    return DECORATORS.get(name or "")
+def _decorator_names(tree: ast.Module) -> dict[str, str]:
+    """Decorator names in scope -> kind, following ``import ... as`` aliases."""
+    names = dict(DECORATORS)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module == LMIKIT_MODULE
+                                                 or node.module in DJL_MODULES):
+            for alias in node.names:
+                if alias.name in DECORATORS and alias.asname:
+                    names[alias.asname] = DECORATORS[alias.name]
+    return names
 
 
-def _formatter_of(node: ast.AST) -> tuple[str, str, str | None] | None:
+def _name_of(expr: ast.expr) -> str:
+    return expr.attr if isinstance(expr, ast.Attribute) else getattr(expr, "id", "")
+
+
+def _formatter_of(node: ast.AST, decorators: dict[str, str]
+                  ) -> tuple[str, str, str | None] | None:
     """(kind, name, problem) when ``node`` defines a formatter, else None."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        kinds = [k for k in map(_decorator_kind, node.decorator_list) if k]
+        kinds = [decorators[n] for n in map(_name_of, node.decorator_list) if n in decorators]
         if not kinds:
             return None
         if len(kinds) > 1:
@@ -154,19 +167,13 @@ def _formatter_of(node: ast.AST) -> tuple[str, str, str | None] | None:
                        "dict (input) or the response (output)")
         return kinds[0], node.name, problem
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-        kind = _call_kind(node.value)
+        kind = decorators.get(_name_of(node.value.func))
         if kind is None:
             return None
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
             return kind, "?", "assign a formatter to one plain name"
         return kind, node.targets[0].id, None
     return None
-
-
-def _call_kind(call: ast.Call) -> str | None:
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    return DECORATORS.get(name or "")
 
 
 def _bound_names(node: ast.stmt) -> set[str]:
