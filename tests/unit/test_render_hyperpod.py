@@ -1,0 +1,121 @@
+"""HyperPod manifests are validated against the operator's CRD schema (shared/schemas)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from lmikit.errors import RenderError
+from lmikit.loader import load_spec, load_spec_text
+from lmikit.plan import plan_spec
+from lmikit.render.hyperpod import hyperpod_manifest, rfc1123
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from tests.unit.test_spec import BASE
+
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
+CRD_CANDIDATES = [ROOT.parent / "shared" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml",
+                  ROOT / "tests" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml"]
+
+
+@pytest.fixture(scope="module")
+def crd_validator():
+    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
+    if path is None:
+        pytest.skip("the HyperPod CRD schema is not available")
+    crd = yaml.safe_load(Path(path).read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = version["schema"]["openAPIV3Schema"]
+    assert crd["spec"]["group"] + "/v1" == "inference.sagemaker.aws.amazon.com/v1"
+    return jsonschema.Draft7Validator(schema)
+
+
+def _manifest(text: str):
+    spec = load_spec_text(text)
+    return hyperpod_manifest(spec, plan_spec(spec), image_uri=IMAGE)
+
+
+def _errors(validator, manifest):
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(manifest)]
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_hyperpod_examples_validate_against_crd(crd_validator, path):
+    spec = load_spec(path)
+    manifest = hyperpod_manifest(spec, plan_spec(spec, base_dir=path.parent), image_uri=IMAGE)
+    assert _errors(crd_validator, manifest) == []
+    assert_golden(f"hyperpod-{path.stem}.yaml", yaml.safe_dump(manifest, sort_keys=True))
+
+
+def test_hyperpod_validator_catches_a_bad_manifest(crd_validator):
+    manifest = _manifest(BASE + "routing:\n  strategy: prefix_aware\n")
+    manifest["spec"]["intelligentRoutingSpec"]["routingStrategy"] = "prefix"
+    del manifest["spec"]["worker"]["image"]
+    errors = _errors(crd_validator, manifest)
+    assert len(errors) == 2
+
+
+def test_hyperpod_names_are_lowercase_rfc1123():
+    assert rfc1123("DocQA-Prod") == "docqa-prod"
+    manifest = _manifest(BASE.replace("name: docqa", "name: DocQA-Prod"))
+    assert manifest["spec"]["endpointName"] == "docqa-prod"
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [
+    ("prefix_aware", "prefixaware"), ("kv_aware", "kvaware"), ("sticky_session", "session")])
+def test_hyperpod_intelligent_routing(strategy, expected):
+    spec = _manifest(BASE + f"routing:\n  strategy: {strategy}\n")["spec"]
+    assert spec["intelligentRoutingSpec"] == {"enabled": True, "routingStrategy": expected}
+
+
+def test_hyperpod_plain_routing_uses_the_load_balancer():
+    spec = _manifest(BASE + "routing:\n  strategy: random\n")["spec"]
+    assert "intelligentRoutingSpec" not in spec
+    assert spec["loadBalancer"] == {"routingAlgorithm": "round_robin"}
+
+
+def test_hyperpod_tiers_map_to_l1_and_l2():
+    cpu = _manifest(BASE + "kv_cache:\n  mode: cpu\n")["spec"]["kvCacheSpec"]
+    assert cpu == {"enableL1Cache": True, "enableL2Cache": False}
+    big = BASE.replace("ml.g6e.2xlarge", "ml.g6e.12xlarge")
+    disk = _manifest(big + "kv_cache:\n  mode: cpu+disk\n")["spec"]["kvCacheSpec"]
+    assert disk["l2CacheSpec"] == {"l2CacheBackend": "tieredstorage"}
+    redis = _manifest(BASE + "kv_cache:\n  mode: remote\n  remote_url: redis://r:6379\n")
+    assert redis["spec"]["kvCacheSpec"]["l2CacheSpec"] == {
+        "l2CacheBackend": "redis", "l2CacheLocalUrl": "redis://r:6379"}
+
+
+def test_hyperpod_remote_backend_must_be_redis():
+    with pytest.raises(RenderError, match="redis://"):
+        _manifest(BASE + "kv_cache:\n  mode: remote\n  remote_url: s3://bucket/kv\n")
+
+
+def test_hyperpod_operator_owned_env_is_not_passed():
+    spec = _manifest(BASE + "kv_cache:\n  mode: cpu\n")["spec"]
+    names = {e["name"] for e in spec["worker"]["environmentVariables"]}
+    assert not any(n.startswith("LMCACHE_") for n in names)
+    assert "OPTION_ENABLE_PREFIX_CACHING" not in names  # not with the operator's KV cache
+    assert "OPTION_KV_TRANSFER_CONFIG" not in names
+    assert "PYTHONHASHSEED" in names
+
+
+def test_hyperpod_in_memory_only_never_enables_l2():
+    manifest = _manifest(BASE + "kv_cache:\n  in_memory_only: true\n"
+                         "workload:\n  reused_context_tokens: 100000000\n")
+    assert manifest["spec"]["kvCacheSpec"]["enableL2Cache"] is False
+
+
+def test_hyperpod_s3_weights_and_token_secret_reference():
+    arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"
+    text = BASE + f"security:\n  hf_token_secret_arn: {arn}\n"
+    src = _manifest(text)["spec"]["modelSourceConfig"]
+    assert src["huggingFaceModel"]["tokenSecretRef"] == {"name": "docqa-hf-token", "key": "token"}
+    assert arn not in json.dumps(src)
+    config = ROOT / "examples/models/llama-3.1-8b-config.json"
+    s3 = _manifest(BASE.replace("Qwen/Qwen2.5-7B-Instruct",
+                                f"s3://bkt/models/llama8b/\n  config_path: {config}"))
+    assert s3["spec"]["modelSourceConfig"]["s3Storage"] == {"bucketName": "bkt",
+                                                            "region": "us-east-1"}
