@@ -8,14 +8,20 @@ import click
 
 from lmikit.cli._common import echo_json, load, spec_argument
 
-TARGETS = ["lmcache", "env"]
+TARGETS = ["lmcache", "env", "cloudwatch", "grafana"]
 
 
 @click.command("render")
 @spec_argument
 @click.option("--target", "-t", type=click.Choice(TARGETS), required=True,
               help="What to render.")
-def render_cmd(spec: Path, target: str) -> None:
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="grafana: write the dashboard JSON to this file instead of stdout.")
+@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="grafana: on-demand $/hour per instance for the cost panels (default: "
+              "lmikit's small us-east-1 table, where it has the instance type).")
+def render_cmd(spec: Path, target: str, output: Path | None,
+               hourly_price: float | None) -> None:
     """Print the TARGET rendered from SPEC."""
     loaded, plan = load(spec)
     if target == "lmcache":
@@ -26,3 +32,19 @@ def render_cmd(spec: Path, target: str) -> None:
         from lmikit.render.env import lmi_environment
 
         echo_json(lmi_environment(loaded, plan))
+    elif target == "cloudwatch":
+        from lmikit.render.alarms import put_metric_alarm_requests
+        from lmikit.render.cloudwatch import dashboard_body, dashboard_name
+
+        echo_json({"DashboardName": dashboard_name(loaded),
+                   "DashboardBody": dashboard_body(loaded, plan),
+                   "Alarms": put_metric_alarm_requests(loaded, plan)})
+    elif target == "grafana":
+        from lmikit.render.grafana import render_grafana_json
+
+        text = render_grafana_json(loaded, plan, hourly_price)
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            output.write_text(text)
+            click.echo(f"Wrote {output}", err=True)

@@ -1,0 +1,258 @@
+"""The Grafana dashboard (Amazon Managed Grafana) of one deployment, built with the
+grafana-foundation-sdk builders; pure function of (spec, plan).
+
+Two data-source variables: ``cloudwatch`` (classic SageMaker metrics, same panels as the
+CloudWatch dashboard) and ``prometheus`` (the container's LMCache/vLLM series through
+CloudWatch's PromQL endpoint, ``https://monitoring.<region>.amazonaws.com``, SigV4 service
+``monitoring``). Extra panels: hit tokens by tier and a cost-per-1K-tokens estimate.
+
+Cost is an ESTIMATE: list on-demand prices (us-east-1, see :data:`HOURLY_PRICE_USD` for the
+sources) times instances, divided by token throughput. The live panel divides by measured
+vLLM tokens/s; the plan panel uses the planned concurrency and predicted TTFT with a stated
+decode-speed assumption. Prices change and differ by region, savings plan and discount; pass
+``hourly_price_usd`` to use your own.
+
+>>> from lmikit.spec import DeploymentSpec
+>>> from lmikit.plan import plan_spec
+>>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
+...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+...     "instance": {"type": "ml.g6e.2xlarge"}})
+>>> grafana_dashboard(spec, plan_spec(spec))["uid"]
+'lmikit-docqa'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from lmikit import metric_catalog as mc
+from lmikit.plan import Plan
+from lmikit.render.promql import container_queries, selector
+from lmikit.render.sagemaker import VARIANT_NAME, base_component_name
+from lmikit.spec import DeploymentSpec
+
+# SageMaker real-time inference on-demand $/hour, us-east-1. Only prices with a public source
+# are listed; anything else renders "no price" unless hourly_price_usd is passed.
+HOURLY_PRICE_USD: dict[str, tuple[float, str]] = {
+    "ml.g5.xlarge": (1.41, "zircon.tech 'Real cost of running AI models on SageMaker', "
+                           "us-east-1, Oct 2025"),
+    "ml.g5.2xlarge": (1.52, "wring.co 'AWS SageMaker inference guide' table"),
+    "ml.p4d.24xlarge": (37.69, "wring.co 'AWS SageMaker inference guide' table"),
+}
+DECODE_TOKENS_PER_S_ASSUMED = 30.0
+"""Per-sequence decode speed assumed by the *plan* cost estimate (not measured)."""
+DS_CLOUDWATCH = "${cloudwatch}"
+DS_PROMETHEUS = "${prometheus}"
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    hourly_price_usd: float | None
+    price_source: str
+    tokens_per_hour_per_instance: float
+    usd_per_1k_tokens: float | None
+    assumptions: tuple[str, ...]
+
+
+def plan_cost(spec: DeploymentSpec, plan: Plan,
+              hourly_price_usd: float | None = None) -> CostEstimate:
+    """Planned $/1K tokens at full planned load (an estimate, see the module doc)."""
+    if hourly_price_usd is not None:
+        price, source = hourly_price_usd, "given by the caller"
+    elif plan.instance_type in HOURLY_PRICE_USD:
+        price, source = HOURLY_PRICE_USD[plan.instance_type]
+    else:
+        price, source = None, f"no list price for {plan.instance_type} in lmikit's table"
+    w = spec.workload
+    tier = {"none": "gpu", "cpu": "cpu", "cpu+disk": "disk", "remote": "cpu"}[plan.tier]
+    ttft = plan.predicted.ttft_hit_s.get(tier) or plan.predicted.ttft_miss_s
+    seconds = ttft + w.output_tokens / DECODE_TOKENS_PER_S_ASSUMED
+    tokens = (w.typical_request_tokens + w.output_tokens) * w.concurrency * plan.copies \
+        * 3600 / seconds
+    usd = None if price is None else round(price / tokens * 1000, 6)
+    return CostEstimate(price, source, round(tokens), usd, (
+        f"{plan.copies} copy(ies) per instance, each with {w.concurrency} requests in flight",
+        f"request = {w.typical_request_tokens} prompt + {w.output_tokens} output tokens",
+        f"every request hits the {tier} tier; time per request = predicted TTFT {ttft} s + "
+        "output at "
+        f"{DECODE_TOKENS_PER_S_ASSUMED:g} tok/s (assumed)",
+        "requests in flight do not slow each other (an upper bound on throughput)",
+    ))
+
+
+def _ds(uid: str, kind: str) -> Any:
+    from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+    return DataSourceRef(type_val=kind, uid=uid)
+
+
+def _cw(namespace: str, metric: str, dims: dict[str, str], stat: str, ref: str,
+        label: str, region: str) -> Any:
+    from grafana_foundation_sdk.builders import cloudwatch as cw
+    from grafana_foundation_sdk.models.cloudwatch import (
+        CloudWatchQueryMode,
+        MetricEditorMode,
+        MetricQueryType,
+    )
+
+    return (cw.CloudWatchMetricsQuery().query_mode(CloudWatchQueryMode.METRICS)
+            .metric_query_type(MetricQueryType.SEARCH).metric_editor_mode(MetricEditorMode.BUILDER)
+            .namespace(namespace).metric_name(metric).dimensions(dict(dims)).statistic(stat)
+            .match_exact(True).region(region).period("60").ref_id(ref).label(label)
+            .datasource(_ds(DS_CLOUDWATCH, "cloudwatch")))
+
+
+def _prom(expr: str, ref: str, legend: str) -> Any:
+    from grafana_foundation_sdk.builders import prometheus
+
+    return (prometheus.Dataquery().expr(expr).range().legend_format(legend).ref_id(ref)
+            .datasource(_ds(DS_PROMETHEUS, "prometheus")))
+
+
+def _ts(title: str, unit: str, targets: list[Any], width: int = 12, desc: str = "") -> Any:
+    from grafana_foundation_sdk.builders import timeseries
+
+    panel = timeseries.Panel().title(title).unit(unit).span(width).height(8)
+    if desc:
+        panel = panel.description(desc)
+    for t in targets:
+        panel = panel.with_target(t)
+    return panel
+
+
+def _text(title: str, markdown: str, width: int = 24, height: int = 6) -> Any:
+    from grafana_foundation_sdk.builders import text
+    from grafana_foundation_sdk.models.text import TextMode
+
+    return text.Panel().title(title).mode(TextMode.MARKDOWN).content(markdown).span(width) \
+        .height(height)
+
+
+def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
+                      hourly_price_usd: float | None = None) -> dict[str, Any]:
+    """The dashboard model as a JSON-ready dict (import it into Grafana)."""
+    from grafana_foundation_sdk.builders import dashboard as db
+    from grafana_foundation_sdk.builders import stat
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import VariableOption
+
+    region = spec.region
+    ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
+    ic = {"InferenceComponentName": base_component_name(spec)}
+    sm = mc.NS_SAGEMAKER
+    cost = plan_cost(spec, plan, hourly_price_usd)
+
+    d = (db.Dashboard(f"lmikit {spec.name}").uid(f"lmikit-{spec.name}")
+         .tags(["lmikit", "sagemaker", "lmcache"]).time("now-6h", "now").refresh("1m")
+         .timezone("browser").editable())
+    d = d.with_variable(db.DatasourceVariable("cloudwatch").label("CloudWatch")
+                        .type("cloudwatch"))
+    d = d.with_variable(db.DatasourceVariable("prometheus").type("prometheus").label(
+        "Prometheus: " + mc.CONTAINER_SOURCE.promql_url.format(region=region)))
+    d = d.with_variable(db.ConstantVariable("endpoint").value(spec.name))
+    d = d.with_variable(db.CustomVariable("component").label("Inference component")
+                        .values(",".join([base_component_name(spec)]
+                                         + [f"{spec.name}-{a.name}" for a in spec.adapters]))
+                        .current(VariableOption(selected=True, text="All", value="$__all"))
+                        .include_all(True).all_value(".*").multi(True))
+
+    sel = selector("$endpoint", "$component")
+    q = container_queries(sel, kv_bytes_per_token=plan.kv_bytes_per_token)
+
+    d = d.with_row(db.Row("Traffic, errors and latency (CloudWatch)"))
+    d = d.with_panel(_ts("Invocations", "short", [
+        _cw(sm, "Invocations", ev, "Sum", "A", "invocations", region)], 8))
+    d = d.with_panel(_ts("Errors", "short", [
+        _cw(sm, n, ev, "Sum", r, lbl, region) for r, n, lbl in (
+            ("A", "Invocation4XXErrors", "4xx"), ("B", "Invocation5XXErrors", "5xx"),
+            ("C", "InvocationModelErrors", "model errors"))], 8))
+    d = d.with_panel(_ts("No-capacity failures", "short", [
+        _cw(sm, "NoCapacityInvocationFailures", ic, "Sum", "A", "no capacity", region)], 8))
+    d = d.with_panel(_ts("Model latency", "µs", [
+        _cw(sm, "ModelLatency", ev, s, chr(65 + i), s, region)
+        for i, s in enumerate(("p50", "p90", "p99"))]))
+    d = d.with_panel(_ts("Overhead latency", "µs", [
+        _cw(sm, "OverheadLatency", ev, s, chr(65 + i), s, region)
+        for i, s in enumerate(("p50", "p90", "p99"))]))
+    d = d.with_panel(_ts("Concurrent requests per copy", "short", [
+        _cw(sm, "ConcurrentRequestsPerCopy", ic, "Maximum", "A", "max", region)]))
+    d = d.with_panel(_ts("Invocations per copy", "short", [
+        _cw(sm, "InvocationsPerCopy", ic, "Sum", "A", "per copy", region)]))
+
+    d = d.with_row(db.Row("GPU and hosts (CloudWatch)"))
+    d = d.with_panel(_ts("Component GPU / GPU memory / memory", "percent", [
+        _cw(mc.NS_INFERENCE_COMPONENTS, n, ic, "Average", chr(65 + i), n, region)
+        for i, n in enumerate(("GPUUtilizationNormalized", "GPUMemoryUtilizationNormalized",
+                               "MemoryUtilizationNormalized", "CPUUtilizationNormalized"))]))
+    d = d.with_panel(_ts("Hosts: CPU, memory (CPU tier), disk (disk tier), GPU", "percent", [
+        _cw(mc.NS_ENDPOINTS, n, ev, "Average", chr(65 + i), n, region)
+        for i, n in enumerate(("CPUUtilization", "MemoryUtilization", "DiskUtilization",
+                               "GPUUtilization", "GPUMemoryUtilization"))]))
+    if spec.observability.client_ttft_metrics:
+        cd = {"EndpointName": spec.name}
+        d = d.with_panel(_ts("Client TTFT", "s", [
+            _cw(mc.CLIENT_NAMESPACE, "TimeToFirstToken", cd, s, chr(65 + i), s, region)
+            for i, s in enumerate(("p50", "p90", "p99"))]))
+        d = d.with_panel(_ts("Client decode tokens/s", "short", [
+            _cw(mc.CLIENT_NAMESPACE, "OutputTokensPerSecond", cd, "p50", "A", "p50", region)]))
+
+    d = d.with_row(db.Row("KV cache (container metrics via PromQL)"))
+    d = d.with_panel(_ts("Hit tokens/s by tier", "short", [
+        _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
+            ("hit_tokens_gpu", "hit_tokens_local", "hit_tokens_remote", "prompt_tokens"))],
+        desc="GPU prefix cache (vLLM), LMCache CPU+disk, LMCache remote (bytes read / "
+        f"{plan.kv_bytes_per_token} KV bytes per token), against all prompt tokens. LMCache "
+        "does not split CPU from disk hits."))
+    d = d.with_panel(_ts("Hit rate", "percentunit", [
+        _prom(q[k].expr, chr(65 + i), q[k].legend)
+        for i, k in enumerate(("prefix_hit_rate", "lmcache_hit_rate"))],
+        desc=f"Alarm below {spec.observability.alarms.min_hit_rate:.0%} (LMCache)."))
+    d = d.with_panel(_ts("Cache tier usage", "bytes", [
+        _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
+            ("cache_usage_cpu", "cache_usage_disk", "cache_usage_remote"))],
+        desc=f"Planned per copy: CPU {plan.lmcache.get('max_local_cpu_size_gb')} GB x "
+        f"{plan.tp} worker(s), disk {plan.lmcache.get('max_local_disk_size_gb')} GB x "
+        f"{plan.tp}."))
+    d = d.with_panel(_ts("Evictions and GPU KV use", "short", [
+        _prom(q["evictions"].expr, "A", "CPU evictions/s"),
+        _prom(q["gpu_kv_usage"].expr, "B", "GPU KV in use (0-1)")]))
+    d = d.with_panel(_ts("Retrieve speed / time", "short", [
+        _prom(q["retrieve_speed_p50"].expr, "A", "tokens/s p50"),
+        _prom(q["retrieve_time_p90"].expr, "B", "seconds p90")]))
+    d = d.with_panel(_ts("Server TTFT", "s", [
+        _prom(q[k].expr, chr(65 + i), q[k].legend)
+        for i, k in enumerate(("ttft_p50", "ttft_p90", "ttft_p99"))],
+        desc=f"Planned: miss {plan.predicted.ttft_miss_s} s, hit {plan.predicted.ttft_hit_s}."))
+    from grafana_foundation_sdk.builders import heatmap
+
+    d = d.with_panel(heatmap.Panel().title("Server TTFT histogram").span(12).height(8)
+                     .with_target(_prom(q["ttft_histogram"].expr, "A", "{{le}}")))
+
+    d = d.with_row(db.Row("Cost (estimate)"))
+    price = cost.hourly_price_usd
+    if price is not None:
+        # Live: price x instances serving / measured tokens per hour.
+        instances = (f"count(count by ('{mc.CONTAINER_SOURCE.host_label}') "
+                     f"({mc.promql_name('vllm:num_requests_running')}{{{sel}}}))")
+        live = f"{price} * {instances} / (3600 * ({q['tokens_per_s'].expr})) * 1000"
+        d = d.with_panel(stat.Panel().title("Cost per 1K tokens (live estimate)")
+                         .unit("currencyUSD").decimals(5).span(8).height(6)
+                         .with_target(_prom(live, "A", "$ / 1K tokens")))
+    planned = "n/a" if cost.usd_per_1k_tokens is None else f"${cost.usd_per_1k_tokens:.5f}"
+    d = d.with_panel(_text("Cost per 1K tokens from the plan (estimate)", "\n".join([
+        f"**{planned} per 1K tokens** at full planned load on {plan.instance_type} "
+        f"(${price if price is not None else 'n/a'}/h: {cost.price_source}).",
+        f"Planned throughput: {cost.tokens_per_hour_per_instance:,.0f} tokens/hour/instance.",
+        "", "Assumptions:", *[f"- {a}" for a in cost.assumptions],
+        "- list on-demand price, us-east-1; not your bill"]), 16 if price is not None else 24))
+
+    model = d.build()
+    return json.loads(json.dumps(model, cls=JSONEncoder, sort_keys=True))
+
+
+def render_grafana_json(spec: DeploymentSpec, plan: Plan,
+                        hourly_price_usd: float | None = None) -> str:
+    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd), indent=2,
+                      sort_keys=True) + "\n"
