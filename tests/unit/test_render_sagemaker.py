@@ -1,0 +1,163 @@
+"""SageMaker request dicts, checked against botocore's service model strictly (enums,
+patterns, max lengths: the parts botocore's own client validation skips)."""
+
+from __future__ import annotations
+
+import json
+
+import botocore.session
+import pytest
+
+from lmikit.errors import RenderError
+from lmikit.image import lmi_image_uri
+from lmikit.loader import load_spec, load_spec_text
+from lmikit.plan import plan_spec
+from lmikit.render.sagemaker import render_requests
+from lmikit.testing import ShapeValidator
+from tests.conftest import EXAMPLE_SPECS, assert_golden
+from tests.unit.test_spec import BASE
+
+ROLE = "arn:aws:iam::111122223333:role/lmikit-exec"
+ARTIFACT = "s3://lmikit-artifacts-111122223333/docqa/model/abc.tar.gz"
+MODEL = botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _validate(operation: str, request: dict) -> list[str]:
+    return ShapeValidator().validate(MODEL.operation_model(operation).input_shape, request)
+
+
+def _render(spec, plan=None, **kw):
+    plan = plan or plan_spec(spec)
+    urls = {a.name: f"s3://b/adapters/{a.name}.tar.gz" for a in spec.adapters}
+    return render_requests(spec, plan, image_uri=kw.pop("image", "img:1"),
+                           execution_role_arn=ROLE, model_artifact_url=ARTIFACT,
+                           adapter_artifact_urls=urls, **kw)
+
+
+def _all_errors(r) -> list[str]:
+    errors = _validate("CreateEndpointConfig", r.endpoint_config)
+    errors += _validate("CreateEndpoint", r.endpoint)
+    errors += _validate("CreateInferenceComponent", r.base_component)
+    for req in r.adapter_components.values():
+        errors += _validate("CreateInferenceComponent", req)
+    return errors
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_requests_for_examples_pass_botocore_model(path):
+    spec = load_spec(path)
+    r = _render(spec, plan_spec(spec, base_dir=path.parent),
+                image=lmi_image_uri(spec.region, spec.engine.lmi_version))
+    assert _all_errors(r) == []
+    body = {"endpoint_config": r.endpoint_config, "endpoint": r.endpoint,
+            "base_component": r.base_component, "adapters": r.adapter_components}
+    assert_golden(f"sagemaker-{path.stem}.json", json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def test_validator_rejects_what_botocore_client_would_send():
+    """The strict check can fail: a bad routing enum and an over-long name are caught."""
+    r = _render(load_spec_text(BASE))
+    bad = json.loads(json.dumps(r.endpoint_config))
+    bad["ProductionVariants"][0]["RoutingConfig"]["RoutingStrategy"] = "STICKY"
+    bad["EndpointConfigName"] = "x" * 64
+    errors = _validate("CreateEndpointConfig", bad)
+    assert any("STICKY" in e for e in errors) and any("maximum 63" in e for e in errors)
+
+
+def test_ic_endpoint_config_has_no_model_name_and_has_role():
+    r = _render(load_spec_text(BASE))
+    (variant,) = r.endpoint_config["ProductionVariants"]
+    assert "ModelName" not in variant
+    assert r.endpoint_config["ExecutionRoleArn"] == ROLE
+    assert variant["ManagedInstanceScaling"]["Status"] == "ENABLED"
+
+
+def test_scale_to_zero_keeps_initial_count_valid():
+    spec = load_spec_text(BASE.replace("  type: ml.g6e.2xlarge",
+                                       "  type: ml.g6e.2xlarge\n  min_count: 0"))
+    (variant,) = _render(spec).endpoint_config["ProductionVariants"]
+    assert variant["ManagedInstanceScaling"]["MinInstanceCount"] == 0
+    assert variant["InitialInstanceCount"] == 1
+
+
+def test_prefix_aware_routing_config():
+    spec = load_spec_text(BASE + "routing:\n  strategy: prefix_aware\n  prefix_length: 8192\n")
+    routing = _render(spec).endpoint_config["ProductionVariants"][0]["RoutingConfig"]
+    assert routing == {"RoutingStrategy": "PREFIX_AWARE", "PrefixAwareRoutingConfig": {
+        "PrefixLength": 8192, "ConcurrencyThreshold": 8}}
+
+
+def test_sticky_sessions_route_new_sessions_to_least_loaded():
+    routing = _render(load_spec_text(BASE)).endpoint_config["ProductionVariants"][0]
+    assert routing["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+def test_base_component_compute_from_plan():
+    spec = load_spec_text(BASE.replace("ml.g6e.2xlarge", "ml.g6e.12xlarge")
+                          + "engine:\n  tensor_parallel_degree: 2\n")
+    plan = plan_spec(spec)
+    req = _render(spec, plan).base_component["Specification"]
+    compute = req["ComputeResourceRequirements"]
+    assert compute["NumberOfAcceleratorDevicesRequired"] == 2
+    assert compute["MinMemoryRequiredInMb"] == plan.min_memory_mb
+    assert req["Container"]["Environment"]["OPTION_TENSOR_PARALLEL_DEGREE"] == "2"
+    assert req["Container"]["ArtifactUrl"] == ARTIFACT
+
+
+def test_startup_timeouts_grow_with_the_model():
+    small = _render(load_spec_text(BASE)).base_component["Specification"]["StartupParameters"]
+    big_spec = load_spec_text(BASE.replace("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-72B-Instruct")
+                              .replace("ml.g6e.2xlarge", "ml.p4de.24xlarge")
+                              + "engine:\n  tensor_parallel_degree: 4\n")
+    big = _render(big_spec).base_component["Specification"]["StartupParameters"]
+    for key in small:
+        assert 60 <= small[key] <= big[key] <= 3600
+
+
+def test_adapters_reference_the_base_by_literal_name():
+    spec = load_spec_text(BASE + "adapters:\n  - {name: legal, source: adapters/legal}\n")
+    r = _render(spec)
+    adapter = r.adapter_components["legal"]
+    assert adapter["InferenceComponentName"] == "docqa-legal"
+    assert adapter["Specification"]["BaseInferenceComponentName"] == "docqa-base"
+    assert "ComputeResourceRequirements" not in adapter["Specification"]
+
+
+def test_missing_adapter_artifact_is_an_error():
+    spec = load_spec_text(BASE + "adapters:\n  - {name: legal, source: adapters/legal}\n")
+    with pytest.raises(RenderError, match="legal"):
+        render_requests(spec, plan_spec(spec), image_uri="i", execution_role_arn=ROLE,
+                        model_artifact_url=None)
+
+
+def test_kms_on_nvme_instance_auto_skips_volume_key_required_fails():
+    key = "arn:aws:kms:us-east-1:111122223333:key/abcd"
+    auto = load_spec_text(BASE + f"security:\n  kms_key_arn: {key}\n")
+    assert "KmsKeyId" not in _render(auto).endpoint_config
+    required = load_spec_text(BASE + f"security:\n  kms_key_arn: {key}\n"
+                              "  kms_volume_encryption: required\n")
+    with pytest.raises(RenderError, match="local NVMe instance storage"):
+        _render(required)
+
+
+def test_config_name_changes_with_content_only():
+    a = _render(load_spec_text(BASE)).names.endpoint_config
+    assert a == _render(load_spec_text(BASE)).names.endpoint_config
+    b = _render(load_spec_text(BASE.replace("  type: ml.g6e.2xlarge",
+                                            "  type: ml.g6e.2xlarge\n  max_count: 3")))
+    assert b.names.endpoint_config != a
+    assert len(a) <= 63
+
+
+def test_vpc_and_network_isolation():
+    r = _render(load_spec(EXAMPLE_SPECS[-1]), plan_spec(load_spec(EXAMPLE_SPECS[-1]),
+                                                        base_dir=EXAMPLE_SPECS[-1].parent))
+    assert r.endpoint_config["EnableNetworkIsolation"] is True
+    assert r.endpoint_config["VpcConfig"]["Subnets"]
+
+
+def test_image_uri_is_pinned_and_regional():
+    uri = lmi_image_uri("eu-west-1", "0.38.0")
+    assert ".dkr.ecr.eu-west-1.amazonaws.com/djl-inference:0.38.0-lmi" in uri
+    with pytest.raises(RenderError, match="lmi_version"):
+        lmi_image_uri("us-east-1", "0.1.0")
