@@ -11,6 +11,7 @@ GPU memory is given in GiB as the driver reports it (the published "80 GB" A100 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -165,7 +166,7 @@ def get_instance(name: str) -> InstanceType:
         ) from None
 
 
-def _close_matches(word: str, options: dict[str, object]) -> list[str]:
+def _close_matches(word: str, options: Mapping[str, object]) -> list[str]:
     import difflib
 
     return difflib.get_close_matches(word, list(options), n=3, cutoff=0.75)
