@@ -57,3 +57,67 @@ def validate_file(path: str | Path) -> DeploymentSpec:
                                                               model_error else [])}
         raise SpecError(sorted(merged.values(), key=lambda p: (p.line or 0, p.path)), source)
     return spec
+
+
+def spec_reference_markdown() -> str:
+    """docs/spec.md: every field with its type, default and description, from the model."""
+    from pydantic import BaseModel
+
+    lines = ["# Spec reference", "",
+             "Generated from `lmikit.spec.DeploymentSpec` (a test keeps it in sync; "
+             "regenerate with `python -c \"from lmikit.schema import spec_reference_markdown as m;"
+             " print(m(), end='')\" > docs/spec.md`).", ""]
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        nested: list[tuple[type[BaseModel], str]] = []
+        lines.extend([f"## `{prefix or 'top level'}`", "",
+                      "| field | type | default | description |", "|---|---|---|---|"])
+        for name, field in model.model_fields.items():
+            from lmikit.loader import _unwrap
+
+            inner = _unwrap(field.annotation)
+            is_model = isinstance(inner, type) and issubclass(inner, BaseModel)
+            type_name = f"[{inner.__name__}](#{_anchor(prefix, name)})" if is_model \
+                else _type_text(field.annotation)
+            if field.is_required():
+                default = "required"
+            elif field.default_factory is not None:
+                default = "see below" if is_model else "empty"
+            else:
+                default = f"`{field.default!r}`"
+            desc = (field.description or "").replace("|", "/")
+            lines.append(f"| `{name}` | {type_name} | {default} | {desc} |")
+            if is_model:
+                nested.append((inner, f"{prefix}.{name}" if prefix else name))
+        lines.append("")
+        for sub, path in nested:
+            walk(sub, path)
+
+    walk(DeploymentSpec, "")
+    return "\n".join(lines)
+
+
+def _anchor(prefix: str, name: str) -> str:
+    path = f"{prefix}.{name}" if prefix else name
+    return path.replace(".", "")
+
+
+def _type_text(annotation: Any) -> str:
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_text(args[0])
+    if origin is typing.Literal:
+        return " / ".join(f"`{a!r}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(a) for a in args)
+    if origin is list:
+        return f"list of {_type_text(args[0])}"
+    if origin is dict:
+        return "mapping of string to string"
+    if annotation is type(None):
+        return "null"
+    return getattr(annotation, "__name__", str(annotation))

@@ -35,3 +35,11 @@ def test_schema_rejects_what_the_model_rejects(tmp_path):
     paths = {p.path for p in info.value.problems}
     assert {"kv_cache.mode", "instance.copies_per_instance"} <= paths
     assert any(p.message.startswith("schema:") for p in info.value.problems)
+
+
+def test_spec_reference_doc_is_in_sync():
+    from lmikit.schema import spec_reference_markdown
+    from tests.conftest import ROOT
+
+    assert (ROOT / "docs" / "spec.md").read_text() == spec_reference_markdown(), (
+        "docs/spec.md is stale; regenerate it as its first lines say")
