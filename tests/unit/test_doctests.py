@@ -9,7 +9,7 @@ import pytest
 
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
            "lmikit.catalog.models", "lmikit.render.env", "lmikit.render.lmcache",
-           "lmikit.render.sagemaker", "lmikit.render.hyperpod"]
+           "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench"]
 
 
 @pytest.mark.parametrize("name", MODULES)

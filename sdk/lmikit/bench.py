@@ -1,0 +1,161 @@
+"""Long-Doc-QA benchmark: the LMCache method, adapted for SageMaker endpoints.
+
+Documents are ``str(i) + " " + "hi " * length`` (the id keeps one document from being a prefix
+of another). Rounds: pre-warmup (short prompts), warmup (each document once: misses that fill
+the cache), query (documents again, ordered by ``repeat_mode``). Report mean TTFT and round time
+for warmup against query.
+
+>>> w = LongDocQA(num_documents=3, document_tokens=4, repeat_mode="interleave", repeat_count=2)
+>>> [d for d, _ in w.query_prompts()]
+[0, 1, 2, 0, 1, 2]
+>>> w.document(1)
+'1 hi hi hi hi '
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from lmikit.errors import LmikitError
+
+RepeatMode = Literal["tile", "random", "interleave"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one request took: time to first token and to the last, and tokens produced."""
+
+    ttft_s: float
+    total_s: float
+    output_tokens: int = 0
+
+
+Send = Callable[[str], Measurement]
+
+
+@dataclass(frozen=True)
+class LongDocQA:
+    """The workload. Defaults are the published LMI run: 46 docs x 10,000 tokens."""
+
+    num_documents: int = 46
+    document_tokens: int = 10_000
+    output_tokens: int = 100
+    repeat_count: int = 1
+    repeat_mode: RepeatMode = "tile"
+    in_flight: int = 4
+    pre_warmup: int = 2
+    seed: int = 0
+    question: str = "Summarize the document above in one sentence."
+
+    def __post_init__(self) -> None:
+        for name in ("num_documents", "document_tokens", "output_tokens", "repeat_count",
+                     "in_flight"):
+            if getattr(self, name) < 1:
+                raise LmikitError(f"LongDocQA.{name} must be at least 1 "
+                                  f"(got {getattr(self, name)})")
+        if self.repeat_mode not in ("tile", "random", "interleave"):
+            raise LmikitError(f"LongDocQA.repeat_mode must be tile, random or interleave "
+                              f"(got {self.repeat_mode!r})")
+
+    def document(self, i: int) -> str:
+        return f"{i} " + "hi " * self.document_tokens
+
+    def prompt(self, i: int) -> str:
+        return self.document(i) + "\n\n" + self.question
+
+    def warmup_prompts(self) -> list[tuple[int, str]]:
+        return [(i, self.prompt(i)) for i in range(self.num_documents)]
+
+    def query_prompts(self) -> list[tuple[int, str]]:
+        docs = list(range(self.num_documents))
+        if self.repeat_mode == "tile":
+            order = [d for d in docs for _ in range(self.repeat_count)]
+        elif self.repeat_mode == "interleave":
+            order = docs * self.repeat_count
+        else:
+            order = docs * self.repeat_count
+            random.Random(self.seed).shuffle(order)
+        return [(d, self.prompt(d)) for d in order]
+
+
+@dataclass
+class RoundResult:
+    name: str
+    requests: int
+    round_time_s: float
+    ttfts_s: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+
+    @property
+    def mean_ttft_s(self) -> float:
+        return statistics.fmean(self.ttfts_s) if self.ttfts_s else 0.0
+
+    @property
+    def p90_ttft_s(self) -> float:
+        if len(self.ttfts_s) < 2:
+            return self.mean_ttft_s
+        return statistics.quantiles(self.ttfts_s, n=10)[-1]
+
+    def summary(self) -> dict[str, Any]:
+        return {"round": self.name, "requests": self.requests,
+                "round_time_s": round(self.round_time_s, 4),
+                "mean_ttft_s": round(self.mean_ttft_s, 4), "p90_ttft_s": round(self.p90_ttft_s, 4),
+                "output_tokens": self.output_tokens}
+
+
+@dataclass
+class BenchResult:
+    workload: LongDocQA
+    rounds: list[RoundResult]
+
+    def round(self, name: str) -> RoundResult:
+        return next(r for r in self.rounds if r.name == name)
+
+    @property
+    def ttft_speedup(self) -> float:
+        """Warmup (cache misses) over query (hits) mean TTFT."""
+        q = self.round("query").mean_ttft_s
+        return self.round("warmup").mean_ttft_s / q if q else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workload": asdict(self.workload),
+                "rounds": [r.summary() for r in self.rounds],
+                "ttft_speedup": round(self.ttft_speedup, 3)}
+
+
+def run_round(name: str, prompts: Iterable[str], send: Send, in_flight: int,
+              on_done: Callable[[str, int, Measurement], None] | None = None) -> RoundResult:
+    """Send prompts with ``in_flight`` requests at a time; a failed request fails the round."""
+    items = list(prompts)
+    start = time.perf_counter()
+    result = RoundResult(name, len(items), 0.0)
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        for i, m in enumerate(pool.map(send, items)):
+            result.ttfts_s.append(m.ttft_s)
+            result.output_tokens += m.output_tokens
+            if on_done:
+                on_done(name, i, m)
+    result.round_time_s = time.perf_counter() - start
+    return result
+
+
+def run_long_doc_qa(workload: LongDocQA, send: Send,
+                    on_done: Callable[[str, int, Measurement], None] | None = None
+                    ) -> BenchResult:
+    """Run pre-warmup, warmup and query rounds against ``send``."""
+    rounds = []
+    if workload.pre_warmup:
+        rounds.append(run_round("pre-warmup", [f"Say hello {i}." for i in
+                                               range(workload.pre_warmup)],
+                                send, workload.in_flight, on_done))
+    rounds.append(run_round("warmup", [p for _, p in workload.warmup_prompts()], send,
+                            workload.in_flight, on_done))
+    rounds.append(run_round("query", [p for _, p in workload.query_prompts()], send,
+                            workload.in_flight, on_done))
+    return BenchResult(workload, rounds)
