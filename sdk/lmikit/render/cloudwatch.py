@@ -155,7 +155,7 @@ def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
         _metric(mc.NS_SAGEMAKER, "ConcurrentRequestsPerCopy", {"InferenceComponentName": c},
                 stat="Maximum", label=c) for c in components
     ]))
-    copies: list[list[Any] | dict[str, Any]] = []
+    copies: list[list[Any]] = []
     for i, c in enumerate(components):
         dims = {"InferenceComponentName": c}
         copies += [

@@ -71,7 +71,7 @@ def plan_cost(spec: DeploymentSpec, plan: Plan,
     seconds = ttft + w.output_tokens / DECODE_TOKENS_PER_S_ASSUMED
     tokens = (w.typical_request_tokens + w.output_tokens) * w.concurrency * plan.copies \
         * 3600 / seconds
-    usd = None if price is None else round(price / tokens * 1000, 6)
+    usd = None if price is None else float(f"{price / tokens * 1000:.4g}")
     return CostEstimate(price, source, round(tokens), usd, (
         f"{plan.copies} copy(ies) per instance, each with {w.concurrency} requests in flight",
         f"request = {w.typical_request_tokens} prompt + {w.output_tokens} output tokens",

@@ -1,0 +1,63 @@
+"""The CloudWatch dashboard body: golden files, layout, and the PutDashboard request."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
+
+from ._service_model import problems
+from .conftest import GOLDEN_SPECS, assert_golden, load_example
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_dashboard_body_matches_golden(stem: str) -> None:
+    spec, plan = load_example(stem)
+    text = json.dumps(dashboard_body(spec, plan), indent=2, sort_keys=True) + "\n"
+    assert_golden(f"cloudwatch-{stem}.json", text)
+
+
+def test_put_dashboard_kwargs_match_service_model(example) -> None:
+    spec, plan = example
+    kwargs = put_dashboard_kwargs(spec, plan)
+    assert problems("cloudwatch", "PutDashboard", kwargs) == []
+    # The model documents (but does not encode) the name rule: max 255, [A-Za-z0-9_-].
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", kwargs["DashboardName"])
+
+
+def test_dashboard_body_widgets_fit_the_grid(example) -> None:
+    spec, plan = example
+    widgets = dashboard_body(spec, plan)["widgets"]
+    assert 0 < len(widgets) <= 500
+    assert all(0 <= w["x"] and w["x"] + w["width"] <= 24 for w in widgets)
+
+
+def test_dashboard_body_is_deterministic() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    assert put_dashboard_kwargs(spec, plan) == put_dashboard_kwargs(spec, plan)
+
+
+def test_dashboard_body_includes_client_ttft_only_when_opted_in() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    titles = [w["properties"].get("title") for w in dashboard_body(spec, plan)["widgets"]]
+    assert "Client TTFT (seconds)" not in titles
+    opted = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"client_ttft_metrics": True})})
+    titles = [w["properties"].get("title") for w in dashboard_body(opted, plan)["widgets"]]
+    assert "Client TTFT (seconds)" in titles
+
+
+def test_dashboard_body_omits_promql_panels_without_detailed_metrics() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    off = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"detailed_metrics": False})})
+    text = json.dumps(dashboard_body(off, plan))
+    assert "lmcache_" not in text
+
+
+def test_dashboard_name_is_derived_from_the_spec() -> None:
+    spec, _ = load_example("docqa-qwen7b")
+    assert dashboard_name(spec) == "docqa-qwen7b-lmikit"

@@ -1,0 +1,68 @@
+"""The Grafana dashboard: golden files, loads back through the SDK's models, cost estimate."""
+
+from __future__ import annotations
+
+import pytest
+from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
+
+from lmikit.render.grafana import (
+    HOURLY_PRICE_USD,
+    grafana_dashboard,
+    plan_cost,
+    render_grafana_json,
+)
+
+from .conftest import GOLDEN_SPECS, assert_golden, load_example
+
+
+@pytest.mark.parametrize("stem", GOLDEN_SPECS)
+def test_grafana_dashboard_matches_golden(stem: str) -> None:
+    spec, plan = load_example(stem)
+    assert_golden(f"grafana-{stem}.json", render_grafana_json(spec, plan))
+
+
+def test_grafana_dashboard_loads_back_through_sdk_models(example) -> None:
+    spec, plan = example
+    data = grafana_dashboard(spec, plan)
+    model = Dashboard.from_json(data)
+    assert model.uid == f"lmikit-{spec.name}"
+    assert all(isinstance(p, Panel | RowPanel) for p in model.panels)
+    assert {p.title for p in model.panels} >= {"Hit tokens/s by tier", "Hit rate",
+                                               "Server TTFT histogram", "Model latency"}
+
+
+def test_grafana_dashboard_has_datasource_variables() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    model = Dashboard.from_json(grafana_dashboard(spec, plan))
+    variables = {v.name: v for v in model.templating.list_val}
+    assert variables["cloudwatch"].query == "cloudwatch"
+    assert variables["prometheus"].query == "prometheus"
+    targets = [t for p in grafana_dashboard(spec, plan)["panels"] for t in p.get("targets", [])]
+    assert {t["datasource"]["uid"] for t in targets} == {"${cloudwatch}", "${prometheus}"}
+
+
+def test_plan_cost_uses_table_price_with_source() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    spec = spec.model_copy(update={"instance": spec.instance.model_copy(
+        update={"type": "ml.g5.2xlarge"})})
+    plan = plan.__class__(**{**plan.__dict__, "instance_type": "ml.g5.2xlarge"})
+    cost = plan_cost(spec, plan)
+    price, source = HOURLY_PRICE_USD["ml.g5.2xlarge"]
+    assert (cost.hourly_price_usd, cost.price_source) == (price, source)
+    assert cost.usd_per_1k_tokens == pytest.approx(
+        price / cost.tokens_per_hour_per_instance * 1000, rel=1e-3)
+
+
+def test_plan_cost_without_known_price_says_so() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    cost = plan_cost(spec, plan)
+    assert cost.usd_per_1k_tokens is None
+    assert "no list price" in cost.price_source
+
+
+def test_given_price_adds_live_cost_panel() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    titles = [p["title"] for p in grafana_dashboard(spec, plan, hourly_price_usd=3.0)["panels"]]
+    assert "Cost per 1K tokens (live estimate)" in titles
+    titles = [p["title"] for p in grafana_dashboard(spec, plan)["panels"]]
+    assert "Cost per 1K tokens (live estimate)" not in titles

@@ -1,0 +1,48 @@
+"""``lmikit render --target cloudwatch|grafana``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from lmikit.cli import main
+from lmikit.render.cloudwatch import dashboard_body
+from lmikit.render.grafana import render_grafana_json
+
+from .conftest import EXAMPLES, load_example
+
+SPEC = str(EXAMPLES / "docqa-qwen7b.yaml")
+
+
+def test_render_cloudwatch_prints_dashboard_and_alarms() -> None:
+    result = CliRunner().invoke(main, ["render", SPEC, "--target", "cloudwatch"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    spec, plan = load_example("docqa-qwen7b")
+    assert out["DashboardName"] == "docqa-qwen7b-lmikit"
+    assert out["DashboardBody"] == dashboard_body(spec, plan)
+    assert {a["AlarmName"] for a in out["Alarms"]} >= {"docqa-qwen7b-lmikit-5xx-rate"}
+
+
+def test_render_grafana_prints_json() -> None:
+    result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana"])
+    assert result.exit_code == 0, result.output
+    spec, plan = load_example("docqa-qwen7b")
+    assert result.output == render_grafana_json(spec, plan)
+
+
+def test_render_grafana_writes_output_file(tmp_path: Path) -> None:
+    target = tmp_path / "dash.json"
+    result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--output",
+                                       str(target), "--hourly-price", "2.5"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text())
+    assert any(p["title"] == "Cost per 1K tokens (live estimate)" for p in data["panels"])
+
+
+def test_render_rejects_non_positive_price() -> None:
+    result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--hourly-price", "0"])
+    assert result.exit_code == 2
+    assert "hourly-price" in result.output
