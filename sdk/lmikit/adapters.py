@@ -1,0 +1,445 @@
+"""LoRA adapters: validate, package deterministically, upload content-addressed, and host
+each as an adapter inference component on a running endpoint.
+
+>>> from lmikit.adapters import AdapterRegistry  # doctest: +SKIP
+>>> reg = AdapterRegistry("docqa-qwen7b", bucket="my-artifacts")  # doctest: +SKIP
+>>> reg.register("legal", "adapters/legal", formatter="adapters/legal/fmt.py")  # doctest: +SKIP
+AdapterInfo(name='legal', component='docqa-qwen7b-legal', status='InService', ...)
+
+Before anything is uploaded the adapter is checked: ``adapter_config.json`` is present and
+valid, its base model is the endpoint's model, its rank fits the endpoint's
+``OPTION_MAX_LORA_RANK``, weights are present and the formatter file (if any) compiles and
+defines a formatter. A registration that fails leaves no component behind.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
+from lmikit.deploy._artifacts import (
+    StoredArtifact,
+    default_bucket,
+    delete_artifact,
+    upload_artifact,
+)
+from lmikit.deploy._aws import (
+    Clients,
+    Clock,
+    ProgressFn,
+    RealClock,
+    Waiter,
+    call,
+    describe_or_none,
+    error_code,
+    error_message,
+    no_progress,
+)
+from lmikit.errors import AdapterError, DeployError, LmikitError
+
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+MAX_COMPONENT_NAME = 63
+
+
+@dataclass(frozen=True)
+class AdapterPackage:
+    """A validated adapter, packaged: the .tar.gz bytes and what was found in it."""
+
+    data: bytes
+    sha256: str
+    rank: int | None
+    base_model: str | None
+    formatters: list[str]
+    files: list[str]
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    name: str
+    component: str
+    status: str
+    artifact_url: str | None = None
+    failure: str | None = None
+
+
+def check_formatter_file(path: str | Path) -> list[str]:
+    """Names of the formatter functions a file defines; raises AdapterError if none/invalid.
+
+    Uses :func:`lmikit.formatters.validate_formatter_file` when present; otherwise a
+    minimal check (compiles, defines a function decorated as a formatter).
+    """
+    try:
+        from lmikit.formatters import validate_formatter_file
+    except ImportError:  # pragma: no cover - the formatters package ships with lmikit
+        return _minimal_formatter_check(Path(path))
+    return list(validate_formatter_file(path))
+
+
+def _minimal_formatter_check(path: Path) -> list[str]:
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+        compile(tree, str(path), "exec")
+    except OSError as exc:
+        raise AdapterError(f"cannot read formatter file {str(path)!r}: {exc.strerror}") from exc
+    except SyntaxError as exc:
+        raise AdapterError(f"formatter file {str(path)!r} does not compile: line {exc.lineno}: "
+                           f"{exc.msg}") from exc
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                label = getattr(target, "id", None) or getattr(target, "attr", None)
+                if label in ("input_formatter", "output_formatter"):
+                    names.append(node.name)
+    if not names:
+        raise AdapterError(f"formatter file {str(path)!r} defines no @input_formatter or "
+                           "@output_formatter function")
+    return names
+
+
+def _model_py(formatter: Path) -> bytes:
+    try:
+        from lmikit.formatters import build_model_py
+    except ImportError:  # pragma: no cover
+        return formatter.read_bytes()
+    return build_model_py(formatter).encode()
+
+
+def _same_model(a: str, b: str) -> bool:
+    x, y = a.strip().rstrip("/").lower(), b.strip().rstrip("/").lower()
+    return x == y or x.endswith("/" + y) or y.endswith("/" + x)
+
+
+def package_adapter(path: str | Path, *, formatter: str | Path | None = None,
+                    model_id: str | None = None, max_rank: int | None = None) -> AdapterPackage:
+    """Validate an adapter directory and package it (collects every problem first)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise AdapterError(f"adapter path {str(root)!r} is not a directory")
+    problems: list[str] = []
+    config: dict[str, Any] = {}
+    cfg_path = root / "adapter_config.json"
+    if not cfg_path.is_file():
+        problems.append("adapter_config.json is missing (is this a PEFT LoRA adapter "
+                        "directory?)")
+    else:
+        try:
+            loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
+            if not isinstance(loaded, dict):
+                raise ValueError("not a JSON object")
+            config = loaded
+        except ValueError as exc:
+            problems.append(f"adapter_config.json is not valid JSON: {exc}")
+    base = config.get("base_model_name_or_path")
+    if config and model_id:
+        if not isinstance(base, str) or not base:
+            problems.append("adapter_config.json has no base_model_name_or_path; cannot check "
+                            f"that the adapter was trained for {model_id}")
+        elif not _same_model(base, model_id):
+            problems.append(f"the adapter was trained for {base!r}, but the endpoint serves "
+                            f"{model_id!r}")
+    rank = config.get("r")
+    if config and rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)
+                                        or rank < 1):
+        problems.append(f"adapter_config.json: r must be a positive integer [got {rank!r}]")
+        rank = None
+    if isinstance(rank, int) and max_rank is not None and rank > max_rank:
+        problems.append(f"LoRA rank {rank} exceeds the endpoint's max LoRA rank {max_rank} "
+                        "(OPTION_MAX_LORA_RANK); redeploy with a larger rank or retrain")
+    if not any((root / w).is_file() for w in WEIGHT_FILES):
+        problems.append(f"no adapter weights: expected {' or '.join(WEIGHT_FILES)}")
+    formatters: list[str] = []
+    files: dict[str, bytes] = {}
+    try:
+        files = directory_files(root)
+    except LmikitError as exc:
+        problems.append(str(exc))
+    if formatter is not None:
+        try:
+            formatters = check_formatter_file(formatter)
+            files["model.py"] = _model_py(Path(formatter))
+        except AdapterError as exc:
+            problems.append(str(exc))
+    elif "model.py" in files:
+        try:
+            formatters = check_formatter_file(root / "model.py")
+        except AdapterError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise AdapterError(f"adapter {str(root)!r} is not valid:\n"
+                           + "\n".join(f"  - {p}" for p in problems))
+    data = deterministic_tar(files)
+    return AdapterPackage(data, sha256_hex(data), rank if isinstance(rank, int) else None,
+                          base if isinstance(base, str) else None, formatters, sorted(files))
+
+
+class AdapterRegistry:
+    """Register, list, update and remove adapters of one endpoint.
+
+    ``base_component`` defaults to ``<endpoint>-base`` (the name ``lmikit deploy`` gives it);
+    adapter components are named ``<endpoint>-<adapter>``.
+    """
+
+    def __init__(self, endpoint: str, *, session: Any = None, region: str | None = None,
+                 bucket: str | None = None, kms_key_arn: str | None = None,
+                 base_component: str | None = None, clock: Clock | None = None,
+                 progress: ProgressFn = no_progress, poll_seconds: float = 5.0,
+                 timeout_seconds: float = 900.0, max_workers: int = 16) -> None:
+        self.endpoint = endpoint
+        self.clients = Clients(session, region)
+        self._bucket = bucket
+        self.kms_key_arn = kms_key_arn
+        self.base_component = base_component or f"{endpoint}-base"
+        self.clock = clock or RealClock()
+        self.progress = progress
+        self.max_workers = max_workers
+        self.waiter = Waiter(self.clients.sagemaker, self.clock, progress, poll_seconds,
+                             timeout_seconds)
+        self._base: dict[str, Any] | None = None
+
+    @property
+    def bucket(self) -> str:
+        if self._bucket is None:
+            self._bucket = default_bucket(self.clients)
+        return self._bucket
+
+    def component_name(self, name: str) -> str:
+        comp = f"{self.endpoint}-{name}"
+        if not COMPONENT_NAME.match(name) or not COMPONENT_NAME.match(comp) \
+                or len(comp) > MAX_COMPONENT_NAME:
+            raise AdapterError(f"adapter name {name!r} must be letters, digits and hyphens, and "
+                               f"'{self.endpoint}-<name>' at most {MAX_COMPONENT_NAME} "
+                               "characters")
+        return comp
+
+    # --- the endpoint's base -----------------------------------------------------------
+
+    def base(self) -> dict[str, Any]:
+        """The base component's description (cached); checks that it can host adapters."""
+        if self._base is None:
+            desc = describe_or_none(self.clients.sagemaker, "describe_inference_component",
+                                    InferenceComponentName=self.base_component)
+            if desc is None or desc.get("EndpointName") != self.endpoint:
+                raise AdapterError(f"endpoint {self.endpoint!r} has no base inference component "
+                                   f"{self.base_component!r}; deploy it first (lmikit deploy)")
+            if desc.get("Specification", {}).get("BaseInferenceComponentName"):
+                raise AdapterError(f"{self.base_component!r} is itself an adapter")
+            self._base = desc
+        return self._base
+
+    def _env(self) -> dict[str, str]:
+        return dict(self.base().get("Specification", {}).get("Container", {})
+                    .get("Environment", {}))
+
+    def max_rank(self) -> int:
+        env = self._env()
+        if env.get("OPTION_ENABLE_LORA") != "true":
+            raise AdapterError(f"endpoint {self.endpoint!r} was deployed without LoRA support "
+                               "(OPTION_ENABLE_LORA is not 'true'); add at least one adapter "
+                               "to the spec's adapters list and redeploy")
+        return int(env.get("OPTION_MAX_LORA_RANK", "16"))
+
+    def package(self, path: str | Path, formatter: str | Path | None = None) -> AdapterPackage:
+        model = self._env().get("HF_MODEL_ID")
+        return package_adapter(path, formatter=formatter, model_id=model,
+                               max_rank=self.max_rank())
+
+    # --- operations --------------------------------------------------------------------
+
+    def list(self) -> list[AdapterInfo]:
+        sm = self.clients.sagemaker
+        out = []
+        token = None
+        while True:
+            kwargs: dict[str, Any] = {"EndpointNameEquals": self.endpoint, "MaxResults": 100}
+            if token:
+                kwargs["NextToken"] = token
+            page = call(sm, "list_inference_components", **kwargs)
+            for row in page["InferenceComponents"]:
+                d = describe_or_none(sm, "describe_inference_component",
+                                     InferenceComponentName=row["InferenceComponentName"])
+                if d and d.get("Specification", {}).get("BaseInferenceComponentName"):
+                    out.append(self._info(d))
+            token = page.get("NextToken")
+            if not token:
+                return sorted(out, key=lambda a: a.name)
+
+    def _info(self, d: dict[str, Any]) -> AdapterInfo:
+        comp = d["InferenceComponentName"]
+        prefix = f"{self.endpoint}-"
+        return AdapterInfo(comp[len(prefix):] if comp.startswith(prefix) else comp, comp,
+                           d["InferenceComponentStatus"],
+                           d.get("Specification", {}).get("Container", {}).get("ArtifactUrl"),
+                           d.get("FailureReason"))
+
+    def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
+                 wait: bool = True) -> AdapterInfo:
+        """Validate, upload and create the adapter component. Idempotent for equal weights."""
+        comp = self.component_name(name)
+        package = self.package(path, formatter)
+        stored = upload_artifact(self.clients.s3, self.bucket,
+                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
+                                 self.kms_key_arn)
+        sm = self.clients.sagemaker
+        existing = self._settled(comp)
+        if existing is not None:
+            have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
+            if existing["InferenceComponentStatus"] == "Failed":
+                self._delete(comp)
+            elif have == stored.url:
+                self.progress_note(comp, "unchanged", existing["InferenceComponentStatus"])
+                return self._info(existing)
+            else:
+                raise AdapterError(f"adapter {name!r} is already registered on "
+                                   f"{self.endpoint!r} with other weights; use 'update'")
+        body = {
+            "InferenceComponentName": comp, "EndpointName": self.endpoint,
+            "Specification": {"BaseInferenceComponentName": self.base_component,
+                              "Container": {"ArtifactUrl": stored.url}},
+            "Tags": [{"Key": "lmikit:deployment", "Value": self.endpoint},
+                     {"Key": "lmikit:adapter", "Value": name}],
+        }
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            sm.create_inference_component(**body)
+        except (ClientError, BotoCoreError) as exc:
+            return self._create_failed(exc, name, comp, stored, wait)
+        return self._finish(comp, stored, wait, created=True)
+
+    def _create_failed(self, exc: BaseException, name: str, comp: str, stored: StoredArtifact,
+                       wait: bool) -> AdapterInfo:
+        if "already existing" in error_message(exc):
+            # a concurrent run is registering it: fine if it is the same artifact
+            d = self._settled(comp)
+            if d and d.get("Specification", {}).get("Container", {}).get("ArtifactUrl") \
+                    == stored.url and d["InferenceComponentStatus"] != "Failed":
+                return self._info(d)
+        if stored.uploaded:
+            try:
+                delete_artifact(self.clients.s3, stored)
+            except LmikitError:
+                pass
+        code = error_code(exc)
+        if not code:
+            raise exc
+        raise AdapterError(f"registering {name!r} failed: {code}: {error_message(exc)}") \
+            from exc
+
+    def _finish(self, comp: str, stored: StoredArtifact, wait: bool,
+                created: bool) -> AdapterInfo:
+        if not wait:
+            d = describe_or_none(self.clients.sagemaker, "describe_inference_component",
+                                 InferenceComponentName=comp)
+            return self._info(d) if d else AdapterInfo(comp, comp, "Creating", stored.url)
+        try:
+            d = self.waiter.in_service("inference-component", comp,
+                                       "create" if created else "update")
+        except (LmikitError, KeyboardInterrupt) as exc:
+            if created:
+                self._cleanup(comp)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise AdapterError(f"adapter component {comp} did not come up: {exc}"
+                               + ("; it was deleted, nothing is left behind" if created
+                                  else "")) from exc
+        return self._info(d)
+
+    def _cleanup(self, comp: str) -> None:
+        try:
+            self._delete(comp)
+        except LmikitError:
+            pass
+
+    def register_many(self, items: list[tuple[str, str | Path, str | Path | None]], *,
+                      wait: bool = True) -> list[AdapterInfo]:
+        """Register several adapters concurrently; raises AdapterError naming any failures
+        after the others finished (successful ones stay registered)."""
+        self.base()
+        results: dict[str, AdapterInfo] = {}
+        errors: list[str] = []
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(items)))) \
+                as pool:
+            futures = {pool.submit(self.register, n, p, f, wait=wait): n for n, p, f in items}
+            for fut in cf.as_completed(futures):
+                try:
+                    results[futures[fut]] = fut.result()
+                except LmikitError as exc:
+                    errors.append(f"{futures[fut]}: {exc}")
+        if errors:
+            raise AdapterError(f"{len(errors)} of {len(items)} adapter(s) failed to register:\n"
+                               + "\n".join(f"  - {e}" for e in sorted(errors)))
+        return [results[n] for n, _, _ in items]
+
+    def update(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
+               wait: bool = True) -> AdapterInfo:
+        """Point an existing adapter at new weights (or formatter)."""
+        comp = self.component_name(name)
+        existing = self._settled(comp)
+        if existing is None:
+            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; use "
+                               "'register'")
+        package = self.package(path, formatter)
+        stored = upload_artifact(self.clients.s3, self.bucket,
+                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
+                                 self.kms_key_arn)
+        have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
+        if have == stored.url and existing["InferenceComponentStatus"] == "InService":
+            return self._info(existing)
+        try:
+            call(self.clients.sagemaker, "update_inference_component",
+                 InferenceComponentName=comp,
+                 Specification={"BaseInferenceComponentName": self.base_component,
+                                "Container": {"ArtifactUrl": stored.url}})
+        except DeployError as exc:
+            raise AdapterError(f"updating {name!r} failed: {exc}") from exc
+        info = self._finish(comp, stored, wait, created=False)
+        if wait and info.artifact_url != stored.url:
+            raise AdapterError(f"the update of {name!r} was rolled back: "
+                               f"{info.failure or 'no reason given'}")
+        return info
+
+    def remove(self, name: str, *, wait: bool = True) -> None:
+        comp = self.component_name(name)
+        if self._settled(comp) is None:
+            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
+        self._delete(comp, wait=wait)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _settled(self, comp: str) -> dict[str, Any] | None:
+        sm = self.clients.sagemaker
+        d = describe_or_none(sm, "describe_inference_component", InferenceComponentName=comp)
+        if d is None:
+            return None
+        status = d["InferenceComponentStatus"]
+        if status in ("Creating", "Updating"):
+            try:
+                return self.waiter.in_service("inference-component", comp, "wait")
+            except DeployError:
+                return describe_or_none(sm, "describe_inference_component",
+                                        InferenceComponentName=comp)
+        if status == "Deleting":
+            self.waiter.gone("inference-component", comp)
+            return None
+        return d
+
+    def _delete(self, comp: str, wait: bool = True) -> None:
+        call(self.clients.sagemaker, "delete_inference_component", InferenceComponentName=comp)
+        self.progress_note(comp, "delete", "Deleting")
+        if wait:
+            self.waiter.gone("inference-component", comp)
+
+    def progress_note(self, comp: str, action: str, status: str) -> None:
+        from lmikit.deploy._aws import ProgressEvent
+
+        self.progress(ProgressEvent("inference-component", comp, action, status))

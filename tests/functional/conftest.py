@@ -1,0 +1,117 @@
+"""Fixtures for functional tests: the fake SageMaker under real boto3, moto for the rest."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lmikit.deploy import Deployment
+from lmikit.loader import load_spec_text
+from lmikit.spec import DeploymentSpec
+from lmikit.testing import FakeSageMaker, Timings, VirtualClock
+
+REGION = "us-east-1"
+BUCKET = "lmikit-test-artifacts"
+ROLE = "arn:aws:iam::123456789012:role/lmikit-test"
+IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+         "djl-inference:0.38.0-lmi20.0.0-cu128")
+
+SPEC_YAML = """
+api_version: v1
+name: docqa
+region: us-east-1
+model:
+  id: Qwen/Qwen2.5-7B-Instruct
+instance:
+  type: ml.g6e.2xlarge
+kv_cache:
+  mode: cpu
+workload:
+  reused_context_tokens: 460000
+routing:
+  strategy: sticky_session
+"""
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+
+    def exists(url: str) -> bool:
+        bucket, key = url[5:].split("/", 1)
+        try:
+            s3.head_object(Bucket=bucket, Key=key)
+            return True
+        except s3.exceptions.ClientError:
+            return False
+
+    return FakeSageMaker(REGION, clock=clock, timings=Timings(), artifact_exists=exists)
+
+
+@pytest.fixture
+def session(fake: FakeSageMaker) -> Any:
+    return fake.install(boto3.Session(region_name=REGION))
+
+
+def make_adapter(root: Path, name: str = "legal", *, rank: int = 8,
+                 base: str = "Qwen/Qwen2.5-7B-Instruct", weights: bool = True) -> Path:
+    d = root / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": base, "r": rank, "lora_alpha": 16, "peft_type": "LORA",
+         "target_modules": ["q_proj", "v_proj"]}))
+    if weights:
+        (d / "adapter_model.safetensors").write_bytes(b"weights-" + name.encode())
+    return d
+
+
+def spec_with(tmp_path: Path, extra: str = "") -> DeploymentSpec:
+    return load_spec_text(SPEC_YAML + extra, source=str(tmp_path / "spec.yaml"))
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> DeploymentSpec:
+    return spec_with(tmp_path)
+
+
+@pytest.fixture
+def lora_spec(tmp_path: Path) -> DeploymentSpec:
+    make_adapter(tmp_path / "adapters", "legal")
+    make_adapter(tmp_path / "adapters", "medical")
+    return spec_with(tmp_path, """
+adapters:
+  - name: legal
+    source: adapters/legal
+  - name: medical
+    source: adapters/medical
+""")
+
+
+def deployment(spec: DeploymentSpec, session: Any, clock: VirtualClock, tmp_path: Path,
+               **kwargs: Any) -> Deployment:
+    return Deployment(spec, session=session, role_arn=ROLE, bucket=BUCKET, base_dir=tmp_path,
+                      image_uri=IMAGE, clock=clock, poll_seconds=10, **kwargs)
+
+
+def live(fake: FakeSageMaker) -> dict[str, dict[str, Any]]:
+    """Every resource still present in the fake (after pending deletions finish)."""
+    fake.settle()
+    return {k: v for k, v in fake.resources().items() if v}
