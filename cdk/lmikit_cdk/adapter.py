@@ -1,0 +1,68 @@
+"""``LoraAdapter``: one LoRA adapter as an adapter inference component on a base component.
+
+CloudFormation cannot ``Fn::GetAtt`` an inference component's name, so the adapter names the
+base component literally (``BaseInferenceComponentName``) and depends on it explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from lmikit.errors import AdapterError
+from lmikit.spec import AdapterSpec
+from lmikit_cdk._cfn import l1_kwargs
+from lmikit_cdk.artifacts import TarballAsset, adapter_artifact
+from lmikit_cdk.metrics import ComponentMetrics
+
+if TYPE_CHECKING:
+    from lmikit_cdk.endpoint import LmiEndpoint
+
+
+class LoraAdapter(ComponentMetrics, Construct):
+    """An adapter component of ``endpoint`` for one entry of the spec's ``adapters``.
+
+    A local ``adapter.source`` directory (weights, adapter_config.json, optional formatter) is
+    packaged into a deterministic .tar.gz and uploaded as an S3 asset; an ``s3://`` source is
+    used as it is. Usually created by :class:`LmiEndpoint` for every adapter in the spec.
+
+    :param endpoint: the endpoint whose base component the adapter extends.
+    :param adapter: the adapter's entry in ``endpoint.spec.adapters``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LmiEndpoint,
+                 adapter: AdapterSpec) -> None:
+        super().__init__(scope, construct_id)
+        if adapter not in endpoint.spec.adapters:
+            raise AdapterError(f"adapter {adapter.name!r} is not in the spec's adapters; "
+                               "add it there so the base component enables LoRA")
+        self.adapter = adapter
+        self.artifact: TarballAsset | None = None
+        if adapter.source.startswith("s3://"):
+            self.artifact_url: str = adapter.source
+            bucket, _, key = adapter.source.removeprefix("s3://").partition("/")
+        else:
+            self.artifact = TarballAsset(
+                self, "Artifact", data=adapter_artifact(adapter, endpoint.base_dir),
+                display_name=f"{endpoint.spec.name} adapter {adapter.name}")
+            self.artifact_url = self.artifact.s3_url
+            bucket, key = self.artifact.bucket_name, self.artifact.object_key
+        endpoint.execution_role.grant_read_objects(f"ReadAdapter{_sid(adapter.name)}",
+                                                   bucket, key)
+        self.request: dict[str, Any] = endpoint.render(
+            {adapter.name: self.artifact_url}).adapter_components[adapter.name]
+        self.inference_component_name: str = self.request["InferenceComponentName"]
+        self.base_component_name: str = endpoint.inference_component_name
+        self.endpoint_name: str = endpoint.endpoint_name
+        self.endpoint_arn: str = endpoint.endpoint_arn
+        self.cfn_inference_component = sagemaker.CfnInferenceComponent(
+            self, "Component", **l1_kwargs(self.request))
+        self.cfn_inference_component.node.add_dependency(endpoint.cfn_inference_component)
+        self.inference_component_arn: str = (
+            self.cfn_inference_component.attr_inference_component_arn)
+
+
+def _sid(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))

@@ -1,0 +1,166 @@
+"""``LmiEndpoint``: an inference-component endpoint rendered from one deployment spec.
+
+The SageMaker request dicts come from :func:`lmikit.render.sagemaker.render_requests`, the
+same function the boto3 deployer uses, and become the L1 properties unchanged (re-cased for
+jsii only). Tokens fill the fields only CDK knows: the role ARN, the artifact URLs and, for
+lmikit's own image, the image URI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from lmikit.catalog.instances import get_instance
+from lmikit.errors import RenderError
+from lmikit.model_artifact import model_artifact
+from lmikit.plan import Plan, plan_spec
+from lmikit.render.sagemaker import SageMakerRequests, render_requests, volume_kms_key
+from lmikit.spec import DeploymentSpec
+from lmikit_cdk import nag
+from lmikit_cdk._cfn import l1_kwargs
+from lmikit_cdk.adapter import LoraAdapter
+from lmikit_cdk.artifacts import TarballAsset
+from lmikit_cdk.image import ImageMode, LmiImage
+from lmikit_cdk.metrics import ComponentMetrics
+from lmikit_cdk.role import ExecutionRole
+from lmikit_cdk.scaling import CopyCountScaling
+
+PENDING_ADAPTER_URL = "s3://lmikit-pending/adapter.tar.gz"
+KV_AWARE_MESSAGE = (
+    "routing.strategy 'kv_aware' cannot be synthesized: CloudFormation accepts only "
+    "LEAST_OUTSTANDING_REQUESTS, RANDOM and PREFIX_AWARE routing (KV_AWARE is API-only "
+    "today). Deploy this spec with the SDK instead (`lmikit deploy <spec>` or "
+    "lmikit.deploy in Python), or choose routing.strategy 'prefix_aware' for CDK")
+
+
+def validate_for_cdk(spec: DeploymentSpec) -> None:
+    """Every reason this spec cannot be synthesized, raised once as a RenderError."""
+    errors = []
+    if spec.routing.strategy == "kv_aware":
+        errors.append(KV_AWARE_MESSAGE)
+    try:
+        volume_kms_key(spec)
+    except RenderError as exc:
+        errors.append(str(exc))
+    if errors:
+        raise RenderError("; ".join(errors))
+
+
+class LmiEndpoint(ComponentMetrics, Construct):
+    """Endpoint config, endpoint, base inference component, LoRA adapters and scaling.
+
+    >>> endpoint = LmiEndpoint(stack, "Endpoint", spec=load_spec("d.yaml"))  # doctest: +SKIP
+    >>> endpoint.grant_invoke(my_lambda)  # doctest: +SKIP
+
+    :param spec: the deployment.
+    :param base_dir: directory the spec's relative paths (formatters, adapters, model
+        config) resolve against; default ".".
+    :param plan: the capacity plan; default ``plan_spec(spec, base_dir)``.
+    :param image: the image; default ``LmiImage.for_spec(..., mode=image_mode)``.
+    :param image_mode: ``auto`` (default), ``stock`` or ``custom``; see :class:`LmiImage`.
+    :param build_context: repository root for lmikit's own image.
+    :param autoscaling: create copy-count autoscaling (default True).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec,
+                 base_dir: str | Path = ".", plan: Plan | None = None,
+                 image: LmiImage | None = None, image_mode: ImageMode = "auto",
+                 build_context: str | Path | None = None, autoscaling: bool = True) -> None:
+        super().__init__(scope, construct_id)
+        # defaults
+        self.spec = spec
+        self.base_dir = Path(base_dir)
+        self.plan = plan or plan_spec(spec, self.base_dir)
+        # validate
+        validate_for_cdk(spec)
+        # children: image, role, artifacts
+        self.image = image or LmiImage.for_spec(self, "Image", spec, mode=image_mode,
+                                                build_context=build_context)
+        self.execution_role = ExecutionRole(self, "ExecutionRole", spec=spec)
+        self.execution_role.add_statements(self.image.pull_statements())
+        data = model_artifact(spec, self.plan, self.base_dir)
+        self.model_artifact: TarballAsset | None = None
+        if data is not None:
+            self.model_artifact = TarballAsset(self, "ModelArtifact", data=data,
+                                               display_name=f"{spec.name} model artifact")
+            self.execution_role.grant_read_objects("ReadModelArtifact",
+                                                   self.model_artifact.bucket_name,
+                                                   self.model_artifact.object_key)
+        # render
+        self.requests = self.render()
+        names = self.requests.names
+        self.endpoint_name: str = names.endpoint
+        self.endpoint_config_name: str = names.endpoint_config
+        self.variant_name: str = names.variant
+        self.inference_component_name: str = names.base_component
+        # L1 resources
+        self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
+            self, "EndpointConfig", **l1_kwargs(self.requests.endpoint_config))
+        self.cfn_endpoint = sagemaker.CfnEndpoint(self, "Endpoint",
+                                                  **l1_kwargs(self.requests.endpoint))
+        self.cfn_endpoint.node.add_dependency(self.cfn_endpoint_config)
+        # SageMaker assumes the role when it creates the endpoint: its policy must exist.
+        self.cfn_endpoint.node.add_dependency(self.execution_role.policy)
+        self.cfn_inference_component = sagemaker.CfnInferenceComponent(
+            self, "BaseComponent", **l1_kwargs(self.requests.base_component))
+        self.cfn_inference_component.node.add_dependency(self.cfn_endpoint)
+        self.endpoint_arn: str = self.cfn_endpoint.attr_endpoint_arn
+        self.endpoint_config_arn: str = self.cfn_endpoint_config.attr_endpoint_config_arn
+        self.inference_component_arn: str = (
+            self.cfn_inference_component.attr_inference_component_arn)
+        # adapters, scaling
+        self.adapters: dict[str, LoraAdapter] = {
+            a.name: LoraAdapter(self, f"Adapter-{a.name}", endpoint=self, adapter=a)
+            for a in spec.adapters}
+        self.scaling: CopyCountScaling | None = None
+        if autoscaling:
+            self.scaling = CopyCountScaling(
+                self, "Scaling", component_name=self.inference_component_name, spec=spec,
+                no_capacity_metric=self.metric_no_capacity_invocation_failures())
+            self.scaling.target.node.add_dependency(self.cfn_inference_component)
+        self._acknowledge()
+
+    def render(self, adapter_artifact_urls: dict[str, str] | None = None) -> SageMakerRequests:
+        """The request dicts with this construct's tokens (role, image, artifacts).
+
+        Adapters not in ``adapter_artifact_urls`` get a placeholder URL: callers take only
+        the parts whose inputs they supplied.
+        """
+        urls = {a.name: PENDING_ADAPTER_URL for a in self.spec.adapters}
+        urls.update(adapter_artifact_urls or {})
+        return render_requests(
+            self.spec, self.plan, image_uri=self.image.image_uri,
+            execution_role_arn=self.execution_role.role_arn,
+            model_artifact_url=self.model_artifact.s3_url if self.model_artifact else None,
+            adapter_artifact_urls=urls)
+
+    @property
+    def props(self) -> dict[str, Any]:
+        """The request dicts by resource, as passed to the L1s (before re-casing)."""
+        return {"endpoint_config": self.requests.endpoint_config,
+                "endpoint": self.requests.endpoint,
+                "base_component": self.requests.base_component}
+
+    def _acknowledge(self) -> None:
+        if "KmsKeyId" not in self.requests.endpoint_config:
+            nag.acknowledge(self.cfn_endpoint_config,
+                            "HIPAA.Security-SageMakerEndpointConfigurationKMSKeyConfigured",
+                            _no_volume_key_reason(self.spec))
+        nag.acknowledge_role_wildcards(self.execution_role)
+
+
+def _no_volume_key_reason(spec: DeploymentSpec) -> str:
+    inst = get_instance(spec.instance.type)
+    if inst.has_nvme:
+        return (f"{inst.name} has local NVMe instance storage: SageMaker rejects KmsKeyId on "
+                "endpoint configs for such instance types, and the instance store is "
+                "hardware-encrypted (AES-256) by AWS")
+    if spec.security.kms_volume_encryption == "off":
+        return "security.kms_volume_encryption is 'off' in the spec: the volume uses the "\
+               "AWS-managed default encryption by the owner's choice"
+    return "no security.kms_key_arn in the spec: the ML storage volume is encrypted with "\
+           "the AWS-managed default key"

@@ -1,0 +1,154 @@
+"""The LMCache-enabled LMI container image: the stock LMI image, or lmikit's build on top of it.
+
+The stock image (``djl-inference:<version>-lmi...``) is resolved offline from the sagemaker
+package's image URI tables and pinned to the spec's ``engine.lmi_version``, never "latest".
+lmikit's own image (``container/Dockerfile``, built FROM the stock image with the repository
+root as the build context) is used when the deployment needs container-side code the stock
+image lacks; see :func:`container_code_reasons`. Synth never runs Docker: a
+``DockerImageAsset`` only stages the build context into the cloud assembly, and ``cdk deploy``
+builds and pushes it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from lmikit.errors import RenderError
+from lmikit.image import lmi_image_uri
+from lmikit.spec import DeploymentSpec
+
+ImageMode = Literal["auto", "stock", "custom"]
+IMAGE_MODES: tuple[str, ...] = ("auto", "stock", "custom")
+DOCKERFILE = "container/Dockerfile"
+BASE_IMAGE_BUILD_ARG = "BASE_IMAGE"
+# The build context is the repository root; only what the image needs is staged (Docker
+# ignore syntax: exclude everything, then re-include). Keeps the asset hash independent of
+# tests, notebooks, virtualenvs and earlier cloud assemblies.
+BUILD_CONTEXT_EXCLUDE: tuple[str, ...] = (
+    "*",
+    "!container",
+    "!sdk",
+    "!pyproject.toml",
+    "!README.md",
+    "!LICENSE",
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/.DS_Store",
+)
+ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer")
+_ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"
+                      r"(?:\.cn)?/(?P<repo>[a-z0-9._/-]+):(?P<tag>[\w.-]+)$")
+
+
+def container_code_reasons(spec: DeploymentSpec) -> list[str]:
+    """Why this spec needs lmikit's container code (an empty list: the stock image serves it).
+
+    * formatters: lmikit's formatter plumbing (typed formatters, per-adapter dispatch);
+    * ``security.hf_token_secret_arn``: the token is fetched from Secrets Manager at start;
+    * ``observability.detailed_metrics``: lmikit serves vLLM/LMCache Prometheus metrics at
+      ``observability.metrics_path``, which the stock image does not expose.
+    """
+    reasons = []
+    if spec.formatters.input or spec.formatters.output or any(a.formatter
+                                                              for a in spec.adapters):
+        reasons.append("formatters need lmikit's formatter plumbing")
+    if spec.security.hf_token_secret_arn:
+        reasons.append("security.hf_token_secret_arn is read from Secrets Manager at start")
+    if spec.observability.detailed_metrics:
+        reasons.append(f"observability.detailed_metrics scrapes "
+                       f"{spec.observability.metrics_path}, served by lmikit's metrics bridge")
+    return reasons
+
+
+class LmiImage(Construct):
+    """The image the base inference component runs.
+
+    >>> image = LmiImage.for_spec(stack, "Image", spec, mode="stock")  # doctest: +SKIP
+    >>> image.image_uri  # doctest: +SKIP
+    '763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi20.0.0-cu128'
+
+    :param region: region of the stock image (the deployment's region).
+    :param lmi_version: LMI version to pin.
+    :param custom: build ``container/Dockerfile`` on top of the stock image (default False).
+    :param build_context: repository root holding ``container/`` and ``sdk/``; required
+        when ``custom`` is True.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, region: str, lmi_version: str,
+                 custom: bool = False, build_context: str | Path | None = None,
+                 dockerfile: str = DOCKERFILE,
+                 exclude: Sequence[str] = BUILD_CONTEXT_EXCLUDE) -> None:
+        super().__init__(scope, construct_id)
+        self.base_image_uri = lmi_image_uri(region, lmi_version)
+        self.asset: ecr_assets.DockerImageAsset | None = None
+        if not custom:
+            self.image_uri = self.base_image_uri
+            self.repository_arn = _repository_arn(self.base_image_uri)
+            return
+        if build_context is None:
+            raise RenderError("a custom LMI image needs build_context (the repository root "
+                              "with container/ and sdk/)")
+        context = Path(build_context).resolve()
+        if not (context / dockerfile).is_file():
+            raise RenderError(f"the custom LMI image needs {dockerfile} under {context}, and "
+                              "it is missing; use the stock image (cdk -c lmikit:image=stock) "
+                              "or restore the file")
+        self.asset = ecr_assets.DockerImageAsset(
+            self, "Asset", directory=str(context), file=dockerfile,
+            build_args={BASE_IMAGE_BUILD_ARG: self.base_image_uri},
+            platform=ecr_assets.Platform.LINUX_AMD64,
+            exclude=list(exclude), ignore_mode=cdk.IgnoreMode.DOCKER,
+            display_name="lmikit LMI image")
+        self.image_uri = self.asset.image_uri
+        self.repository_arn = self.asset.repository.repository_arn
+
+    @classmethod
+    def for_spec(cls, scope: Construct, construct_id: str, spec: DeploymentSpec, *,
+                 mode: ImageMode = "auto",
+                 build_context: str | Path | None = None) -> LmiImage:
+        """The image for a spec: ``auto`` builds lmikit's image only when
+        :func:`container_code_reasons` lists a reason; ``stock``/``custom`` force a choice."""
+        if mode not in IMAGE_MODES:
+            raise RenderError(f"image mode must be one of {', '.join(IMAGE_MODES)}, "
+                              f"got {mode!r}")
+        reasons = container_code_reasons(spec)
+        custom = mode == "custom" or (mode == "auto" and bool(reasons))
+        image = cls(scope, construct_id, region=spec.region,
+                    lmi_version=spec.engine.lmi_version, custom=custom,
+                    build_context=build_context)
+        if mode == "stock" and reasons:
+            cdk.Annotations.of(image).add_warning_v2(
+                "lmikit:StockImage", "the stock LMI image is forced but the spec needs "
+                "lmikit's container code: " + "; ".join(reasons))
+        return image
+
+    @property
+    def is_custom(self) -> bool:
+        return self.asset is not None
+
+    def pull_statements(self) -> list[iam.PolicyStatement]:
+        """Least-privilege ECR pull: layer actions on this image's repository only, plus
+        ecr:GetAuthorizationToken, which ECR only grants on resource ``*``."""
+        return [
+            iam.PolicyStatement(sid="PullImage", actions=list(ECR_PULL_ACTIONS),
+                                resources=[self.repository_arn]),
+            iam.PolicyStatement(sid="EcrAuthToken", actions=["ecr:GetAuthorizationToken"],
+                                resources=["*"]),
+        ]
+
+
+def _repository_arn(uri: str) -> str:
+    match = _ECR_URI.match(uri)
+    if not match:
+        raise RenderError(f"cannot read the ECR repository of image {uri!r}")
+    return (f"arn:{cdk.Aws.PARTITION}:ecr:{match['region']}:{match['account']}:"
+            f"repository/{match['repo']}")

@@ -1,0 +1,88 @@
+"""cdk-nag (3.x) checks and lmikit's acknowledgements.
+
+cdk-nag 3 is a CDK policy-validation plugin: :func:`add_nag_checks` registers the
+AwsSolutions and HIPAA.Security packs on an app, and ``cdk synth`` fails on any finding that
+is not acknowledged. Acknowledgements use CDK's ``Validations.of(construct).acknowledge`` and
+always name the rule (or the single finding) and a reason specific to this deployment.
+Tests call ``pack.validate_scope(app)`` on the same packs (see tests/cdk).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+import cdk_nag
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from lmikit_cdk.role import ExecutionRole
+
+WILDCARD_RULE = "AwsSolutions-IAM5"
+
+
+def nag_packs(scope: IConstruct | None = None) -> list[cdk_nag.NagPack]:
+    """The packs lmikit is held to."""
+    return [cdk_nag.AwsSolutionsChecks(scope, verbose=True),
+            cdk_nag.HIPAASecurityChecks(scope, verbose=True)]
+
+
+def add_nag_checks(app: IConstruct) -> None:
+    """Make ``cdk synth`` fail on unacknowledged AwsSolutions or HIPAA.Security findings."""
+    cdk.Validations.of(app).add_plugins(*nag_packs(app))
+
+
+def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
+    if not rule or len(reason.strip()) < 20:
+        raise ValueError(f"acknowledging {rule!r} needs the rule id and a specific reason")
+    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def acknowledge_role_wildcards(role: ExecutionRole) -> None:
+    """Acknowledge each wildcard finding of the execution role's policy, one by one, with the
+    reason :data:`lmikit_cdk.role.WILDCARD_REASONS` gives for it."""
+    from lmikit_cdk.role import WILDCARD_REASONS
+
+    stack = cdk.Stack.of(role)
+    document = stack.resolve(role.policy.document.to_json())
+    for statement in document.get("Statement", []):
+        resources = statement.get("Resource", [])
+        resources = resources if isinstance(resources, list) else [resources]
+        actions = statement.get("Action", [])
+        actions = actions if isinstance(actions, list) else [actions]
+        reason = _wildcard_reason(statement.get("Sid", ""), actions, WILDCARD_REASONS)
+        for resource in resources:
+            text = _finding_text(resource)
+            if "*" in text and reason:
+                acknowledge(role.policy, f"{WILDCARD_RULE}[Resource::{text}]", reason)
+
+
+def _wildcard_reason(sid: str, actions: list[str], reasons: dict[str, str]) -> str | None:
+    if "ecr:GetAuthorizationToken" in actions:
+        return reasons["ecr:GetAuthorizationToken"]
+    if "cloudwatch:PutMetricData" in actions:
+        return reasons["cloudwatch:PutMetricData"]
+    if sid == "Logs":
+        return reasons["logs"]
+    if sid == "VpcDescribe":
+        return reasons["ec2:Describe"]
+    if sid == "VpcNetworkInterfaces":
+        return reasons["ec2:NetworkInterface"]
+    if sid.startswith(("ReadModelWeights", "ReadDraftWeights")):
+        return reasons["s3:weights"]
+    return None
+
+
+def _finding_text(value: object) -> str:
+    """A resource as cdk-nag prints it in finding ids: intrinsics flattened to <Ref>/<Attr>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_finding_text(p) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        res, attr = value["Fn::GetAtt"]
+        return f"<{res}.{attr}>"
+    return str(value)
