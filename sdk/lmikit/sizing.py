@@ -13,6 +13,7 @@ multiplied by 1024**3); bandwidths in GB/s = 1e9 bytes/s.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -125,3 +126,64 @@ def transfer_seconds(num_bytes: float, gbps: float) -> float:
 def chunk_aligned(tokens: int, chunk: int) -> int:
     """LMCache stores and matches whole chunks only."""
     return (tokens // chunk) * chunk
+
+
+# --- container start-up: the same arithmetic on the facts of the host it landed on ----------
+CGROUP_UNLIMITED = 2**60  # cgroup v1 reports "no limit" as a huge page-aligned number
+
+
+@dataclass(frozen=True)
+class ContainerBudget:
+    """LMCache CPU memory for one container (one model copy) at start-up.
+
+    ``bound`` names the fact that set the size: "cgroup limit", "available memory" or
+    "host memory" (the planner's split of the whole host across copies).
+    """
+
+    per_worker_bytes: int
+    workers: int
+    bound: str
+
+    @property
+    def per_worker_gib(self) -> float:
+        return self.per_worker_bytes / GIB
+
+
+def container_cache_budget(mem_total: int, mem_available: int, cgroup_limit: int | None,
+                           cgroup_usage: int, weight_bytes: int, copies: int,
+                           tp: int) -> ContainerBudget:
+    """Host RAM one container's LMCache workers may pin, never more than it can get.
+
+    Three ceilings, smallest wins:
+
+    - host memory: :func:`host_cache_budget` on the whole host split across ``copies``
+      (what the planner assumed);
+    - cgroup limit (an inference component runs under one): :func:`host_cache_budget` on
+      the room left under the limit, for this copy's ``tp`` workers only, so cache +
+      reserves never exceed the limit;
+    - available memory now (other copies may already hold theirs): what is available minus
+      this copy's weight-loading and worker reserves.
+
+    >>> b = container_cache_budget(mem_total=1152 * GIB, mem_available=1100 * GIB,
+    ...                            cgroup_limit=200 * GIB, cgroup_usage=0,
+    ...                            weight_bytes=15 * 10**9, copies=4, tp=1)
+    >>> b.bound, round(b.per_worker_gib)
+    ('cgroup limit', 156)
+    """
+    workers = tp
+    ceilings = [(host_cache_budget(mem_total, weight_bytes, copies, tp).per_worker_bytes,
+                 "host memory")]
+    if cgroup_limit is not None and cgroup_limit < CGROUP_UNLIMITED:
+        room = max(0, cgroup_limit - cgroup_usage)
+        ceilings.append((host_cache_budget(room, weight_bytes, 1, tp).per_worker_bytes,
+                         "cgroup limit"))
+    own_reserve = int(WEIGHT_LOAD_FACTOR * weight_bytes) + int(WORKER_HOST_OVERHEAD_GIB * GIB) \
+        * tp
+    ceilings.append((max(0, (mem_available - own_reserve) // tp), "available memory"))
+    per_worker, bound = min(ceilings, key=lambda c: c[0])
+    return ContainerBudget(per_worker, workers, bound)
+
+
+def floor_gb_tenth(num_bytes: int) -> float:
+    """A size in LMCache GB (GiB), rounded down to a tenth (as the planner writes them)."""
+    return math.floor(num_bytes / GIB * 10) / 10
