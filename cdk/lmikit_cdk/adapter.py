@@ -44,8 +44,9 @@ class LoraAdapter(ComponentMetrics, Construct):
             self.artifact_url: str = adapter.source
             bucket, _, key = adapter.source.removeprefix("s3://").partition("/")
         else:
+            data = adapter_artifact(endpoint.spec, adapter, endpoint.base_dir, endpoint.plan)
             self.artifact = TarballAsset(
-                self, "Artifact", data=adapter_artifact(adapter, endpoint.base_dir),
+                self, "Artifact", data=data,
                 display_name=f"{endpoint.spec.name} adapter {adapter.name}")
             self.artifact_url = self.artifact.s3_url
             bucket, key = self.artifact.bucket_name, self.artifact.object_key

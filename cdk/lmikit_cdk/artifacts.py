@@ -15,12 +15,9 @@ from pathlib import Path
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
-from lmikit.errors import AdapterError, LmikitError
-from lmikit.spec import AdapterSpec
-
-ADAPTER_CONFIG = "adapter_config.json"
-FORMATTER_FILE = "model.py"
+from lmikit.artifact import sha256_hex
+from lmikit.plan import Plan
+from lmikit.spec import AdapterSpec, DeploymentSpec
 
 
 def staging_dir() -> Path:
@@ -55,28 +52,22 @@ class TarballAsset(Construct):
         self.object_key: str = self.asset.s3_object_key
 
 
-def adapter_artifact(adapter: AdapterSpec, base_dir: str | Path = ".") -> bytes:
+def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,
+                     base_dir: str | Path = ".", plan: Plan | None = None) -> bytes:
     """The adapter directory (weights, adapter_config.json[, model.py]) as a tarball.
 
-    ``adapter.formatter``, when given, becomes ``model.py`` at the archive root (LMI loads a
-    per-adapter formatter from there); a directory that already has one is refused.
+    Packaged by :func:`lmikit.adapters.package_adapter`, the function ``lmikit deploy`` uses,
+    so the SDK and CDK paths ship the same bytes and check the same things (config, base
+    model, rank within the endpoint's OPTION_MAX_LORA_RANK, weights, formatter).
     """
-    source = Path(base_dir) / adapter.source
-    try:
-        files = directory_files(source)
-    except LmikitError as exc:
-        raise AdapterError(f"adapter {adapter.name!r}: {exc}") from exc
-    if ADAPTER_CONFIG not in files:
-        raise AdapterError(f"adapter {adapter.name!r}: {str(source)!r} has no {ADAPTER_CONFIG}; "
-                           "point adapters[].source at a PEFT LoRA adapter directory")
-    if adapter.formatter:
-        if FORMATTER_FILE in files:
-            raise AdapterError(f"adapter {adapter.name!r}: {str(source)!r} already has "
-                               f"{FORMATTER_FILE} and adapters[].formatter is set; keep one")
-        path = Path(base_dir) / adapter.formatter
-        try:
-            files[FORMATTER_FILE] = path.read_bytes()
-        except OSError as exc:
-            raise AdapterError(f"adapter {adapter.name!r}: cannot read formatter "
-                               f"{str(path)!r}: {exc.strerror}") from exc
-    return deterministic_tar(files)
+    from lmikit.adapters import package_adapter
+    from lmikit.plan import plan_spec
+    from lmikit.render.env import lmi_environment
+
+    base = Path(base_dir)
+    env = lmi_environment(spec, plan or plan_spec(spec, base))
+    package = package_adapter(base / adapter.source,
+                              formatter=base / adapter.formatter if adapter.formatter else None,
+                              model_id=spec.model.id,
+                              max_rank=int(env.get("OPTION_MAX_LORA_RANK", "0")) or None)
+    return package.data

@@ -28,17 +28,16 @@ from lmikit.spec import DeploymentSpec
 ImageMode = Literal["auto", "stock", "custom"]
 IMAGE_MODES: tuple[str, ...] = ("auto", "stock", "custom")
 DOCKERFILE = "container/Dockerfile"
-BASE_IMAGE_BUILD_ARG = "BASE_IMAGE"
+BASE_IMAGE_BUILD_ARG = "LMI_IMAGE"  # the ARG container/Dockerfile builds FROM
 # The build context is the repository root; only what the image needs is staged (Docker
-# ignore syntax: exclude everything, then re-include). Keeps the asset hash independent of
-# tests, notebooks, virtualenvs and earlier cloud assemblies.
+# ignore syntax: exclude everything, then re-include). The patterns come from the
+# Dockerfile's own ``<Dockerfile>.dockerignore`` when it has one (plus the Dockerfile
+# itself); this list is the fallback. Keeps the asset hash independent of tests, notebooks,
+# virtualenvs and earlier cloud assemblies.
 BUILD_CONTEXT_EXCLUDE: tuple[str, ...] = (
     "*",
     "!container",
-    "!sdk",
-    "!pyproject.toml",
-    "!README.md",
-    "!LICENSE",
+    "!sdk/lmikit",
     "**/__pycache__",
     "**/*.pyc",
     "**/.DS_Store",
@@ -86,7 +85,7 @@ class LmiImage(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, region: str, lmi_version: str,
                  custom: bool = False, build_context: str | Path | None = None,
                  dockerfile: str = DOCKERFILE,
-                 exclude: Sequence[str] = BUILD_CONTEXT_EXCLUDE) -> None:
+                 exclude: Sequence[str] | None = None) -> None:
         super().__init__(scope, construct_id)
         self.base_image_uri = lmi_image_uri(region, lmi_version)
         self.asset: ecr_assets.DockerImageAsset | None = None
@@ -106,7 +105,8 @@ class LmiImage(Construct):
             self, "Asset", directory=str(context), file=dockerfile,
             build_args={BASE_IMAGE_BUILD_ARG: self.base_image_uri},
             platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=list(exclude), ignore_mode=cdk.IgnoreMode.DOCKER,
+            exclude=list(exclude or build_context_exclude(context, dockerfile)),
+            ignore_mode=cdk.IgnoreMode.DOCKER,
             display_name="lmikit LMI image")
         self.image_uri = self.asset.image_uri
         self.repository_arn = self.asset.repository.repository_arn
@@ -144,6 +144,16 @@ class LmiImage(Construct):
             iam.PolicyStatement(sid="EcrAuthToken", actions=["ecr:GetAuthorizationToken"],
                                 resources=["*"]),
         ]
+
+
+def build_context_exclude(context: Path, dockerfile: str = DOCKERFILE) -> list[str]:
+    """Docker-ignore patterns for the staged build context (see BUILD_CONTEXT_EXCLUDE)."""
+    ignore = context / f"{dockerfile}.dockerignore"
+    if not ignore.is_file():
+        return list(BUILD_CONTEXT_EXCLUDE)
+    lines = [line.strip() for line in ignore.read_text(encoding="utf-8").splitlines()]
+    return [*(line for line in lines if line and not line.startswith("#")), f"!{dockerfile}",
+            f"!{dockerfile}.dockerignore"]
 
 
 def _repository_arn(uri: str) -> str:
