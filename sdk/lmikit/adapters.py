@@ -15,6 +15,7 @@ defines a formatter. A registration that fails leaves no component behind.
 from __future__ import annotations
 
 import ast
+import builtins
 import concurrent.futures as cf
 import json
 import re
@@ -193,9 +194,10 @@ class AdapterRegistry:
                  bucket: str | None = None, kms_key_arn: str | None = None,
                  base_component: str | None = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 5.0,
-                 timeout_seconds: float = 900.0, max_workers: int = 16) -> None:
+                 timeout_seconds: float = 900.0, max_workers: int = 16,
+                 retry_mode: str = "adaptive") -> None:
         self.endpoint = endpoint
-        self.clients = Clients(session, region)
+        self.clients = Clients(session, region, retry_mode)
         self._bucket = bucket
         self.kms_key_arn = kms_key_arn
         self.base_component = base_component or f"{endpoint}-base"
@@ -360,8 +362,8 @@ class AdapterRegistry:
         except LmikitError:
             pass
 
-    def register_many(self, items: list[tuple[str, str | Path, str | Path | None]], *,
-                      wait: bool = True) -> list[AdapterInfo]:
+    def register_many(self, items: builtins.list[tuple[str, str | Path, str | Path | None]],
+                      *, wait: bool = True) -> builtins.list[AdapterInfo]:
         """Register several adapters concurrently; raises AdapterError naming any failures
         after the others finished (successful ones stay registered)."""
         self.base()

@@ -47,7 +47,9 @@ def no_progress(event: ProgressEvent) -> None:
 class Clients:
     """Lazily created boto3 clients sharing one session and botocore's adaptive retries."""
 
-    def __init__(self, session: Any = None, region: str | None = None) -> None:
+    def __init__(self, session: Any = None, region: str | None = None,
+                 retry_mode: str = "adaptive") -> None:
+        self.retry_mode = retry_mode
         if session is None:
             import boto3
 
@@ -58,7 +60,7 @@ class Clients:
     def _client(self, service: str) -> Any:
         from botocore.config import Config
 
-        config = Config(retries={"mode": "adaptive", "max_attempts": 8},
+        config = Config(retries={"mode": self.retry_mode, "max_attempts": 8},
                         user_agent_extra="lmikit")
         return self.session.client(service, region_name=self.region, config=config)
 

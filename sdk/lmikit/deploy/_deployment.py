@@ -91,7 +91,8 @@ class Deployment:
     'create endpoint-config docqa-qwen7b-1a2b...; create endpoint docqa-qwen7b; ...'
 
     ``session`` is a boto3 session (one is created for ``spec.region`` if omitted);
-    ``clock`` and ``poll_seconds`` control waiting (tests pass the fake's clock).
+    ``clock`` and ``poll_seconds`` control waiting (tests pass the fake's clock);
+    ``retry_mode`` is botocore's (adaptive by default: it also slows down after throttling).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
@@ -99,9 +100,10 @@ class Deployment:
                  base_dir: str | Path = ".", image_uri: str | None = None,
                  plan: Any = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 15.0,
-                 timeout_seconds: float = 3600.0, max_workers: int = 16) -> None:
+                 timeout_seconds: float = 3600.0, max_workers: int = 16,
+                 retry_mode: str = "adaptive") -> None:
         self.spec = spec
-        self.clients = Clients(session, spec.region)
+        self.clients = Clients(session, spec.region, retry_mode)
         self.role_arn = role_arn
         self._bucket = bucket
         self.base_dir = Path(base_dir)

@@ -182,8 +182,8 @@ class ControlPlane:
                              f'Cannot update endpoint "{res.arn}" in status {res.status}.')
         new = self._get(self.configs, p["EndpointConfigName"], "endpoint configuration")
         old_variants = {v["VariantName"] for v in self._variants(res)}
-        used = {c.request.get("VariantName") for c in self._components_of(res.name)}
-        lost = used - {v["VariantName"] for v in new.request["ProductionVariants"]} - {None}
+        used = {str(c.request.get("VariantName")) for c in self._components_of(res.name)}
+        lost = used - {v["VariantName"] for v in new.request["ProductionVariants"]}
         if lost and old_variants:
             raise validation(f"Variant(s) {', '.join(sorted(lost))} host inference components "
                              "and cannot be removed by an update.")

@@ -199,7 +199,7 @@ class FakeSageMaker:
                            body_bytes(request.body))
         response = self.handle(wire)
         return AWSResponse(request.url, response.status, response.headers,
-                           RawStream(response.chunks()))  # type: ignore[arg-type]
+                           RawStream(response.chunks()))
 
     # --- the service -------------------------------------------------------------------
 
