@@ -104,3 +104,19 @@ def test_cli_schema_is_a_valid_json_schema(run):
     jsonschema.Draft202012Validator.check_schema(schema)
     doc = yaml.safe_load(DEFAULT_SPEC.read_text())
     jsonschema.validate(doc, schema)
+
+
+def test_cli_render_hyperpod_is_a_manifest(run):
+    result = run("render", str(DEFAULT_SPEC), "--target", "hyperpod", "--namespace", "ml")
+    assert result.exit_code == 0
+    manifest = yaml.safe_load(result.output)
+    assert manifest["kind"] == "InferenceEndpointConfig"
+    assert manifest["metadata"]["namespace"] == "ml"
+    assert "# note: intelligentRoutingSpec.enabled cannot be changed" in result.output
+
+
+def test_cli_render_sagemaker_requests(run):
+    data = json.loads(run("render", str(DEFAULT_SPEC), "-t", "sagemaker").output)
+    assert "ModelName" not in data["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert data["CreateInferenceComponent"]["Specification"]["Container"]["Image"].startswith(
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0")
