@@ -1,0 +1,109 @@
+"""Synthesize every example spec (and one spec with a LoRA adapter) once per session.
+
+Everything here runs offline: no AWS credentials, no Docker (a DockerImageAsset only stages
+its build context).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+ADAPTER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+
+@dataclass
+class Synth:
+    """One synthesized stack: the construct objects and the template as JSON."""
+
+    stack: Any
+    template: dict[str, Any]
+    path: Path
+
+    def resources(self, cfn_type: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == cfn_type}
+
+    def one(self, cfn_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(cfn_type)
+        assert len(found) == 1, f"expected one {cfn_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+
+def write_adapter_spec(root: Path) -> Path:
+    """A spec with one local LoRA adapter (tiny fake weights) and its formatter."""
+    adapter = root / "adapters" / "legal"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": ADAPTER_MODEL, "r": 8, "peft_type": "LORA",
+         "target_modules": ["q_proj", "v_proj"]}))
+    (adapter / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    shutil.copy(REPO / "examples" / "formatters" / "json_answers.py", root / "legal_fmt.py")
+    spec = root / "adapters.yaml"
+    spec.write_text(f"""api_version: v1
+name: docqa-lora
+region: us-west-2
+model:
+  id: {ADAPTER_MODEL}
+instance:
+  type: ml.g6e.2xlarge
+  min_count: 0
+  max_count: 3
+  copies_per_instance: 1
+kv_cache:
+  mode: cpu
+routing:
+  strategy: prefix_aware
+observability:
+  detailed_metrics: false
+adapters:
+  - name: legal
+    source: adapters/legal
+    formatter: legal_fmt.py
+""")
+    return spec
+
+
+@pytest.fixture(scope="session")
+def adapter_spec_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_adapter_spec(tmp_path_factory.mktemp("adapter-spec"))
+
+
+@pytest.fixture(scope="session")
+def synth_app(adapter_spec_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One App with a stack per example spec plus the adapter spec, synthesized once."""
+    import aws_cdk as cdk
+
+    from lmikit_cdk.app import build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    specs = [str(p) for p in EXAMPLES] + [str(adapter_spec_path)]
+    app = cdk.App(outdir=str(outdir), context={"spec": ",".join(specs), "lmikit:nag": False})
+    build_app(app, build_context=REPO)
+    assembly = app.synth()
+    return app, assembly
+
+
+@pytest.fixture(scope="session")
+def synths(synth_app: Any) -> dict[str, Synth]:
+    """Deployment name -> synthesized stack."""
+    from lmikit_cdk.stack import LmiStack
+
+    app, assembly = synth_app
+    out = {}
+    for child in app.node.children:
+        if isinstance(child, LmiStack):
+            artifact = assembly.get_stack_artifact(child.artifact_id)
+            path = Path(assembly.directory) / artifact.template_file
+            out[child.spec.name] = Synth(child, json.loads(path.read_text()), path)
+    return out

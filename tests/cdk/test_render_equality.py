@@ -1,0 +1,88 @@
+"""The SageMaker properties in each template equal the SDK's request dicts, field by field.
+
+The expected side is computed from the SDK alone (spec, plan, the pinned image URI and
+sentinel strings for what only CloudFormation knows); where a sentinel stands, the template
+must hold a CloudFormation intrinsic (a token) instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lmikit.image import lmi_image_uri
+from lmikit.plan import plan_spec
+from lmikit.render.sagemaker import render_requests
+
+ROLE, ARTIFACT, IMAGE = "<token:role>", "<token:artifact>", "<token:image>"
+SENTINELS = (ROLE, ARTIFACT, IMAGE)
+NAMES = ["chat-small", "claims-llama8b", "docqa-qwen7b", "rag-qwen72b", "docqa-lora"]
+
+
+def _is_intrinsic(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(
+        ("Fn::", "Ref"))
+
+
+def diff(expected: Any, actual: Any, path: str = "") -> list[str]:
+    """Every difference between a request dict and template properties, by field path."""
+    if expected in SENTINELS:
+        return [] if _is_intrinsic(actual) else [f"{path}: expected a token, got {actual!r}"]
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return [f"{path}: expected a mapping, got {actual!r}"]
+        out = [f"{path}.{k}: missing from the template" for k in expected if k not in actual]
+        out += [f"{path}.{k}: in the template only" for k in actual if k not in expected]
+        for k in expected.keys() & actual.keys():
+            out += diff(expected[k], actual[k], f"{path}.{k}")
+        return out
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{path}: expected {expected!r}, got {actual!r}"]
+        return [d for i, (e, a) in enumerate(zip(expected, actual, strict=True))
+                for d in diff(e, a, f"{path}[{i}]")]
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return [] if expected is actual else [f"{path}: {expected!r} != {actual!r}"]
+    return [] if expected == actual else [f"{path}: {expected!r} != {actual!r}"]
+
+
+def expected_requests(synth: Any) -> Any:
+    stack = synth.stack
+    spec, endpoint = stack.spec, stack.endpoint
+    image = IMAGE if endpoint.image.is_custom else lmi_image_uri(spec.region,
+                                                                 spec.engine.lmi_version)
+    return render_requests(
+        spec, plan_spec(spec, endpoint.base_dir), image_uri=image, execution_role_arn=ROLE,
+        model_artifact_url=ARTIFACT if endpoint.model_artifact else None,
+        adapter_artifact_urls={a.name: a.source if a.source.startswith("s3://") else ARTIFACT
+                               for a in spec.adapters})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_template_equals_render_requests_field_by_field(synths: dict[str, Any],
+                                                        name: str) -> None:
+    synth = synths[name]
+    req = expected_requests(synth)
+    _, config = synth.one("AWS::SageMaker::EndpointConfig")
+    _, endpoint = synth.one("AWS::SageMaker::Endpoint")
+    components = {r["Properties"]["InferenceComponentName"]: r["Properties"]
+                  for r in synth.resources("AWS::SageMaker::InferenceComponent").values()}
+    problems = diff(req.endpoint_config, config["Properties"], "EndpointConfig")
+    problems += diff(req.endpoint, endpoint["Properties"], "Endpoint")
+    expected_components = {req.base_component["InferenceComponentName"]: req.base_component}
+    expected_components |= {c["InferenceComponentName"]: c
+                            for c in req.adapter_components.values()}
+    assert sorted(components) == sorted(expected_components)
+    for component, expected in expected_components.items():
+        problems += diff(expected, components[component], f"InferenceComponent[{component}]")
+    assert problems == []
+
+
+def test_diff_reports_a_changed_field_by_path() -> None:
+    assert diff({"A": {"B": [1, 2]}}, {"A": {"B": [1, 3]}}) == [".A.B[1]: 2 != 3"]
+
+
+def test_diff_requires_a_token_where_the_sdk_has_a_sentinel() -> None:
+    assert diff({"R": ROLE}, {"R": "arn:aws:iam::1:role/x"}) == [
+        ".R: expected a token, got 'arn:aws:iam::1:role/x'"]

@@ -1,0 +1,97 @@
+"""External validators on every synthesized template: cfn-lint, cdk-nag, botocore's model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from lmikit_cdk.nag import nag_packs
+
+LINT_REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
+RULE_ID = r"^(AwsSolutions|HIPAA\.Security)-[A-Za-z0-9]+(\[.+\])?$"
+
+
+def test_cfn_lint_reports_nothing_on_every_template(synths: dict[str, Any]) -> None:
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    templates = [str(s.path) for s in synths.values()]
+    result = subprocess.run([str(cfn_lint), "--regions", *LINT_REGIONS, "--", *templates],
+                            capture_output=True, text=True, check=False, timeout=600)
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("pack", [0, 1], ids=["AwsSolutions", "HIPAA.Security"])
+def test_cdk_nag_pack_has_no_unacknowledged_finding(synth_app: Any, pack: int) -> None:
+    app, _ = synth_app
+    checks = nag_packs()[pack]
+    result = checks.validate_scope(app)
+    found = [f"{v.rule_name} at {[r.construct_path for r in v.violating_resources]}"
+             for v in result.violations]
+    assert found == []
+
+
+def _acknowledgements(app: Any) -> list[tuple[str, str, str]]:
+    out = []
+    key = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    for construct in app.node.find_all():
+        for entry in construct.node.metadata:
+            if entry.type == key:
+                out += [(construct.node.path, rule.removeprefix("Annotation::"), reason)
+                        for rule, reason in dict(entry.data).items()]
+    return out
+
+
+def test_every_acknowledgement_names_a_rule_and_a_specific_reason(synth_app: Any) -> None:
+    import re
+
+    acks = _acknowledgements(synth_app[0])
+    assert acks, "expected the documented acknowledgements"
+    vague = [a for a in acks
+             if not re.match(RULE_ID, a[1]) or len(a[2].split()) < 10]
+    assert vague == []
+
+
+def test_wildcard_findings_are_acknowledged_one_by_one(synth_app: Any) -> None:
+    rules = {a[1] for a in _acknowledgements(synth_app[0])}
+    assert "AwsSolutions-IAM5" not in rules  # never the whole rule
+    assert "AwsSolutions-IAM5[Resource::*]" in rules
+
+
+def test_sagemaker_properties_pass_botocore_model_validation(synths: dict[str, Any]) -> None:
+    """Template properties (tokens replaced by valid samples) against botocore's input
+    shapes, including the enums, patterns and max lengths botocore itself skips."""
+    import botocore.session
+
+    from lmikit.testing._validate import ShapeValidator
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    shapes = {"AWS::SageMaker::EndpointConfig": "CreateEndpointConfig",
+              "AWS::SageMaker::Endpoint": "CreateEndpoint",
+              "AWS::SageMaker::InferenceComponent": "CreateInferenceComponent"}
+    validator = ShapeValidator()
+    problems = []
+    for name, synth in synths.items():
+        for logical_id, res in synth.template["Resources"].items():
+            if res["Type"] in shapes:
+                shape = model.operation_model(shapes[res["Type"]]).input_shape
+                request = _sample_tokens(res["Properties"])
+                problems += [f"{name}/{logical_id}: {p}"
+                             for p in validator.validate(shape, request)]
+    assert problems == []
+
+
+def _sample_tokens(value: Any, key: str = "") -> Any:
+    samples = {"ExecutionRoleArn": "arn:aws:iam::123456789012:role/lmikit",
+               "ArtifactUrl": "s3://cdk-assets-123456789012-us-east-1/a.tar.gz",
+               "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-assets:abc"}
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
+            return samples[key]
+        return {k: _sample_tokens(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sample_tokens(v, key) for v in value]
+    return value
