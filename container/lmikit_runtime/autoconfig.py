@@ -85,7 +85,7 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
     if plan.cpu_size_gb is not None:
         if plan.cpu_size_gb > budget_gb:
             raise ConfigError(
-                f"kv_cache.cpu_size_gb {plan.cpu_size_gb} does not fit: this container can pin "
+                f"kv_cache.cpu_size_gb {plan.cpu_size_gb:g} does not fit: this container can pin "
                 f"{budget_gb} GB per worker ({cpu.bound}; {facts.summary()}). Lower "
                 f"kv_cache.cpu_size_gb to <= {budget_gb} or use 'auto'")
         cpu_gb = plan.cpu_size_gb
@@ -147,7 +147,7 @@ def _disk_tier(plan: RuntimePlan, facts: HostFacts, tp: int) -> tuple[float, str
     if plan.disk_size_gb is not None:
         if plan.disk_size_gb > budget_gb:
             raise ConfigError(
-                f"kv_cache.disk_size_gb {plan.disk_size_gb} does not fit: {disk.mount_point} "
+                f"kv_cache.disk_size_gb {plan.disk_size_gb:g} does not fit: {disk.mount_point} "
                 f"gives {budget_gb} GB per worker ({disk.free_bytes / sizing.GIB:.0f} GiB free, "
                 f"{plan.copies} copies x {tp} workers). Lower kv_cache.disk_size_gb to <= "
                 f"{budget_gb} or use 'auto'")
