@@ -193,7 +193,7 @@ class Runtime:
                 return
             pending += _stream_line(reply.style, token, i, len(reply.tokens))
             size = max(1, self.stream_part_bytes)
-            while len(pending) >= size:
+            while pending:  # flush each token now, cut into parts of at most `size`
                 yield payload_part(pending[:size])
                 pending = pending[size:]
         if reply.style in ("chat", "completion"):

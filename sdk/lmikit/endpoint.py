@@ -1,0 +1,427 @@
+"""Runtime client for a deployed endpoint: invoke, stream, adapters and sticky sessions.
+
+>>> from lmikit.endpoint import Endpoint  # doctest: +SKIP
+>>> ep = Endpoint("docqa-qwen7b")  # doctest: +SKIP
+>>> stream = ep.stream("Summarise the contract.", adapter="legal")  # doctest: +SKIP
+>>> for piece in stream: print(piece, end="")  # doctest: +SKIP
+>>> stream.result.ttft_s  # doctest: +SKIP
+0.182
+>>> with ep.session() as s:  # doctest: +SKIP
+...     s.invoke("Read this document: ...")
+...     s.invoke("What does clause 4 say?")   # lands on the same instance
+
+Streams are parsed incrementally across payload-part boundaries, whether the container
+sends server-sent events (``data: {...}``, OpenAI style) or JSON lines (LMI style).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from lmikit.errors import InvokeError
+
+DEFAULT_MAX_TOKENS = 256
+NEW_SESSION = "NEW_SESSION"
+
+
+class PerfClock:
+    """``monotonic`` from perf_counter for timings; ``time`` for session expiry."""
+
+    def monotonic(self) -> float:
+        return time.perf_counter()
+
+    def time(self) -> float:
+        return time.time()
+
+
+@dataclass
+class InvokeResult:
+    """Text plus client-side timings (SageMaker has no TTFT metric; we measure it here)."""
+
+    text: str
+    body: Any
+    total_s: float
+    ttft_s: float | None = None
+    tokens: int = 0
+    component: str = ""
+    session_id: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode speed: tokens after the first over the time after the first token."""
+        if self.tokens <= 1 or self.ttft_s is None or self.total_s <= self.ttft_s:
+            return None
+        return (self.tokens - 1) / (self.total_s - self.ttft_s)
+
+
+class StreamParser:
+    """Incremental parser for SSE and JSON-lines bodies split at arbitrary byte offsets.
+
+    >>> p = StreamParser()
+    >>> p.feed(b'data: {"choices": [{"delta": {"content": "He')
+    []
+    >>> p.feed(b'llo"}}]}\\n\\ndata: [DONE]\\n\\n')
+    [{'choices': [{'delta': {'content': 'Hello'}}]}]
+    >>> p.done
+    True
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buffer += data
+        events = []
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[Any]:
+        rest, self._buffer = self._buffer, b""
+        event = self._line(rest)
+        return [event] if event is not None else []
+
+    def _line(self, raw: bytes) -> Any:
+        line = raw.decode("utf-8", errors="replace").strip()
+        if not line or line.startswith((":", "event:", "id:", "retry:")):
+            return None
+        if line.startswith("data:"):
+            line = line[5:].strip()
+            if line == "[DONE]":
+                self.done = True
+                return None
+        try:
+            return json.loads(line)
+        except ValueError as exc:
+            raise InvokeError(f"cannot parse a stream line as JSON: {line[:200]!r}") from exc
+
+
+def event_text(event: Any) -> str:
+    """The new text in one stream event (OpenAI chat/completion chunk or LMI token)."""
+    if not isinstance(event, dict):
+        return ""
+    if "error" in event or event.get("object") == "error":
+        err = event.get("error", event)
+        message = err.get("message", err) if isinstance(err, dict) else err
+        raise InvokeError(f"the model returned an error in the stream: {message}")
+    choices = event.get("choices")
+    if isinstance(choices, list) and choices:
+        c = choices[0]
+        delta = c.get("delta") if isinstance(c, dict) else None
+        if isinstance(delta, dict):
+            return str(delta.get("content") or "")
+        return str(c.get("text") or "") if isinstance(c, dict) else ""
+    token = event.get("token")
+    if isinstance(token, dict):
+        return "" if token.get("special") else str(token.get("text") or "")
+    return ""
+
+
+def body_text(body: Any) -> str:
+    """The generated text in a non-streaming response body."""
+    if isinstance(body, dict):
+        choices = body.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            c = choices[0]
+            if isinstance(c.get("message"), dict):
+                return str(c["message"].get("content") or "")
+            return str(c.get("text") or "")
+        if "generated_text" in body:
+            return str(body["generated_text"])
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        return str(body[0].get("generated_text", ""))
+    return body if isinstance(body, str) else json.dumps(body)
+
+
+def _usage_tokens(event: Any) -> int | None:
+    if isinstance(event, dict) and isinstance(event.get("usage"), dict):
+        n = event["usage"].get("completion_tokens")
+        return int(n) if isinstance(n, int) else None
+    return None
+
+
+class TokenStream:
+    """Iterate to get text pieces as they arrive; ``result`` is set when the stream ends."""
+
+    def __init__(self, events: Iterator[dict[str, Any]], clock: Any, start: float,
+                 component: str, session_id: str | None) -> None:
+        self._events = events
+        self._clock = clock
+        self._start = start
+        self._component = component
+        self._session_id = session_id
+        self._parts: list[str] = []
+        self._tokens = 0
+        self._usage: int | None = None
+        self._ttft: float | None = None
+        self.result: InvokeResult | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        parser = StreamParser()
+        try:
+            for event in self._events:
+                if "PayloadPart" in event:
+                    data = event["PayloadPart"].get("Bytes", b"")
+                    yield from self._emit(parser.feed(data))
+                elif "ModelStreamError" in event or "InternalStreamFailure" in event:
+                    kind = "ModelStreamError" if "ModelStreamError" in event else \
+                        "InternalStreamFailure"
+                    raise InvokeError(_stream_error_text(kind, event[kind]))
+            yield from self._emit(parser.close())
+        except InvokeError:
+            raise
+        except (ClientError, BotoCoreError, OSError) as exc:  # EventStreamError included
+            raise _map_stream_error(exc) from exc
+        total = self._clock.monotonic() - self._start
+        tokens = self._usage if self._usage is not None else self._tokens
+        self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
+                                   self._component, self._session_id)
+
+    def _emit(self, events: list[Any]) -> Iterator[str]:
+        for event in events:
+            usage = _usage_tokens(event)
+            if usage is not None:
+                self._usage = usage
+            text = event_text(event)
+            if not text:
+                continue
+            if self._ttft is None:
+                self._ttft = self._clock.monotonic() - self._start
+            self._tokens += 1
+            self._parts.append(text)
+            yield text
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+
+def _stream_error_text(kind: str, err: dict[str, Any]) -> str:
+    code = err.get("ErrorCode")
+    message = err.get("Message") or err.get("message") or "no message"
+    return f"{kind} while streaming: {message}" + (f" (ErrorCode {code})" if code else "")
+
+
+def _map_stream_error(exc: Exception) -> InvokeError:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        code = response["Error"].get("Code", "StreamError")
+        return InvokeError(_stream_error_text(code, {
+            "Message": response["Error"].get("Message"),
+            "ErrorCode": response["Error"].get("ErrorCode") or response.get("ErrorCode")}))
+    return InvokeError(f"the response stream broke: {exc}")
+
+
+class Endpoint:
+    """A deployed lmikit endpoint. ``component`` defaults to ``<name>-base``; an
+    ``adapter=`` argument routes a call to the adapter component ``<name>-<adapter>``."""
+
+    def __init__(self, name: str, *, session: Any = None, region: str | None = None,
+                 client: Any = None, component: str | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, clock: Any = None) -> None:
+        self.name = name
+        self.component = component or f"{name}-base"
+        self.max_tokens = max_tokens
+        self.clock = clock or PerfClock()
+        if client is None:
+            from botocore.config import Config
+
+            if session is None:
+                import boto3
+
+                session = boto3.Session(region_name=region)
+            client = session.client("sagemaker-runtime", region_name=region, config=Config(
+                retries={"mode": "adaptive", "max_attempts": 5}, user_agent_extra="lmikit",
+                read_timeout=300))
+        self.client = client
+
+    def component_for(self, adapter: str | None) -> str:
+        return f"{self.name}-{adapter}" if adapter else self.component
+
+    def payload(self, prompt: str | dict[str, Any], *, stream: bool = False,
+                max_tokens: int | None = None) -> dict[str, Any]:
+        """A str becomes an OpenAI-style chat request; a dict is sent as it is."""
+        if isinstance(prompt, dict):
+            return prompt
+        body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}],
+                                "max_tokens": max_tokens or self.max_tokens}
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _kwargs(self, body: dict[str, Any], adapter: str | None, prefix_id: str | None,
+                session_id: str | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"EndpointName": self.name,
+                                  "InferenceComponentName": self.component_for(adapter),
+                                  "ContentType": "application/json",
+                                  "Body": json.dumps(body).encode()}
+        if prefix_id:
+            kwargs["PrefixAwareId"] = prefix_id
+        if session_id:
+            kwargs["SessionId"] = session_id
+        return kwargs
+
+    def _call(self, operation: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            result: dict[str, Any] = getattr(self.client, operation)(**kwargs)
+            return result
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            original = exc.response.get("OriginalMessage")
+            message = err.get("Message", str(exc)) + (f" (model said: {original})"
+                                                      if original else "")
+            raise InvokeError(f"{self.name}/{kwargs.get('InferenceComponentName')}: "
+                              f"{err.get('Code', 'Error')}: {message}") from exc
+        except BotoCoreError as exc:
+            raise InvokeError(f"{self.name}: {exc}") from exc
+
+    def invoke(self, prompt: str | dict[str, Any], *, adapter: str | None = None,
+               prefix_id: str | None = None, max_tokens: int | None = None,
+               session_id: str | None = None) -> InvokeResult:
+        """One request (InvokeEndpoint); returns the text and total time."""
+        body = self.payload(prompt, max_tokens=max_tokens)
+        kwargs = self._kwargs(body, adapter, prefix_id, session_id)
+        start = self.clock.monotonic()
+        response = self._call("invoke_endpoint", kwargs)
+        raw = response["Body"].read()
+        total = self.clock.monotonic() - start
+        try:
+            parsed: Any = json.loads(raw)
+        except ValueError:
+            parsed = raw.decode("utf-8", errors="replace")
+        text = body_text(parsed)
+        usage = _usage_tokens(parsed)
+        tokens = usage if usage is not None else len(text.split())
+        return InvokeResult(text, parsed, total, None, tokens,
+                            kwargs["InferenceComponentName"], session_id)
+
+    def stream(self, prompt: str | dict[str, Any], *, adapter: str | None = None,
+               prefix_id: str | None = None, max_tokens: int | None = None,
+               session_id: str | None = None) -> TokenStream:
+        """A streaming request (InvokeEndpointWithResponseStream) measuring TTFT."""
+        body = self.payload(prompt, stream=True, max_tokens=max_tokens)
+        kwargs = self._kwargs(body, adapter, prefix_id, session_id)
+        start = self.clock.monotonic()
+        response = self._call("invoke_endpoint_with_response_stream", kwargs)
+        return TokenStream(iter(response["Body"]), self.clock, start,
+                           kwargs["InferenceComponentName"], session_id)
+
+    def session(self, *, adapter: str | None = None,
+                on_reopen: Callable[[Session], None] | None = None,
+                expiry_margin_s: float = 5.0) -> Session:
+        """A sticky session: every call in it lands on the same instance."""
+        return Session(self, adapter=adapter, on_reopen=on_reopen,
+                       expiry_margin_s=expiry_margin_s)
+
+
+@dataclass
+class Session:
+    """LMI stateful session. Opens with NEW_SESSION, closes with CLOSE, and reopens
+    transparently when it has expired, calling ``on_reopen(session)`` so the caller can
+    re-send context."""
+
+    endpoint: Endpoint
+    adapter: str | None = None
+    on_reopen: Callable[[Session], None] | None = None
+    expiry_margin_s: float = 5.0
+    id: str | None = None
+    expires_at: dt.datetime | None = None
+    reopened: int = 0
+    history: list[str] = field(default_factory=list)
+
+    def __enter__(self) -> Session:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> str:
+        ep = self.endpoint
+        kwargs = ep._kwargs({"requestType": NEW_SESSION}, self.adapter, None, NEW_SESSION)
+        response = ep._call("invoke_endpoint", kwargs)
+        response["Body"].read()
+        header = response.get("NewSessionId")
+        if not header:
+            raise InvokeError(f"{ep.name} did not open a session (no NewSessionId); is "
+                              "OPTION_ENABLE_STATEFUL_SESSIONS 'true' on the endpoint?")
+        self.id, self.expires_at = parse_new_session_id(header)
+        self.history.append(self.id)
+        return self.id
+
+    def close(self) -> None:
+        if self.id is None:
+            return
+        ep = self.endpoint
+        sid, self.id = self.id, None
+        if self._expired():
+            return  # nothing to close on the server
+        kwargs = ep._kwargs({"requestType": "CLOSE"}, self.adapter, None, sid)
+        response = ep._call("invoke_endpoint", kwargs)
+        response["Body"].read()
+        closed = response.get("ClosedSessionId")
+        if closed and closed != sid:
+            raise InvokeError(f"closing session {sid} closed {closed} instead")
+
+    def _expired(self) -> bool:
+        if self.expires_at is None:
+            return False
+        now = dt.datetime.fromtimestamp(self.endpoint.clock.time(), tz=dt.timezone.utc)
+        return now >= self.expires_at - dt.timedelta(seconds=self.expiry_margin_s)
+
+    def _live_id(self) -> str:
+        if self.id is None or self._expired():
+            self.id = None
+            self.open()
+            self.reopened += 1
+            if self.on_reopen is not None and self.reopened:
+                self.on_reopen(self)
+        if self.id is None:  # pragma: no cover - open() sets it or raises
+            raise InvokeError("the session could not be opened")
+        return self.id
+
+    def invoke(self, prompt: str | dict[str, Any], **kwargs: Any) -> InvokeResult:
+        sid = self._live_id()
+        kwargs.setdefault("adapter", self.adapter)
+        return self.endpoint.invoke(prompt, session_id=sid, **kwargs)
+
+    def stream(self, prompt: str | dict[str, Any], **kwargs: Any) -> TokenStream:
+        sid = self._live_id()
+        kwargs.setdefault("adapter", self.adapter)
+        return self.endpoint.stream(prompt, session_id=sid, **kwargs)
+
+
+def parse_new_session_id(header: str) -> tuple[str, dt.datetime | None]:
+    """``"<id>; Expires=2026-01-01T00:20:00Z"`` -> (id, expiry).
+
+    >>> parse_new_session_id("abc123; Expires=2026-01-01T00:20:00Z")[1].minute
+    20
+    """
+    sid, _, rest = header.partition(";")
+    sid = sid.strip()
+    if not sid:
+        raise InvokeError(f"cannot parse NewSessionId {header!r}")
+    expires = None
+    for part in rest.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "expires" and value:
+            try:
+                expires = dt.datetime.strptime(value.strip(), "%Y-%m-%dT%H:%M:%SZ").replace(
+                    tzinfo=dt.timezone.utc)
+            except ValueError as exc:
+                raise InvokeError(f"cannot parse the session expiry in {header!r}") from exc
+    return sid, expires

@@ -1,0 +1,126 @@
+"""Runtime client against the fake: invoke, stream parsing, timings, adapters, sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmikit.endpoint import Endpoint, StreamParser
+from lmikit.errors import InvokeError
+from lmikit.loader import load_spec_text
+from lmikit.testing import FakeSageMaker, VirtualClock
+
+from .conftest import SPEC_YAML, deployment
+
+
+@pytest.fixture
+def endpoint(fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+             tmp_path: Path) -> Endpoint:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    return Endpoint("docqa", session=session, clock=clock)
+
+
+def test_invoke_returns_the_base_components_reply(endpoint: Endpoint) -> None:
+    result = endpoint.invoke("hello there")
+    assert result.text == "[docqa-base] hello there"
+    assert result.component == "docqa-base"
+    assert result.tokens == 3
+
+
+def test_stream_reassembles_sse_split_across_payload_parts(endpoint: Endpoint,
+                                                          fake: FakeSageMaker) -> None:
+    fake.runtime.stream_part_bytes = 7  # cut events mid-JSON, mid-"data:", mid-UTF-8
+    stream = endpoint.stream("héllo wörld ünïcode")
+    pieces = list(stream)
+    assert "".join(pieces).strip() == "[docqa-base] héllo wörld ünïcode"
+    assert stream.result is not None and stream.result.tokens == 4
+
+
+def test_stream_parses_json_lines(endpoint: Endpoint) -> None:
+    stream = endpoint.stream({"inputs": "one two three", "parameters": {"max_new_tokens": 3}})
+    assert "".join(stream).strip() == "[docqa-base] one two"
+
+
+def test_stream_reports_ttft_and_tokens_per_second(fake: FakeSageMaker,
+                                                   endpoint: Endpoint) -> None:
+    fake.runtime.ttft_seconds, fake.runtime.token_seconds = 0.5, 0.1
+    stream = endpoint.stream("a b c d e f g h i")
+    list(stream)
+    result = stream.result
+    assert result is not None
+    assert result.ttft_s == pytest.approx(0.5)
+    assert result.tokens == 10
+    assert result.tokens_per_s == pytest.approx(10.0)
+
+
+def test_adapter_routes_to_the_adapter_component(endpoint: Endpoint) -> None:
+    assert endpoint.invoke("hi", adapter="legal").text.startswith("[docqa-legal]")
+    assert "".join(endpoint.stream("hi", adapter="medical")).startswith("[docqa-medical]")
+
+
+def test_prefix_id_is_sent_as_prefix_aware_id(endpoint: Endpoint, fake: FakeSageMaker) -> None:
+    endpoint.invoke("doc", prefix_id="contract-42")
+    assert fake.runtime.invocations[-1]["prefix_aware_id"] == "contract-42"
+
+
+def test_model_stream_error_is_surfaced_clearly(endpoint: Endpoint,
+                                                fake: FakeSageMaker) -> None:
+    fake.inject("InvokeEndpointWithResponseStream", "stream_error", reason="CUDA out of memory")
+    stream = endpoint.stream("a b c d e")
+    with pytest.raises(InvokeError, match="ModelStreamError while streaming: CUDA out of memory"):
+        list(stream)
+
+
+def test_model_error_names_the_component(endpoint: Endpoint, fake: FakeSageMaker) -> None:
+    fake.inject("InvokeEndpoint", "model_error", reason="formatter raised")
+    with pytest.raises(InvokeError, match="docqa/docqa-base: ModelError.*formatter raised"):
+        endpoint.invoke("x")
+
+
+def test_unknown_adapter_is_a_validation_error(endpoint: Endpoint) -> None:
+    with pytest.raises(InvokeError, match="ValidationError: Inference component docqa-nope"):
+        endpoint.invoke("x", adapter="nope")
+
+
+def test_session_sends_its_id_on_every_call_and_closes(endpoint: Endpoint,
+                                                       fake: FakeSageMaker) -> None:
+    with endpoint.session() as s:
+        sid = s.id
+        assert s.expires_at is not None
+        first = s.invoke("remember this")
+        second = "".join(s.stream("and this"))
+    assert first.text.startswith("[docqa-base turn 1]")
+    assert second.startswith("[docqa-base turn 2]")
+    calls = fake.runtime.invocations[-4:]
+    assert [c["session"] for c in calls] == ["NEW_SESSION", sid, sid, sid]
+    assert calls[-1]["payload"] == {"requestType": "CLOSE"}
+    assert fake.runtime.sessions[sid].closed
+
+
+def test_session_reopens_after_expiry_and_calls_the_hook(endpoint: Endpoint,
+                                                         clock: VirtualClock) -> None:
+    reopened: list[str] = []
+    with endpoint.session(on_reopen=lambda s: reopened.append(str(s.id))) as s:
+        old = s.id
+        s.invoke("context")
+        clock.advance(1200)  # OPTION_SESSIONS_EXPIRATION of the spec
+        result = s.invoke("question")
+        assert s.id != old and reopened == [s.id]
+        assert result.text.startswith("[docqa-base turn 1]")
+
+
+def test_session_needs_stateful_sessions_on_the_endpoint(fake: FakeSageMaker, session: Any,
+                                                         clock: VirtualClock,
+                                                         tmp_path: Path) -> None:
+    spec = load_spec_text(SPEC_YAML.replace("strategy: sticky_session",
+                                            "strategy: least_outstanding"))
+    deployment(spec, session, clock, tmp_path).deploy()
+    with pytest.raises(InvokeError, match="OPTION_ENABLE_STATEFUL_SESSIONS"):
+        Endpoint("docqa", session=session, clock=clock).session().open()
+
+
+def test_stream_parser_rejects_garbage() -> None:
+    with pytest.raises(InvokeError, match="cannot parse a stream line"):
+        StreamParser().feed(b"not json\n")
