@@ -215,6 +215,16 @@ class _LkStreams(OrderedDict):
         return self[stream_id]
 
 
+def _lk_stream_id(chunk: str) -> str | None:
+    """The response id of a ``data: {"id":"..."`` chunk without parsing the JSON (vLLM
+    writes ``id`` first); None for [DONE] and non-data lines."""
+    start = chunk.find('"id":"')
+    if start < 0 or not chunk.lstrip().startswith("data:"):
+        return None
+    start += 6
+    return chunk[start:chunk.find('"', start)]
+
+
 def _lk_finished(event: dict) -> bool:
     return any(c.get("finish_reason") for c in event.get("choices") or ()) \
         or bool(event.get("usage"))
@@ -314,14 +324,17 @@ def add_usage_metrics() -> OutputFn:
     def run(output: Any) -> Any:
         now = time.time()
         if isinstance(output, str):
-            event = parse_sse(output)
-            if event is None or "id" not in event:
+            stream_id = _lk_stream_id(output)
+            if stream_id is None:
                 return output
-            seen = streams.state(event["id"], lambda: [now, 0])
+            seen = streams.state(stream_id, lambda: [now, 0])
             seen[1] += 1
-            if not _lk_finished(event):
+            if '"finish_reason":null' in output and '"usage":{' not in output:
+                return output  # fast path: a middle chunk, no JSON parse
+            event = parse_sse(output)
+            if event is None or not _lk_finished(event):
                 return output
-            streams.pop(event["id"], None)
+            streams.pop(stream_id, None)
             elapsed = now - seen[0]
             metrics: dict[str, Any] = {"stream_seconds": round(elapsed, 6), "chunks": seen[1]}
             usage = event.get("usage") or {}
