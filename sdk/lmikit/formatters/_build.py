@@ -121,7 +121,9 @@ def _rewrite(info: FormatterFile, runtime_names: set[str]) -> str:
     edits: list[tuple[int, int, str]] = []
     body = tree.body
     for i, node in enumerate(body):
-        module = node.module if isinstance(node, ast.ImportFrom) else None
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = node.module
         is_future = module == "__future__"
         if not (is_future or module == LMIKIT_MODULE or module in DJL_MODULES):
             continue
@@ -132,7 +134,7 @@ def _rewrite(info: FormatterFile, runtime_names: set[str]) -> str:
             raise AdapterError(f"formatter {where!r} line {node.lineno}: put the import of "
                                f"{module} on its own line")
         assigns = []
-        for alias in [] if is_future else node.names:  # type: ignore[union-attr]
+        for alias in [] if is_future else node.names:
             if module == LMIKIT_MODULE and alias.name not in runtime.__all__:
                 raise AdapterError(f"formatter {where!r} line {node.lineno}: {LMIKIT_MODULE} "
                                    f"has no {alias.name!r}; available: "

@@ -105,9 +105,9 @@ def inspect_formatter_source(source: str, path: str | Path = "<formatter>", *,
         if problem:
             problems.append(f"line {node.lineno}: {problem}")
         found[kind].append((name, node.lineno))
-    for node in ast.walk(tree):
-        if node not in tree.body and _formatter_of(node, decorators) is not None:
-            problems.append(f"line {getattr(node, 'lineno', '?')}: formatters must be defined "
+    for inner in ast.walk(tree):
+        if inner not in tree.body and _formatter_of(inner, decorators) is not None:
+            problems.append(f"line {getattr(inner, 'lineno', '?')}: formatters must be defined "
                             "at the top level of the file")
     for kind in KINDS:
         if len(found[kind]) > 1:
