@@ -1,0 +1,208 @@
+"""Construct behaviour: validation errors, image choice, artifacts, metrics, grants, the app."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+
+from lmikit.errors import AdapterError, RenderError
+from lmikit.metric_catalog import find_classic
+from lmikit.spec import DeploymentSpec
+from lmikit_cdk._cfn import camel_case, snake_case
+from lmikit_cdk.app import spec_paths
+from lmikit_cdk.artifacts import adapter_artifact
+from lmikit_cdk.endpoint import LmiEndpoint
+from lmikit_cdk.image import LmiImage, build_context_exclude, container_code_reasons
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spec(**overrides: Any) -> DeploymentSpec:
+    data: dict[str, Any] = {"api_version": "v1", "name": "t", "region": "us-east-1",
+                            "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
+                            "instance": {"type": "ml.g6e.2xlarge"},
+                            "observability": {"detailed_metrics": False}}
+    data.update(overrides)
+    return DeploymentSpec.model_validate(data)
+
+
+def _stack() -> cdk.Stack:
+    return cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="us-east-1"))
+
+
+def test_kv_aware_routing_is_refused_and_points_to_the_sdk() -> None:
+    spec = _spec(routing={"strategy": "kv_aware"})
+    with pytest.raises(RenderError, match=r"API-only.*lmikit deploy"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_required_volume_key_on_an_nvme_instance_is_refused() -> None:
+    spec = _spec(security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",
+                           "kms_volume_encryption": "required"})
+    with pytest.raises(RenderError, match="local NVMe"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_kv_aware_and_required_key_are_reported_together() -> None:
+    spec = _spec(routing={"strategy": "kv_aware"},
+                 security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",
+                           "kms_volume_encryption": "required"})
+    with pytest.raises(RenderError, match=r"(?s)API-only.*NVMe"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_environment_over_cloudformation_limit_is_refused() -> None:
+    spec = _spec(observability={"detailed_metrics": True}, kv_cache={"mode": "cpu"},
+                 adapters=[{"name": "a", "source": "s3://b/a.tar.gz"}],
+                 engine={"speculative": {"method": "eagle3", "draft_model": "org/draft"}})
+    with pytest.raises(RenderError, match="at most 16"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_stock_image_is_pinned_to_the_lmi_version() -> None:
+    image = LmiImage(_stack(), "I", region="us-west-2", lmi_version="0.38.0")
+    assert image.image_uri.startswith("763104351884.dkr.ecr.us-west-2.amazonaws.com/"
+                                      "djl-inference:0.38.0-")
+    assert not image.image_uri.endswith(":latest") and not image.is_custom
+
+
+def test_custom_image_without_dockerfile_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(RenderError, match="lmikit:image=stock"):
+        LmiImage(_stack(), "I", region="us-east-1", lmi_version="0.38.0", custom=True,
+                 build_context=tmp_path)
+
+
+def test_custom_image_stages_only_what_the_dockerfile_needs(tmp_path: Path) -> None:
+    (tmp_path / "container").mkdir()
+    (tmp_path / "container" / "Dockerfile").write_text("ARG LMI_IMAGE\nFROM ${LMI_IMAGE}\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text("x = 1\n")
+    outdir = tmp_path / "out"
+    app = cdk.App(outdir=str(outdir))
+    stack = cdk.Stack(app, "S", env=cdk.Environment(region="us-east-1"))
+    image = LmiImage(stack, "I", region="us-east-1", lmi_version="0.38.0", custom=True,
+                     build_context=tmp_path)
+    app.synth()
+    (staged,) = [p for p in outdir.glob("asset.*") if p.is_dir()]
+    assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*")
+                  if p.is_file()) == ["container/Dockerfile"]
+    assert image.is_custom
+
+
+def test_build_context_follows_the_dockerfile_dockerignore() -> None:
+    patterns = build_context_exclude(REPO)
+    if (REPO / "container" / "Dockerfile.dockerignore").is_file():
+        assert patterns[0] == "*" and "!container/Dockerfile" in patterns
+    else:
+        assert patterns[0] == "*"
+
+
+def test_container_code_reasons_are_empty_for_a_plain_spec() -> None:
+    assert container_code_reasons(_spec()) == []
+
+
+def test_container_code_reasons_name_the_secret() -> None:
+    spec = _spec(security={"hf_token_secret_arn":
+                           "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf"})
+    assert any("Secrets Manager" in r for r in container_code_reasons(spec))
+
+
+def test_plain_spec_synthesizes_with_the_stock_image() -> None:
+    endpoint = LmiEndpoint(_stack(), "E", spec=_spec())
+    assert not endpoint.image.is_custom
+    assert endpoint.inference_component_name == "t-base"
+
+
+def test_stock_image_pull_is_limited_to_the_djl_inference_repository() -> None:
+    stack = _stack()
+    endpoint = LmiEndpoint(stack, "E", spec=_spec())
+    doc = stack.resolve(endpoint.execution_role.policy.document.to_json())
+    (st,) = [s for s in doc["Statement"] if s["Sid"] == "PullImage"]
+    assert st["Resource"] == {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":ecr:us-east-1:763104351884:repository/"
+        "djl-inference"]]}
+
+
+def test_adapter_artifact_is_byte_identical_across_calls(adapter_spec_path: Path) -> None:
+    from lmikit.loader import load_spec
+
+    spec = load_spec(adapter_spec_path)
+    first = adapter_artifact(spec, spec.adapters[0], adapter_spec_path.parent)
+    os.utime(adapter_spec_path.parent / "adapters" / "legal" / "adapter_config.json",
+             (0, 1_000_000_000))
+    assert adapter_artifact(spec, spec.adapters[0], adapter_spec_path.parent) == first
+
+
+def test_adapter_without_config_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "adapter_model.safetensors").write_bytes(b"w")
+    spec = _spec(adapters=[{"name": "a", "source": "a"}])
+    with pytest.raises(AdapterError, match="adapter_config.json is missing"):
+        adapter_artifact(spec, spec.adapters[0], tmp_path)
+
+
+def test_adapter_asset_hash_is_stable_across_synths(synths: dict[str, Any],
+                                                    adapter_spec_path: Path) -> None:
+    from lmikit_cdk.stack import LmiStack
+
+    first = synths["docqa-lora"].stack.endpoint.adapters["legal"].artifact.sha256
+    again = LmiStack.from_file(cdk.App(), adapter_spec_path, build_context=REPO)
+    assert again.endpoint.adapters["legal"].artifact.sha256 == first
+
+
+def test_metric_methods_name_catalogued_metrics(synths: dict[str, Any]) -> None:
+    endpoint = synths["docqa-qwen7b"].stack.endpoint
+    names = ["invocations", "errors", "client_errors", "model_errors", "model_latency",
+             "invocations_per_copy", "concurrent_requests_per_copy",
+             "no_capacity_invocation_failures", "gpu_utilization", "gpu_memory_utilization"]
+    for name in names:
+        metric = getattr(endpoint, f"metric_{name}")()
+        assert isinstance(metric, cloudwatch.Metric)
+        assert metric.dimensions == {"InferenceComponentName": "docqa-qwen7b-base"}
+        assert find_classic(metric.namespace, metric.metric_name,
+                            ("InferenceComponentName",)), name
+
+
+def test_adapter_metrics_use_the_adapter_component(synths: dict[str, Any]) -> None:
+    adapter = synths["docqa-lora"].stack.endpoint.adapters["legal"]
+    assert adapter.metric_invocations().dimensions == {
+        "InferenceComponentName": "docqa-lora-legal"}
+
+
+def test_grant_invoke_allows_invocation_of_this_endpoint_only() -> None:
+    stack = _stack()
+    endpoint = LmiEndpoint(stack, "E", spec=_spec())
+    user = iam.User(stack, "U")
+    grant = endpoint.grant_invoke(user)
+    assert isinstance(grant, iam.Grant) and grant.success
+    doc = stack.resolve(user.node.find_child("DefaultPolicy").document.to_json())
+    (st,) = doc["Statement"]
+    assert st["Action"] == ["sagemaker:InvokeEndpoint",
+                            "sagemaker:InvokeEndpointWithResponseStream"]
+    assert st["Resource"] == stack.resolve(endpoint.endpoint_arn)
+
+
+def test_construct_exposes_l1_resources_names_and_arns() -> None:
+    stack = _stack()
+    endpoint = LmiEndpoint(stack, "E", spec=_spec())
+    assert endpoint.cfn_endpoint_config.endpoint_config_name == endpoint.endpoint_config_name
+    assert endpoint.cfn_inference_component.inference_component_name == "t-base"
+    assert cdk.Token.is_unresolved(endpoint.inference_component_arn)
+
+
+def test_spec_context_accepts_several_comma_separated_paths() -> None:
+    assert spec_paths("a.yaml, b.yaml") == [Path("a.yaml"), Path("b.yaml")]
+    assert spec_paths(None) == [Path("examples/docqa-qwen7b.yaml")]
+
+
+def test_recasing_follows_jsii_names() -> None:
+    assert snake_case("VolumeSizeInGB") == "volume_size_in_gb"
+    assert camel_case("EnableSSMAccess") == "enableSsmAccess"
+    assert camel_case("NumberOfAcceleratorDevicesRequired") == (
+        "numberOfAcceleratorDevicesRequired")
