@@ -1,0 +1,47 @@
+"""``lmikit invoke``: stream a prompt to the terminal and print TTFT."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from lmikit.endpoint import TokenStream
+
+
+@click.command("invoke")
+@click.argument("endpoint")
+@click.argument("prompt")
+@click.option("--adapter", "-a", help="Route to this adapter's component.")
+@click.option("--session", "use_session", is_flag=True,
+              help="Open a sticky session for the call (and close it after).")
+@click.option("--prefix-id", help="PrefixAwareId for prefix-aware routing.")
+@click.option("--max-tokens", type=click.IntRange(1), default=256, show_default=True)
+@click.option("--region", envvar="AWS_DEFAULT_REGION", help="AWS region.")
+def invoke_cmd(endpoint: str, prompt: str, adapter: str | None, use_session: bool,
+               prefix_id: str | None, max_tokens: int, region: str | None) -> None:
+    """Stream PROMPT from ENDPOINT; print TTFT, total time and tokens/s."""
+    from lmikit.endpoint import Endpoint
+
+    ep = Endpoint(endpoint, region=region, max_tokens=max_tokens)
+    if use_session:
+        with ep.session(adapter=adapter) as s:
+            click.echo(f"(session {s.id})", err=True)
+            stream = s.stream(prompt, prefix_id=prefix_id)
+            _print(stream)
+    else:
+        _print(ep.stream(prompt, adapter=adapter, prefix_id=prefix_id))
+
+
+def _print(stream: TokenStream) -> None:
+    for piece in stream:
+        click.echo(piece, nl=False)
+    click.echo()
+    r = stream.result
+    if r is None:  # pragma: no cover - set when the stream ends
+        return
+    tps = f"{r.tokens_per_s:.1f} tok/s" if r.tokens_per_s else "n/a"
+    ttft = f"{r.ttft_s * 1000:.0f} ms" if r.ttft_s is not None else "n/a"
+    click.echo(f"TTFT {ttft} | total {r.total_s:.2f} s | {r.tokens} tokens | {tps} "
+               f"| {r.component}", err=True)

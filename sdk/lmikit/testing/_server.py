@@ -1,0 +1,122 @@
+"""The fake SageMaker as a local HTTP server, next to moto's server for S3, IAM, STS and
+CloudWatch: a sandbox anyone can point boto3 (and the lmikit CLI) at without an AWS account.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from lmikit.testing._clock import SystemClock
+from lmikit.testing._control import Timings
+from lmikit.testing._fake import FakeSageMaker
+from lmikit.testing._wire import WireRequest
+
+SANDBOX_TIMINGS = Timings(endpoint_create=4.0, endpoint_update=3.0, component_create=3.0,
+                          component_update=3.0, adapter_create=1.0, delete=1.0)
+
+
+def _handler(fake: FakeSageMaker) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+            pass
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            req = WireRequest(self.command, self.path,
+                              {k.lower(): v for k, v in self.headers.items()}, body)
+            resp = fake.handle(req)
+            self.send_response(resp.status)
+            for k, v in resp.headers.items():
+                if k.lower() not in ("content-length", "transfer-encoding"):
+                    self.send_header(k, v)
+            if resp.streaming:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for chunk in resp.chunks():
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                data = b"".join(resp.chunks())
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        do_POST = _serve
+        do_GET = _serve
+        do_PUT = _serve
+        do_DELETE = _serve
+
+    return Handler
+
+
+@dataclass
+class Sandbox:
+    """Both servers. ``env()`` gives the variables that point boto3 at them."""
+
+    fake: FakeSageMaker
+    host: str
+    port: int
+    moto_port: int
+    _server: ThreadingHTTPServer
+    _moto: Any
+
+    def env(self) -> dict[str, str]:
+        sm = f"http://{self.host}:{self.port}"
+        aws = f"http://{self.host}:{self.moto_port}"
+        return {
+            "AWS_ENDPOINT_URL_SAGEMAKER": sm,
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": sm,
+            "AWS_ENDPOINT_URL_S3": aws,
+            "AWS_ENDPOINT_URL_IAM": aws,
+            "AWS_ENDPOINT_URL_STS": aws,
+            "AWS_ENDPOINT_URL_CLOUDWATCH": aws,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": self.fake.region,
+        }
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._moto is not None:
+            self._moto.stop()
+
+
+def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "us-east-1",
+                  timings: Timings | None = None, with_moto: bool = True,
+                  token_seconds: float = 0.03, ttft_seconds: float = 0.2) -> Sandbox:
+    """Start the fake SageMaker on ``port`` and moto on ``port + 1`` (threads; returns)."""
+    moto = None
+    moto_port = port + 1
+    artifact_exists = None
+    if with_moto:
+        import boto3
+        from moto.server import ThreadedMotoServer
+
+        moto = ThreadedMotoServer(ip_address=host, port=moto_port, verbose=False)
+        moto.start()
+        s3 = boto3.client("s3", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+
+        def artifact_exists(url: str) -> bool:
+            bucket, key = url[5:].split("/", 1)
+            try:
+                s3.head_object(Bucket=bucket, Key=key)
+                return True
+            except s3.exceptions.ClientError:
+                return False
+
+    fake = FakeSageMaker(region, clock=SystemClock(), timings=timings or SANDBOX_TIMINGS,
+                         artifact_exists=artifact_exists, stream_part_bytes=48,
+                         token_seconds=token_seconds, ttft_seconds=ttft_seconds)
+    server = ThreadingHTTPServer((host, port), _handler(fake))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="lmikit-sandbox", daemon=True).start()
+    return Sandbox(fake, host, server.server_address[1], moto_port, server, moto)
