@@ -1,0 +1,177 @@
+"""Adapter registry against the fake: validation, packaging, registration, concurrency."""
+
+from __future__ import annotations
+
+import tarfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from lmikit.adapters import AdapterRegistry, package_adapter
+from lmikit.deploy import Deployment
+from lmikit.errors import AdapterError
+from lmikit.testing import FakeSageMaker, SystemClock, Timings, VirtualClock
+
+from .conftest import BUCKET, IMAGE, ROLE, deployment, live, make_adapter
+
+FORMATTER = '''
+from lmikit.formatters import output_formatter
+
+@output_formatter
+def shout(output):
+    return output
+'''
+
+
+@pytest.fixture
+def registry(fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+             tmp_path: Path) -> AdapterRegistry:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    return AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock,
+                           poll_seconds=1, retry_mode="standard")
+
+
+def test_package_is_deterministic_and_content_addressed(tmp_path: Path) -> None:
+    d = make_adapter(tmp_path, "a")
+    one = package_adapter(d, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=16)
+    two = package_adapter(d, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=16)
+    assert one.data == two.data and one.sha256 == two.sha256
+    names = tarfile.open(fileobj=BytesIO(one.data)).getnames()
+    assert names == ["adapter_config.json", "adapter_model.safetensors"]
+
+
+def test_package_reports_every_problem_at_once(tmp_path: Path) -> None:
+    d = make_adapter(tmp_path, "bad", rank=64, base="meta-llama/Llama-3.1-8B-Instruct",
+                     weights=False)
+    with pytest.raises(AdapterError) as info:
+        package_adapter(d, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=16)
+    message = str(info.value)
+    assert "trained for 'meta-llama/Llama-3.1-8B-Instruct'" in message
+    assert "LoRA rank 64 exceeds the endpoint's max LoRA rank 16" in message
+    assert "no adapter weights" in message
+
+
+def test_package_requires_adapter_config(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(AdapterError, match="adapter_config.json is missing"):
+        package_adapter(tmp_path / "empty")
+
+
+def test_package_checks_the_formatter_compiles(tmp_path: Path) -> None:
+    d = make_adapter(tmp_path, "f")
+    bad = tmp_path / "fmt.py"
+    bad.write_text("def broken(:\n")
+    with pytest.raises(AdapterError, match="fmt.py"):
+        package_adapter(d, formatter=bad)
+
+
+def test_package_ships_the_formatter_as_model_py(tmp_path: Path) -> None:
+    d = make_adapter(tmp_path, "f")
+    fmt = tmp_path / "fmt.py"
+    fmt.write_text(FORMATTER)
+    package = package_adapter(d, formatter=fmt)
+    assert package.formatters == ["shout"]
+    assert "model.py" in package.files
+
+
+def test_register_uploads_and_creates_the_component(registry: AdapterRegistry,
+                                                    fake: FakeSageMaker,
+                                                    tmp_path: Path) -> None:
+    info = registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    assert info.status == "InService" and info.component == "docqa-tax"
+    bucket, key = info.artifact_url[5:].split("/", 1)  # type: ignore[index]
+    assert bucket == BUCKET and key.startswith("lmikit/docqa/adapters/tax/")
+    boto3.client("s3", region_name="us-east-1").head_object(Bucket=bucket, Key=key)
+    assert {a.name for a in registry.list()} == {"legal", "medical", "tax"}
+
+
+def test_register_twice_is_idempotent(registry: AdapterRegistry, fake: FakeSageMaker,
+                                      tmp_path: Path) -> None:
+    path = make_adapter(tmp_path / "new", "tax")
+    registry.register("tax", path)
+    registry.register("tax", path)
+    assert len([c for c in fake.operations("CreateInferenceComponent")
+                if c.params["InferenceComponentName"] == "docqa-tax"]) == 1
+
+
+def test_register_rejects_a_rank_above_the_endpoint_limit(registry: AdapterRegistry,
+                                                          tmp_path: Path) -> None:
+    with pytest.raises(AdapterError, match="exceeds the endpoint's max LoRA rank 16"):
+        registry.register("big", make_adapter(tmp_path / "new", "big", rank=32))
+
+
+def test_failed_registration_leaves_no_component(registry: AdapterRegistry,
+                                                 fake: FakeSageMaker, tmp_path: Path) -> None:
+    fake.inject("CreateInferenceComponent", "failed", name="docqa-tax",
+                reason="injected: adapter load failed")
+    with pytest.raises(AdapterError, match="nothing is left behind"):
+        registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    assert "docqa-tax" not in live(fake)["inference-component"]
+
+
+def test_register_many_runs_concurrently(aws: None, lora_spec: Any, tmp_path: Path) -> None:
+    # real time here: 8 adapters that take 0.5 s each to create finish in well under 4 s
+    fake = FakeSageMaker(clock=SystemClock(), timings=Timings(
+        endpoint_create=0.05, component_create=0.05, adapter_create=0.5, delete=0.05))
+    session = fake.install(boto3.Session(region_name="us-east-1"))
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    Deployment(lora_spec, session=session, role_arn=ROLE, bucket=BUCKET, base_dir=tmp_path,
+               image_uri=IMAGE, poll_seconds=0.02).deploy()
+    registry = AdapterRegistry("docqa", session=session, bucket=BUCKET, poll_seconds=0.02)
+    items: list[tuple[str, str | Path, str | Path | None]] = [
+        (f"a{i}", make_adapter(tmp_path / "many", f"a{i}"), None) for i in range(8)]
+    start = time.perf_counter()
+    infos = registry.register_many(items)
+    elapsed = time.perf_counter() - start
+    assert [i.status for i in infos] == ["InService"] * 8
+    assert elapsed < 2.0, f"8 x 0.5 s registrations took {elapsed:.2f} s: not concurrent"
+
+
+def test_concurrent_registries_converge_on_one_component(registry: AdapterRegistry,
+                                                         session: Any, clock: VirtualClock,
+                                                         fake: FakeSageMaker,
+                                                         tmp_path: Path) -> None:
+    import concurrent.futures as cf
+
+    path = make_adapter(tmp_path / "new", "tax")
+    others = [AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock,
+                              poll_seconds=1, retry_mode="standard") for _ in range(4)]
+    with cf.ThreadPoolExecutor(4) as pool:
+        infos = list(pool.map(lambda r: r.register("tax", path), others))
+    assert {i.status for i in infos} == {"InService"}
+    assert live(fake)["inference-component"]["docqa-tax"] == "InService"
+
+
+def test_update_points_the_adapter_at_new_weights(registry: AdapterRegistry,
+                                                  tmp_path: Path) -> None:
+    path = make_adapter(tmp_path / "new", "tax")
+    first = registry.register("tax", path)
+    (path / "adapter_model.safetensors").write_bytes(b"retrained")
+    second = registry.update("tax", path)
+    assert second.artifact_url != first.artifact_url and second.status == "InService"
+
+
+def test_remove_deletes_the_component(registry: AdapterRegistry, fake: FakeSageMaker) -> None:
+    registry.remove("legal")
+    assert "docqa-legal" not in live(fake)["inference-component"]
+    with pytest.raises(AdapterError, match="not registered"):
+        registry.remove("legal")
+
+
+def test_base_with_adapters_cannot_be_deleted(registry: AdapterRegistry, session: Any) -> None:
+    sm = session.client("sagemaker")
+    with pytest.raises(sm.exceptions.ClientError, match="adapter components depend on it"):
+        sm.delete_inference_component(InferenceComponentName="docqa-base")
+
+
+def test_registry_needs_a_lora_enabled_endpoint(fake: FakeSageMaker, session: Any,
+                                                clock: VirtualClock, spec: Any,
+                                                tmp_path: Path) -> None:
+    deployment(spec, session, clock, tmp_path).deploy()
+    reg = AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock)
+    with pytest.raises(AdapterError, match="without LoRA support"):
+        reg.register("x", make_adapter(tmp_path / "new", "x"))
