@@ -72,3 +72,19 @@ def test_env_never_holds_a_token_only_the_secret_arn():
     env = _env(f"security:\n  hf_token_secret_arn: {arn}\n")
     assert "HF_TOKEN" not in env
     assert env["LMIKIT_HF_TOKEN_SECRET_ARN"] == arn
+
+
+def test_env_plan_contract_is_read_by_the_container(monkeypatch):
+    """The container's own reader accepts what the SDK emits (no drift between the two)."""
+    from tests.conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "container"))
+    autoconfig = pytest.importorskip("lmikit_runtime.autoconfig")
+    env = _env("workload:\n  reused_context_tokens: 400000\n")
+    contract = json.loads(env["LMIKIT_PLAN"])
+    assert contract["tier"] == "cpu" and contract["cpu_size_gb"] == "auto"
+    read = autoconfig.runtime_plan_from_env({"LMIKIT_PLAN": env["LMIKIT_PLAN"]},
+                                            model_dir=ROOT / "nowhere")
+    assert (read.tier, read.tp, read.copies) == ("cpu", 1, 1)
+    assert read.weight_bytes == contract["weight_bytes"] > 10**10
+    assert read.cpu_size_gb is None  # "auto": sized from the host at start-up

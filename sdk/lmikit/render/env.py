@@ -51,6 +51,7 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
         env["OPTION_KV_TRANSFER_CONFIG"] = json.dumps(
             {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
         env["OPTION_LMCACHE_CONFIG_FILE"] = lmcache_config_file
+        env["LMIKIT_PLAN"] = plan_contract(spec, plan)
     if spec.sessions_enabled:
         env["OPTION_ENABLE_STATEFUL_SESSIONS"] = "true"
         env["OPTION_SESSIONS_EXPIRATION"] = str(spec.sessions.expiration_seconds)
@@ -71,6 +72,21 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
     if spec.observability.detailed_metrics:
         env["LMIKIT_METRICS_PATH"] = spec.observability.metrics_path
     return dict(sorted(env.items()))
+
+
+def plan_contract(spec: DeploymentSpec, plan: Plan) -> str:
+    """What the container's start-up sizing needs from the plan (``LMIKIT_PLAN``, JSON).
+
+    Sizes stay "auto" unless the spec fixed them, so the container sizes them from the host
+    it actually landed on (cgroup limit, free NVMe space) with the planner's arithmetic.
+    """
+    kv = spec.kv_cache
+    return json.dumps({
+        "tier": plan.tier, "weight_bytes": plan.weight_bytes, "copies": plan.copies,
+        "tp": plan.tp, "chunk_size": kv.chunk_size, "cpu_size_gb": kv.cpu_size_gb,
+        "disk_size_gb": kv.disk_size_gb if plan.tier == "cpu+disk" else "auto",
+        "disk_path": kv.disk_path, "remote_url": plan.lmcache.get("remote_url"),
+    }, separators=(",", ":"), sort_keys=True)
 
 
 def _lora_rank_limit(rank: int) -> int:

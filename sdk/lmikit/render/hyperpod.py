@@ -34,7 +34,7 @@ LOAD_BALANCER = {"least_outstanding": "least_outstanding_requests", "random": "r
 # The operator owns these: it configures LMCache and the KV connector from kvCacheSpec, and
 # --enable-prefix-caching must not be passed alongside its KV cache.
 OPERATOR_OWNED = ("OPTION_KV_TRANSFER_CONFIG", "OPTION_LMCACHE_CONFIG_FILE",
-                  "OPTION_ENABLE_PREFIX_CACHING")
+                  "OPTION_ENABLE_PREFIX_CACHING", "LMIKIT_PLAN")
 
 
 def rfc1123(name: str) -> str:
