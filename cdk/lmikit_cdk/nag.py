@@ -32,10 +32,16 @@ def add_nag_checks(app: IConstruct) -> None:
     cdk.Validations.of(app).add_plugins(*nag_packs(app))
 
 
-def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
-    if not rule or len(reason.strip()) < 20:
-        raise ValueError(f"acknowledging {rule!r} needs the rule id and a specific reason")
-    cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+def acknowledge(construct: IConstruct, rule: str, reason: str,
+                *more: tuple[str, str]) -> None:
+    """Acknowledge ``rule`` (and each further ``(rule, reason)``) on ``construct``."""
+    pairs = [(rule, reason), *more]
+    for rule_id, why in pairs:
+        if not rule_id or len(why.strip()) < 20:
+            raise ValueError(f"acknowledging {rule_id!r} needs the rule id and a specific "
+                             "reason")
+    cdk.Validations.of(construct).acknowledge(
+        *(cdk.Acknowledgment(id=rule_id, reason=why) for rule_id, why in pairs))
 
 
 def acknowledge_role_wildcards(role: ExecutionRole) -> None:
@@ -45,6 +51,7 @@ def acknowledge_role_wildcards(role: ExecutionRole) -> None:
 
     stack = cdk.Stack.of(role)
     document = stack.resolve(role.policy.document.to_json())
+    findings: list[tuple[str, str]] = []
     for statement in document.get("Statement", []):
         resources = statement.get("Resource", [])
         resources = resources if isinstance(resources, list) else [resources]
@@ -54,7 +61,9 @@ def acknowledge_role_wildcards(role: ExecutionRole) -> None:
         for resource in resources:
             text = _finding_text(resource)
             if "*" in text and reason:
-                acknowledge(role.policy, f"{WILDCARD_RULE}[Resource::{text}]", reason)
+                findings.append((f"{WILDCARD_RULE}[Resource::{text}]", reason))
+    if findings:
+        acknowledge(role.policy, *findings[0], *findings[1:])
 
 
 def _wildcard_reason(sid: str, actions: list[str], reasons: dict[str, str]) -> str | None:

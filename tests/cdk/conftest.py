@@ -61,7 +61,9 @@ instance:
   max_count: 3
   copies_per_instance: 1
 kv_cache:
-  mode: cpu
+  mode: "off"
+formatters:
+  input: legal_fmt.py
 routing:
   strategy: prefix_aware
 observability:
