@@ -1,0 +1,122 @@
+"""The fake itself: it must be at least as strict as the service model, and consistent."""
+
+from __future__ import annotations
+
+import copy
+import doctest
+import importlib
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from lmikit.render.sagemaker import render_requests
+from lmikit.testing import FakeSageMaker, compile_java_pattern
+
+from .conftest import IMAGE, ROLE
+
+
+@pytest.fixture
+def requests(spec: Any) -> Any:
+    from lmikit.plan import plan_spec
+
+    return render_requests(spec, plan_spec(spec), image_uri=IMAGE, execution_role_arn=ROLE,
+                           model_artifact_url=None)
+
+
+@pytest.fixture
+def sm(session: Any) -> Any:
+    return session.client("sagemaker")
+
+
+def _up(sm: Any, fake: FakeSageMaker, requests: Any) -> None:
+    sm.create_endpoint_config(**requests.endpoint_config)
+    sm.create_endpoint(**requests.endpoint)
+    fake.settle()
+    sm.create_inference_component(**requests.base_component)
+    fake.settle()
+
+
+def test_fake_rejects_an_enum_botocore_lets_through(sm: Any, requests: Any) -> None:
+    body = copy.deepcopy(requests.endpoint_config)
+    body["ProductionVariants"][0]["RoutingConfig"]["RoutingStrategy"] = "ROUND_ROBIN"
+    with pytest.raises(ClientError, match="'ROUND_ROBIN' is not one of"):
+        sm.create_endpoint_config(**body)
+
+
+def test_fake_rejects_a_name_over_the_max_length(sm: Any, requests: Any) -> None:
+    body = dict(requests.endpoint_config, EndpointConfigName="x" * 64)
+    with pytest.raises(ClientError, match="more than the maximum 63"):
+        sm.create_endpoint_config(**body)
+
+
+def test_fake_translates_java_character_classes() -> None:
+    rx = compile_java_pattern(r"\A\S[\p{Print}]*\z")
+    assert rx is not None and rx.fullmatch("doc-42 v1") and not rx.fullmatch(" lead")
+    assert compile_java_pattern(r"\p{IsAlphabetic}+") is None
+
+
+def test_fake_moves_through_creating_to_in_service(sm: Any, fake: FakeSageMaker,
+                                                   requests: Any) -> None:
+    sm.create_endpoint_config(**requests.endpoint_config)
+    sm.create_endpoint(**requests.endpoint)
+    assert sm.describe_endpoint(EndpointName="docqa")["EndpointStatus"] == "Creating"
+    fake.clock.advance(fake.timings.endpoint_create)
+    assert sm.describe_endpoint(EndpointName="docqa")["EndpointStatus"] == "InService"
+
+
+def test_fake_needs_an_in_service_endpoint_for_components(sm: Any, requests: Any) -> None:
+    sm.create_endpoint_config(**requests.endpoint_config)
+    sm.create_endpoint(**requests.endpoint)
+    with pytest.raises(ClientError, match="components need an InService endpoint"):
+        sm.create_inference_component(**requests.base_component)
+
+
+def test_fake_adapter_needs_its_base(sm: Any, fake: FakeSageMaker, requests: Any) -> None:
+    sm.create_endpoint_config(**requests.endpoint_config)
+    sm.create_endpoint(**requests.endpoint)
+    fake.settle()
+    with pytest.raises(ClientError, match='Base inference component "docqa-base" does not'):
+        sm.create_inference_component(
+            InferenceComponentName="docqa-x", EndpointName="docqa",
+            Specification={"BaseInferenceComponentName": "docqa-base",
+                           "Container": {"ArtifactUrl": "s3://b/k.tar.gz"}})
+
+
+def test_fake_endpoint_with_components_cannot_be_deleted(sm: Any, fake: FakeSageMaker,
+                                                         requests: Any) -> None:
+    _up(sm, fake, requests)
+    with pytest.raises(ClientError, match="hosts inference components"):
+        sm.delete_endpoint(EndpointName="docqa")
+
+
+def test_fake_missing_artifact_fails_the_component(sm: Any, fake: FakeSageMaker,
+                                                   requests: Any) -> None:
+    body = copy.deepcopy(requests.base_component)
+    body["Specification"]["Container"]["ArtifactUrl"] = "s3://lmikit-test-artifacts/nope.tar.gz"
+    sm.create_endpoint_config(**requests.endpoint_config)
+    sm.create_endpoint(**requests.endpoint)
+    fake.settle()
+    sm.create_inference_component(**body)
+    fake.settle()
+    desc = sm.describe_inference_component(InferenceComponentName="docqa-base")
+    assert desc["InferenceComponentStatus"] == "Failed"
+    assert "nope.tar.gz" in desc["FailureReason"]
+
+
+def test_fake_throttling_is_retried_by_botocore(sm: Any, fake: FakeSageMaker) -> None:
+    fake.inject("ListEndpoints", "throttle", times=2)
+    response = sm.list_endpoints()
+    assert response["ResponseMetadata"]["RetryAttempts"] == 2
+
+
+def test_fake_rejects_unknown_fault_kinds(fake: FakeSageMaker) -> None:
+    with pytest.raises(ValueError, match="unknown fault kind"):
+        fake.inject("CreateEndpoint", "meteor")
+
+
+@pytest.mark.parametrize("name", ["lmikit.testing._validate", "lmikit.testing._clock",
+                                  "lmikit.testing._fake", "lmikit.endpoint"])
+def test_docstring_examples_run(name: str, aws: None) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
