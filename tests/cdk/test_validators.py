@@ -95,3 +95,19 @@ def _sample_tokens(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [_sample_tokens(v, key) for v in value]
     return value
+
+
+def test_cdk_synth_fails_on_an_unacknowledged_finding(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """The app's nag plugins run during synth: without lmikit's acknowledgements it fails."""
+    import lmikit_cdk.nag
+    from lmikit_cdk.app import build_app
+
+    monkeypatch.setattr(lmikit_cdk.nag, "acknowledge", lambda *args: None)
+    repo = Path(__file__).resolve().parents[2]
+    app = cdk.App(outdir=str(tmp_path), context={
+        "spec": str(repo / "examples" / "chat-qwen1.5b-small.yaml"), "lmikit:image": "stock"})
+    build_app(app, build_context=repo)
+    expected = r"(?s)ValidationFailed.*AwsSolutions-IAM5.*HIPAA.Security-SageMakerEndpoint"
+    with pytest.raises(RuntimeError, match=expected):
+        app.synth()
