@@ -17,7 +17,7 @@ def sandbox_group() -> None:
 @click.option("--region", default="us-east-1", show_default=True)
 def serve_cmd(port: int, host: str, region: str) -> None:
     """Serve until Ctrl-C and print the environment that points boto3 at it."""
-    import threading
+    import time
 
     from lmikit.testing._server import start_sandbox
 
@@ -29,7 +29,8 @@ def serve_cmd(port: int, host: str, region: str) -> None:
         click.echo(f"export {k}={v}")
     click.echo("\nPress Ctrl-C to stop.")
     try:
-        threading.Event().wait()
+        while True:
+            time.sleep(3600)
     except KeyboardInterrupt:
         click.echo("Stopping the sandbox.")
     finally:
