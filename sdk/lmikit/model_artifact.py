@@ -1,6 +1,7 @@
 """The base model's artifact: a deterministic .tar.gz that LMI unpacks as its model dir.
 
-It carries the LMCache config (OPTION_LMCACHE_CONFIG_FILE is relative to the model dir)
+It carries ``serving.properties`` (the LMI options that are not in the container's
+environment), the LMCache config (OPTION_LMCACHE_CONFIG_FILE is relative to the model dir)
 and the base model's formatters as ``model.py`` (built by
 :func:`lmikit.formatters.build_model_py`: validated, self-contained, raises
 :class:`lmikit.errors.AdapterError` on a bad formatter file).
@@ -13,13 +14,14 @@ from pathlib import Path
 from lmikit.artifact import deterministic_tar
 from lmikit.formatters import build_model_py
 from lmikit.plan import Plan
+from lmikit.render.env import SERVING_PROPERTIES, serving_properties
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec
 
 
 def model_artifact_files(spec: DeploymentSpec, plan: Plan,
                          base_dir: str | Path = ".") -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes] = {SERVING_PROPERTIES: serving_properties(spec, plan).encode()}
     if plan.uses_lmcache:
         files[LMCACHE_FILE_NAME] = render_lmcache_yaml(plan).encode()
     fmt = spec.formatters

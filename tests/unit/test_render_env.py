@@ -88,3 +88,44 @@ def test_env_plan_contract_is_read_by_the_container(monkeypatch):
     assert (read.tier, read.tp, read.copies) == ("cpu", 1, 1)
     assert read.weight_bytes == contract["weight_bytes"] > 10**10
     assert read.cpu_size_gb is None  # "auto": sized from the host at start-up
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        out[key] = value.encode().decode("unicode_escape")
+    return out
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
+def test_env_and_serving_properties_split_every_option_once(path):
+    from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, serving_properties
+
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    full = lmi_environment(spec, plan)
+    env = container_environment(spec, plan)
+    props = _parse_properties(serving_properties(spec, plan))
+    assert len(env) <= CFN_ENVIRONMENT_MAX
+    assert props.pop("engine") == "Python"
+    from_props = {"OPTION_" + k[len("option."):].upper(): v for k, v in props.items()}
+    assert not set(env) & set(from_props)
+    assert {**env, **from_props} == full
+
+
+def test_env_stays_small_with_every_feature_on():
+    from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment
+
+    arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"
+    text = BASE + ("engine:\n  speculative: {method: eagle, draft_model: a/b}\n"
+                   "  kv_cache_dtype: fp8\n"
+                   "workload:\n  reused_context_tokens: 400000\n"
+                   f"security:\n  hf_token_secret_arn: {arn}\n"
+                   "adapters:\n  - {name: a, source: x, rank: 32}\n")
+    spec = load_spec_text(text)
+    env = container_environment(spec, plan_spec(spec))
+    assert len(env) <= CFN_ENVIRONMENT_MAX
+    assert env["OPTION_MAX_LORA_RANK"] == "32"  # the adapter registry reads it back

@@ -100,7 +100,9 @@ def test_base_component_compute_from_plan():
     compute = req["ComputeResourceRequirements"]
     assert compute["NumberOfAcceleratorDevicesRequired"] == 2
     assert compute["MinMemoryRequiredInMb"] == plan.min_memory_mb
-    assert req["Container"]["Environment"]["OPTION_TENSOR_PARALLEL_DEGREE"] == "2"
+    from lmikit.render.env import serving_properties
+
+    assert "option.tensor_parallel_degree=2\n" in serving_properties(spec, plan)
     assert req["Container"]["ArtifactUrl"] == ARTIFACT
 
 

@@ -8,7 +8,7 @@ import click
 
 from lmikit.cli._common import echo_json, load, spec_argument
 
-TARGETS = ["lmcache", "env", "sagemaker", "hyperpod", "cloudwatch", "grafana"]
+TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch", "grafana"]
 
 
 @click.command("render")
@@ -34,6 +34,10 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
         from lmikit.render.env import lmi_environment
 
         echo_json(lmi_environment(loaded, plan))
+    elif target == "serving-properties":
+        from lmikit.render.env import serving_properties
+
+        click.echo(serving_properties(loaded, plan), nl=False)
     elif target == "sagemaker":
         from lmikit.image import lmi_image_uri
         from lmikit.render.sagemaker import render_requests

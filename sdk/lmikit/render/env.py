@@ -19,6 +19,18 @@ from lmikit.spec import DeploymentSpec
 
 DEFAULT_MAX_LORAS = 4
 MIN_LORA_RANK = 16
+SERVING_PROPERTIES = "serving.properties"
+# What stays in the container's environment: process-level settings, what our start-up step,
+# the adapter registry and the session client read back (LoRA limits, sessions), and the model
+# id for people reading the console. Every other LMI option goes to serving.properties in the
+# model artifact, because CloudFormation caps an inference component's Environment at 16
+# entries (the API allows 100).
+CONTAINER_ENV_KEYS = frozenset({
+    "HF_MODEL_ID", "PYTHONHASHSEED", "OPTION_ENTRYPOINT", "OPTION_ENABLE_LORA",
+    "OPTION_MAX_LORA_RANK", "OPTION_LMCACHE_CONFIG_FILE", "OPTION_ENABLE_STATEFUL_SESSIONS",
+    "OPTION_SESSIONS_EXPIRATION",
+})
+CFN_ENVIRONMENT_MAX = 16
 
 
 def _flag(value: bool) -> str:
@@ -72,6 +84,32 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
     if spec.observability.detailed_metrics:
         env["LMIKIT_METRICS_PATH"] = spec.observability.metrics_path
     return dict(sorted(env.items()))
+
+
+def container_environment(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
+    """The inference component's ``Container.Environment`` (at most 16 entries)."""
+    return {k: v for k, v in lmi_environment(spec, plan).items()
+            if k in CONTAINER_ENV_KEYS or k.startswith("LMIKIT_")}
+
+
+def serving_properties(spec: DeploymentSpec, plan: Plan) -> str:
+    """The LMI options not in the environment, as the model dir's ``serving.properties``.
+
+    ``OPTION_FOO_BAR`` becomes ``option.foo_bar`` (LMI's own mapping); values are escaped for
+    java.util.Properties.
+    """
+    env = container_environment(spec, plan)
+    lines = ["# LMI options rendered by lmikit from the deployment spec", "engine=Python"]
+    for key, value in lmi_environment(spec, plan).items():
+        if key in env or not key.startswith("OPTION_"):
+            continue
+        lines.append(f"option.{key[len('OPTION_'):].lower()}={_escape_property(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape_property(value: str) -> str:
+    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return "".join(c if ord(c) < 128 else f"\\u{ord(c):04x}" for c in out)
 
 
 def plan_contract(spec: DeploymentSpec, plan: Plan) -> str:

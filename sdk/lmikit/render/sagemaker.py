@@ -27,7 +27,7 @@ from typing import Any
 from lmikit.catalog.instances import get_instance
 from lmikit.errors import RenderError
 from lmikit.plan import Plan
-from lmikit.render.env import lmi_environment
+from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment
 from lmikit.spec import DeploymentSpec
 
 VARIANT_NAME = "AllTraffic"
@@ -163,7 +163,7 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     config = {"EndpointConfigName": config_name, **config}
 
     container: dict[str, Any] = {"Image": image_uri,
-                                 "Environment": lmi_environment(spec, plan)}
+                                 "Environment": container_environment(spec, plan)}
     if model_artifact_url:
         container["ArtifactUrl"] = model_artifact_url
     if obs.detailed_metrics:
@@ -171,8 +171,9 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
             "MetricsEndpointPath": obs.metrics_path,
             "MetricPublishFrequencyInSeconds": obs.metric_publish_frequency_seconds,
         }]}
-    if len(container["Environment"]) > 100:
-        raise RenderError("the container environment has more than 100 variables")
+    if len(container["Environment"]) > CFN_ENVIRONMENT_MAX:
+        raise RenderError(f"the container environment has {len(container['Environment'])} "
+                          f"variables; CloudFormation accepts {CFN_ENVIRONMENT_MAX}")
     base_name = base_component_name(spec)
     base = {
         "InferenceComponentName": base_name,
