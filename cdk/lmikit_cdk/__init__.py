@@ -9,6 +9,7 @@ from lmikit_cdk.app import build_app
 from lmikit_cdk.endpoint import LmiEndpoint, validate_for_cdk
 from lmikit_cdk.image import LmiImage, container_code_reasons
 from lmikit_cdk.nag import add_nag_checks, nag_packs
+from lmikit_cdk.observability import LmiObservability
 from lmikit_cdk.scaling import CopyCountScaling
 from lmikit_cdk.stack import LmiStack
 
@@ -16,6 +17,7 @@ __all__ = [
     "CopyCountScaling",
     "LmiEndpoint",
     "LmiImage",
+    "LmiObservability",
     "LmiStack",
     "LoraAdapter",
     "add_nag_checks",

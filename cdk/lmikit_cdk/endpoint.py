@@ -27,6 +27,7 @@ from lmikit_cdk.adapter import LoraAdapter
 from lmikit_cdk.artifacts import TarballAsset
 from lmikit_cdk.image import ImageMode, LmiImage
 from lmikit_cdk.metrics import ComponentMetrics
+from lmikit_cdk.observability import LmiObservability
 from lmikit_cdk.role import ExecutionRole
 from lmikit_cdk.scaling import CopyCountScaling
 
@@ -80,12 +81,15 @@ class LmiEndpoint(ComponentMetrics, Construct):
     :param image_mode: ``auto`` (default), ``stock`` or ``custom``; see :class:`LmiImage`.
     :param build_context: repository root for lmikit's own image.
     :param autoscaling: create copy-count autoscaling (default True).
+    :param observability: create the dashboard and default alarms the spec asks for
+        (``observability.dashboard``, ``observability.alarms.enabled``; default True).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec,
                  base_dir: str | Path = ".", plan: Plan | None = None,
                  image: LmiImage | None = None, image_mode: ImageMode = "auto",
-                 build_context: str | Path | None = None, autoscaling: bool = True) -> None:
+                 build_context: str | Path | None = None, autoscaling: bool = True,
+                 observability: bool = True) -> None:
         super().__init__(scope, construct_id)
         # defaults
         self.spec = spec
@@ -138,6 +142,13 @@ class LmiEndpoint(ComponentMetrics, Construct):
                 self, "Scaling", component_name=self.inference_component_name, spec=spec,
                 no_capacity_metric=self.metric_no_capacity_invocation_failures())
             self.scaling.target.node.add_dependency(self.cfn_inference_component)
+        # dashboard, alarms
+        self.observability: LmiObservability | None = None
+        obs = spec.observability
+        if observability and (obs.dashboard or obs.alarms.enabled):
+            self.observability = LmiObservability(
+                self, "Observability", spec=spec, plan=self.plan,
+                named_resources=self.named_resources)
         self._acknowledge()
 
     def render(self, adapter_artifact_urls: dict[str, str] | None = None) -> SageMakerRequests:
@@ -153,6 +164,16 @@ class LmiEndpoint(ComponentMetrics, Construct):
             execution_role_arn=self.execution_role.role_arn,
             model_artifact_url=self.model_artifact.s3_url if self.model_artifact else None,
             adapter_artifact_urls=urls)
+
+    @property
+    def named_resources(self) -> dict[str, Construct]:
+        """Literal endpoint and component names -> the L1 that creates each."""
+        out: dict[str, Construct] = {self.endpoint_name: self.cfn_endpoint,
+                                     self.inference_component_name:
+                                         self.cfn_inference_component}
+        out |= {a.inference_component_name: a.cfn_inference_component
+                for a in self.adapters.values()}
+        return out
 
     @property
     def props(self) -> dict[str, Any]:
