@@ -120,8 +120,14 @@ def test_copy_count_target_tracks_concurrency_per_copy(synths: dict[str, Any]) -
     assert config["TargetValue"] == 8
 
 
+def _scaling_alarms(synth: Any) -> dict[str, dict[str, Any]]:
+    """Alarms of CopyCountScaling (the observability alarms are in test_observability)."""
+    return {k: v for k, v in synth.resources("AWS::CloudWatch::Alarm").items()
+            if k.startswith("LmiScaling")}
+
+
 def test_min_one_instance_has_no_zero_scale_alarm(synths: dict[str, Any]) -> None:
-    assert synths["rag-qwen72b"].resources("AWS::CloudWatch::Alarm") == {}
+    assert _scaling_alarms(synths["rag-qwen72b"]) == {}
 
 
 def test_min_zero_adds_step_scaling_on_no_capacity_alarm(synths: dict[str, Any]) -> None:
@@ -133,7 +139,7 @@ def test_min_zero_adds_step_scaling_on_no_capacity_alarm(synths: dict[str, Any])
                          if v["Properties"]["PolicyType"] == "StepScaling")
     assert step["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"] == [
         {"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}]
-    _, alarm = synth.one("AWS::CloudWatch::Alarm")
+    (alarm,) = _scaling_alarms(synth).values()
     props = alarm["Properties"]
     assert (props["Namespace"], props["MetricName"]) == ("AWS/SageMaker",
                                                          "NoCapacityInvocationFailures")
