@@ -10,6 +10,12 @@
 ...     s.invoke("Read this document: ...")
 ...     s.invoke("What does clause 4 say?")   # lands on the same instance
 
+Opt in to client-side TTFT metrics (CloudWatch ``LMIKit/Client``); every completed stream is
+recorded without blocking, and closing the endpoint flushes them:
+
+>>> with Endpoint("docqa-qwen7b", publish_metrics=True) as ep:  # doctest: +SKIP
+...     "".join(ep.stream("Summarise the contract."))
+
 Streams are parsed incrementally across payload-part boundaries, whether the container
 sends server-sent events (``data: {...}``, OpenAI style) or JSON lines (LMI style).
 """
@@ -18,12 +24,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmikit.errors import InvokeError
+
+if TYPE_CHECKING:
+    from lmikit.metrics_publisher import TtftPublisher
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 256
 NEW_SESSION = "NEW_SESSION"
@@ -153,8 +166,10 @@ class TokenStream:
     """Iterate to get text pieces as they arrive; ``result`` is set when the stream ends."""
 
     def __init__(self, events: Iterator[dict[str, Any]], clock: Any, start: float,
-                 component: str, session_id: str | None) -> None:
+                 component: str, session_id: str | None,
+                 on_result: Callable[[InvokeResult], None] | None = None) -> None:
         self._events = events
+        self._on_result = on_result
         self._clock = clock
         self._start = start
         self._component = component
@@ -187,6 +202,8 @@ class TokenStream:
         tokens = self._usage if self._usage is not None else self._tokens
         self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
                                    self._component, self._session_id)
+        if self._on_result is not None:
+            self._on_result(self.result)
 
     def _emit(self, events: list[Any]) -> Iterator[str]:
         for event in events:
@@ -225,26 +242,80 @@ def _map_stream_error(exc: Exception) -> InvokeError:
 
 class Endpoint:
     """A deployed lmikit endpoint. ``component`` defaults to ``<name>-base``; an
-    ``adapter=`` argument routes a call to the adapter component ``<name>-<adapter>``."""
+    ``adapter=`` argument routes a call to the adapter component ``<name>-<adapter>``.
+
+    Client-side metrics are off by default. ``publisher=`` records every completed stream's
+    TTFT and tokens/s into a :class:`~lmikit.metrics_publisher.TtftPublisher` you own (closing
+    the endpoint flushes it, you close it); ``publish_metrics=True`` creates one the endpoint
+    owns (closing the endpoint closes it), from ``cloudwatch_client`` or else from
+    ``session``. Use the endpoint as a context manager, or call :meth:`close`.
+    """
 
     def __init__(self, name: str, *, session: Any = None, region: str | None = None,
                  client: Any = None, component: str | None = None,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, clock: Any = None) -> None:
+                 max_tokens: int = DEFAULT_MAX_TOKENS, clock: Any = None,
+                 publisher: TtftPublisher | None = None, publish_metrics: bool = False,
+                 cloudwatch_client: Any = None) -> None:
+        if publisher is not None and publish_metrics:
+            raise ValueError("pass either publisher= or publish_metrics=True, not both")
+        if cloudwatch_client is not None and not publish_metrics:
+            raise ValueError("cloudwatch_client= is only used with publish_metrics=True")
         self.name = name
         self.component = component or f"{name}-base"
         self.max_tokens = max_tokens
         self.clock = clock or PerfClock()
-        if client is None:
+        if client is None or (publish_metrics and cloudwatch_client is None):
             from botocore.config import Config
 
             if session is None:
                 import boto3
 
                 session = boto3.Session(region_name=region)
-            client = session.client("sagemaker-runtime", region_name=region, config=Config(
-                retries={"mode": "adaptive", "max_attempts": 5}, user_agent_extra="lmikit",
-                read_timeout=300))
+            config = Config(retries={"mode": "adaptive", "max_attempts": 5},
+                            user_agent_extra="lmikit")
+            if client is None:
+                client = session.client("sagemaker-runtime", region_name=region,
+                                        config=config.merge(Config(read_timeout=300)))
+            if publish_metrics and cloudwatch_client is None:
+                cloudwatch_client = session.client("cloudwatch", region_name=region,
+                                                   config=config)
         self.client = client
+        self._owns_publisher = publish_metrics
+        if publish_metrics:
+            from lmikit.metrics_publisher import TtftPublisher
+
+            publisher = TtftPublisher(cloudwatch_client)
+        self.publisher: TtftPublisher | None = publisher
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Send queued metrics: close a publisher the endpoint created, flush an injected one."""
+        if self.publisher is None:
+            return
+        if self._owns_publisher:
+            self.publisher.close(timeout_s)
+        else:
+            self.publisher.flush(timeout_s)
+
+    def _publish(self, adapter: str | None) -> Callable[[InvokeResult], None] | None:
+        publisher = self.publisher
+        if publisher is None:
+            return None
+
+        def record(result: InvokeResult) -> None:
+            if result.ttft_s is None:  # no text came back: nothing to measure
+                return
+            try:
+                publisher.record(result.ttft_s, result.tokens_per_s, self.name, adapter)
+            except Exception:  # noqa: BLE001 - metrics must never break the caller
+                logger.warning("recording client metrics failed", exc_info=True)
+
+        return record
 
     def component_for(self, adapter: str | None) -> str:
         return f"{self.name}-{adapter}" if adapter else self.component
@@ -292,7 +363,9 @@ class Endpoint:
     def invoke(self, prompt: str | dict[str, Any], *, adapter: str | None = None,
                prefix_id: str | None = None, max_tokens: int | None = None,
                session_id: str | None = None) -> InvokeResult:
-        """One request (InvokeEndpoint); returns the text and total time."""
+        """One request (InvokeEndpoint); returns the text and total time.
+
+        No TTFT is measured (the body arrives whole), so nothing is published."""
         body = self.payload(prompt, max_tokens=max_tokens)
         kwargs = self._kwargs(body, adapter, prefix_id, session_id)
         start = self.clock.monotonic()
@@ -312,13 +385,15 @@ class Endpoint:
     def stream(self, prompt: str | dict[str, Any], *, adapter: str | None = None,
                prefix_id: str | None = None, max_tokens: int | None = None,
                session_id: str | None = None) -> TokenStream:
-        """A streaming request (InvokeEndpointWithResponseStream) measuring TTFT."""
+        """A streaming request (InvokeEndpointWithResponseStream) measuring TTFT.
+
+        With a publisher, the TTFT and tokens/s of the stream are recorded when it ends."""
         body = self.payload(prompt, stream=True, max_tokens=max_tokens)
         kwargs = self._kwargs(body, adapter, prefix_id, session_id)
         start = self.clock.monotonic()
         response = self._call("invoke_endpoint_with_response_stream", kwargs)
         return TokenStream(iter(response["Body"]), self.clock, start,
-                           kwargs["InferenceComponentName"], session_id)
+                           kwargs["InferenceComponentName"], session_id, self._publish(adapter))
 
     def session(self, *, adapter: str | None = None,
                 on_reopen: Callable[[Session], None] | None = None,
@@ -342,6 +417,8 @@ class Session:
     expires_at: dt.datetime | None = None
     reopened: int = 0
     history: list[str] = field(default_factory=list)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False,
+                                   compare=False)
 
     def __enter__(self) -> Session:
         self.open()
@@ -384,6 +461,10 @@ class Session:
         return now >= self.expires_at - dt.timedelta(seconds=self.expiry_margin_s)
 
     def _live_id(self) -> str:
+        with self._lock:  # concurrent calls reopen once; RLock: on_reopen may call us
+            return self._live_id_locked()
+
+    def _live_id_locked(self) -> str:
         if self.id is None or self._expired():
             self.id = None
             self.open()

@@ -33,6 +33,11 @@ _STOP = object()
 
 
 @dataclass(frozen=True)
+class _Flush:
+    done: threading.Event
+
+
+@dataclass(frozen=True)
 class _Record:
     ttft_s: float
     tokens_per_s: float | None
@@ -109,6 +114,18 @@ class TtftPublisher:
             return False
         return True
 
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Send what is queued now, keep running. True if it was sent within the timeout."""
+        if self._closed:
+            return True
+        deadline = time.monotonic() + timeout_s
+        marker = _Flush(threading.Event())
+        try:
+            self._queue.put(marker, timeout=timeout_s)
+        except queue.Full:
+            return False
+        return marker.done.wait(max(0.0, deadline - time.monotonic()))
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop accepting records, send what is queued, and join the thread."""
         if self._closed:
@@ -141,6 +158,10 @@ class TtftPublisher:
             if item is _STOP:
                 self._send(pending)
                 return
+            if isinstance(item, _Flush):
+                pending = self._send(pending)
+                item.done.set()
+                continue
             if item is not None:
                 pending += datums(item)
             if len(pending) >= self._batch_size or time.monotonic() >= next_flush:
