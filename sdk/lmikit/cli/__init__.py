@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("lmikit.cli.deploy_cmd:status_cmd", "Show every resource and its state."),
     "adapters": ("lmikit.cli.adapters_cmd:adapters_group", "Register and manage LoRA adapters."),
     "invoke": ("lmikit.cli.invoke_cmd:invoke_cmd", "Stream a prompt and print TTFT."),
+    "bench": ("lmikit.cli.bench_cmd:bench_cmd", "Run the Long-Doc-QA TTFT benchmark."),
     "sandbox": ("lmikit.cli.sandbox_cmd:sandbox_group", "Run a local fake SageMaker."),
 }
 

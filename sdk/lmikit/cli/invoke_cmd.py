@@ -18,20 +18,30 @@ if TYPE_CHECKING:
               help="Open a sticky session for the call (and close it after).")
 @click.option("--prefix-id", help="PrefixAwareId for prefix-aware routing.")
 @click.option("--max-tokens", type=click.IntRange(1), default=256, show_default=True)
+@click.option("--publish-metrics", is_flag=True,
+              help="Also send TTFT and tokens/s to CloudWatch (LMIKit/Client).")
 @click.option("--region", envvar="AWS_DEFAULT_REGION", help="AWS region.")
 def invoke_cmd(endpoint: str, prompt: str, adapter: str | None, use_session: bool,
-               prefix_id: str | None, max_tokens: int, region: str | None) -> None:
+               prefix_id: str | None, max_tokens: int, publish_metrics: bool,
+               region: str | None) -> None:
     """Stream PROMPT from ENDPOINT; print TTFT, total time and tokens/s."""
     from lmikit.endpoint import Endpoint
 
-    ep = Endpoint(endpoint, region=region, max_tokens=max_tokens)
-    if use_session:
-        with ep.session(adapter=adapter) as s:
-            click.echo(f"(session {s.id})", err=True)
-            stream = s.stream(prompt, prefix_id=prefix_id)
-            _print(stream)
-    else:
-        _print(ep.stream(prompt, adapter=adapter, prefix_id=prefix_id))
+    with Endpoint(endpoint, region=region, max_tokens=max_tokens,
+                  publish_metrics=publish_metrics) as ep:
+        if use_session:
+            with ep.session(adapter=adapter) as s:
+                click.echo(f"(session {s.id})", err=True)
+                _print(s.stream(prompt, prefix_id=prefix_id))
+        else:
+            _print(ep.stream(prompt, adapter=adapter, prefix_id=prefix_id))
+    if ep.publisher is not None:
+        from lmikit.metric_catalog import CLIENT_NAMESPACE
+
+        pub = ep.publisher
+        click.echo(f"published {pub.sent_datums} datums to {CLIENT_NAMESPACE}"
+                   + (f" ({pub.failed_calls} PutMetricData calls failed)"
+                      if pub.failed_calls else ""), err=True)
 
 
 def _print(stream: TokenStream) -> None:

@@ -1,0 +1,183 @@
+"""``lmikit bench``: the Long-Doc-QA benchmark (LMCache's method) against an endpoint."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from lmikit.cli._common import echo_json
+
+if TYPE_CHECKING:
+    from lmikit.bench import BenchResult, LongDocQA, Measurement
+    from lmikit.endpoint import Endpoint, Session
+
+
+@click.command("bench")
+@click.argument("target", metavar="SPEC_OR_ENDPOINT")
+@click.option("--num-documents", type=click.IntRange(1), default=46, show_default=True,
+              help="Distinct documents (each sent once in warmup).")
+@click.option("--document-tokens", type=click.IntRange(1), default=10_000, show_default=True,
+              help="Length of each document in tokens (\"hi \" repeated).")
+@click.option("--output-tokens", type=click.IntRange(1), default=100, show_default=True,
+              help="max_tokens of every request.")
+@click.option("--repeat-count", type=click.IntRange(1), default=1, show_default=True,
+              help="How many times each document is asked again in the query round.")
+@click.option("--repeat-mode", type=click.Choice(["tile", "random", "interleave"]),
+              default="tile", show_default=True, help="Order of the query round.")
+@click.option("--in-flight", type=click.IntRange(1), default=4, show_default=True,
+              help="Concurrent requests.")
+@click.option("--adapter", "-a", help="Route every request to this adapter's component.")
+@click.option("--session-per-document", is_flag=True,
+              help="Open one sticky session per document so its repeats land on the same "
+                   "instance (needs stateful sessions on the endpoint).")
+@click.option("--region", envvar="AWS_DEFAULT_REGION",
+              help="AWS region (default: the spec's, else the environment's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def bench_cmd(target: str, num_documents: int, document_tokens: int, output_tokens: int,
+              repeat_count: int, repeat_mode: str, in_flight: int, adapter: str | None,
+              session_per_document: bool, region: str | None, as_json: bool) -> None:
+    """Run Long-Doc-QA against SPEC_OR_ENDPOINT (a spec file or an endpoint name).
+
+    Rounds: pre-warmup, warmup (each document once: cache misses), query (documents again:
+    hits). Every request streams; TTFT is measured client-side. Ctrl-C stops after the
+    requests in flight.
+    """
+    from lmikit.bench import LongDocQA
+    from lmikit.endpoint import Endpoint
+
+    name, spec_region = _resolve(target, adapter)
+    workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
+                         output_tokens=output_tokens, repeat_count=repeat_count,
+                         repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
+                         in_flight=in_flight)
+    with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
+        runner = _Runner(ep, workload, adapter, session_per_document)
+        try:
+            result = runner.run(progress=not as_json)
+        finally:
+            runner.close_sessions()
+    data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
+            **result.to_dict()}
+    if as_json:
+        echo_json(data)
+    else:
+        _print_table(result, name, adapter)
+
+
+def _resolve(target: str, adapter: str | None) -> tuple[str, str | None]:
+    """A spec file gives the endpoint name and region; anything else is an endpoint name."""
+    path = Path(target)
+    if not (path.suffix in (".yaml", ".yml", ".json") or path.is_file()):
+        return target, None
+    from lmikit.loader import load_spec
+
+    spec = load_spec(path)
+    if adapter and adapter not in {a.name for a in spec.adapters}:
+        raise click.BadParameter(f"{adapter!r} is not an adapter of {spec.name} "
+                                 f"({', '.join(a.name for a in spec.adapters) or 'none'})",
+                                 param_hint="--adapter")
+    return spec.name, spec.region
+
+
+class _Runner:
+    """Sends the workload's prompts through ``Endpoint.stream``; one session per document
+    when asked. Sessions open lazily, so a document's warmup and query share one."""
+
+    def __init__(self, ep: Endpoint, workload: LongDocQA, adapter: str | None,
+                 session_per_document: bool) -> None:
+        self.ep = ep
+        self.workload = workload
+        self.adapter = adapter
+        self._doc_of = {p: d for d, p in workload.warmup_prompts()} if session_per_document \
+            else {}
+        self._sessions: dict[int, Session] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def sessions_opened(self) -> int:
+        """NEW_SESSION calls made (a reopened, expired session counts again)."""
+        with self._lock:
+            return sum(len(s.history) for s in self._sessions.values())
+
+    def _session(self, doc: int) -> Session:
+        with self._lock:
+            s = self._sessions.get(doc)
+            if s is None:
+                s = self._sessions[doc] = self.ep.session(adapter=self.adapter)
+        return s
+
+    def send(self, prompt: str) -> Measurement:
+        from lmikit.bench import Measurement
+
+        body = self.ep.payload(prompt, stream=True, max_tokens=self.workload.output_tokens)
+        body["temperature"] = 0
+        doc = self._doc_of.get(prompt)
+        if doc is None:
+            stream = self.ep.stream(body, adapter=self.adapter)
+        else:
+            stream = self._session(doc).stream(body)
+        for _ in stream:
+            pass
+        r = stream.result
+        if r is None:  # pragma: no cover - set when the stream ends
+            raise click.ClickException("a stream ended without a result")
+        return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens)
+
+    def run(self, *, progress: bool) -> BenchResult:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        from lmikit.bench import run_long_doc_qa
+
+        w = self.workload
+        totals = {"pre-warmup": w.pre_warmup, "warmup": w.num_documents,
+                  "query": len(w.query_prompts())}
+        bar = Progress("[progress.description]{task.description}", BarColumn(),
+                       MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), disable=not progress, transient=True)
+        tasks = {name: bar.add_task(name, total=n) for name, n in totals.items() if n}
+
+        def done(round_name: str, i: int, m: Measurement) -> None:
+            bar.advance(tasks[round_name])
+
+        with bar:
+            return run_long_doc_qa(w, self.send, on_done=done)
+
+    def close_sessions(self) -> None:
+        """Close every session; best effort, so a failed close never hides the result."""
+        from lmikit.errors import InvokeError
+
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for s in sessions:
+            try:
+                s.close()
+            except InvokeError as exc:
+                click.echo(f"warning: {exc}", err=True)
+
+
+def _print_table(result: BenchResult, endpoint: str, adapter: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    w = result.workload
+    title = (f"Long-Doc-QA on {endpoint}" + (f" (adapter {adapter})" if adapter else "")
+             + f": {w.num_documents} docs x {w.document_tokens} tokens, "
+               f"{w.output_tokens} out, {w.repeat_mode} x{w.repeat_count}, "
+               f"{w.in_flight} in flight")
+    table = Table(title=title)
+    for col in ("Round", "Requests", "Mean TTFT", "p90 TTFT", "Round time", "Output tokens"):
+        table.add_column(col, justify="left" if col == "Round" else "right")
+    for r in result.rounds:
+        table.add_row(r.name, str(r.requests), _ms(r.mean_ttft_s), _ms(r.p90_ttft_s),
+                      f"{r.round_time_s:.2f} s", str(r.output_tokens))
+    console = Console()
+    console.print(table)
+    console.print(f"TTFT speedup, warmup over query: [bold]{result.ttft_speedup:.2f}x[/bold]")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"

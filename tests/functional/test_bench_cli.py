@@ -1,0 +1,149 @@
+"""``lmikit bench`` (and ``lmikit invoke --publish-metrics``) run in-process against the fake.
+
+The fake SageMaker is served over local HTTP (as the sandbox does) and the CLI's boto3 finds
+it through ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``; moto answers CloudWatch. No AWS account.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from click.testing import CliRunner, Result
+
+from lmikit.bench import Measurement, run_round
+from lmikit.cli import main
+from lmikit.metric_catalog import CLIENT_NAMESPACE
+from lmikit.testing import FakeSageMaker, VirtualClock
+from lmikit.testing._server import _handler
+
+from .conftest import REGION, SPEC_YAML, deployment
+
+SMALL = ["--num-documents", "4", "--document-tokens", "50", "--output-tokens", "8"]
+
+
+@pytest.fixture
+def served(fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSageMaker]:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    fake.calls.clear()
+    # the CLI runs on wall time; session expiry (from the fake's clock) must agree with it
+    clock.advance(time.time() - clock.time())
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+                       f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def lmikit(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def streams(fake: FakeSageMaker) -> list[dict[str, Any]]:
+    return [i for i in fake.runtime.invocations if i["streaming"]]
+
+
+def test_bench_json_reports_every_round_and_sends_every_request(served: FakeSageMaker) -> None:
+    r = lmikit("bench", "docqa", *SMALL, "--repeat-count", "2", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert set(data) == {"endpoint", "adapter", "sessions", "workload", "rounds",
+                         "ttft_speedup"}
+    assert data["workload"]["num_documents"] == 4 and data["sessions"] == 0
+    assert [(x["round"], x["requests"]) for x in data["rounds"]] == [
+        ("pre-warmup", 2), ("warmup", 4), ("query", 8)]
+    assert set(data["rounds"][0]) == {"round", "requests", "round_time_s", "mean_ttft_s",
+                                      "p90_ttft_s", "output_tokens"}
+    assert len(served.operations("InvokeEndpointWithResponseStream")) == 2 + 4 + 8
+    sent = streams(served)
+    assert all(s["payload"]["max_tokens"] == 8 and s["payload"]["temperature"] == 0
+               for s in sent)
+    assert sum(s["payload"]["messages"][0]["content"].startswith("3 hi hi") for s in sent) \
+        == 1 + 2
+
+
+def test_bench_routes_to_an_adapter(served: FakeSageMaker) -> None:
+    r = lmikit("bench", "docqa", *SMALL, "--adapter", "legal", "--json")
+    assert r.exit_code == 0, r.output
+    assert {s["component"] for s in streams(served)} == {"docqa-legal"}
+
+
+def test_bench_session_per_document_opens_one_session_per_document(
+        served: FakeSageMaker) -> None:
+    r = lmikit("bench", "docqa", *SMALL, "--session-per-document", "--repeat-count", "2",
+               "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["sessions"] == 4
+    opened = [i for i in served.runtime.invocations if i["session"] == "NEW_SESSION"]
+    assert len(opened) == 4
+    by_doc: dict[str, set[str]] = {}
+    for s in streams(served):
+        prompt = s["payload"]["messages"][0]["content"]
+        if " hi " in prompt:
+            by_doc.setdefault(prompt.split()[0], set()).add(s["session"])
+    assert len(by_doc) == 4 and all(len(ids) == 1 for ids in by_doc.values())
+    assert len({next(iter(ids)) for ids in by_doc.values()}) == 4  # one session each
+    assert all(s.closed for s in served.runtime.sessions.values())
+
+
+def test_bench_takes_the_endpoint_from_a_spec_and_prints_a_table(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    r = lmikit("bench", str(spec), *SMALL)
+    assert r.exit_code == 0, r.output
+    assert "Long-Doc-QA on docqa" in r.stdout and "warmup over query" in r.stdout
+    for name in ("pre-warmup", "warmup", "query", "Mean TTFT", "p90 TTFT"):
+        assert name in r.stdout
+
+
+def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    r = lmikit("bench", str(spec), "--adapter", "nope")
+    assert r.exit_code == 2 and "'nope' is not an adapter of docqa" in r.output
+
+
+def test_ctrl_c_during_a_round_waits_only_for_the_requests_in_flight() -> None:
+    sent: list[str] = []
+    gate = threading.Event()
+
+    def send(prompt: str) -> Measurement:
+        sent.append(prompt)
+        if prompt != "0":
+            gate.wait(5)
+        return Measurement(0.1, 0.2, 1)
+
+    def ctrl_c(*_: Any) -> None:  # Ctrl-C reaches the main thread while it waits
+        threading.Timer(0.2, gate.set).start()
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_round("query", [str(i) for i in range(50)], send, in_flight=2, on_done=ctrl_c)
+    assert len(sent) <= 1 + 2  # the first, then at most the two in flight; 47 cancelled
+
+
+def test_invoke_publish_metrics_sends_ttft_to_cloudwatch(served: FakeSageMaker) -> None:
+    r = lmikit("invoke", "docqa", "what is a tort", "--adapter", "legal", "--publish-metrics")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == "[docqa-legal] what is a tort"
+    assert f"published 4 datums to {CLIENT_NAMESPACE}" in r.stderr
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    names = {m["MetricName"] for m in cloudwatch.list_metrics(
+        Namespace=CLIENT_NAMESPACE)["Metrics"]}
+    assert names == {"TimeToFirstToken", "OutputTokensPerSecond"}
