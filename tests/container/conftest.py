@@ -6,9 +6,14 @@ The container code is imported from container/ (as in the image, where it sits i
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
 if str(CONTAINER) not in sys.path:
@@ -76,3 +81,37 @@ def make_root(tmp_path: Path, *, mem_total_gib: float, mem_available_gib: float,
 INSTANCE_NVME = "Amazon EC2 NVMe Instance Storage"
 EBS = "Amazon Elastic Block Store"
 OVERLAY_ROOT = ("0:52", "/", "overlay", "overlay")
+
+
+# A worker recording metrics under the names vLLM and LMCache use, as their processes would.
+METRICS_WORKER = r"""
+from prometheus_client import Counter, Gauge, Histogram
+hit = Counter("lmcache:num_hit_tokens", "hit tokens", ["model_name", "tier"])
+hit.labels("qwen", "cpu").inc(4096)
+hit.labels("qwen", "disk").inc(1024)
+Counter("lmcache:local_cpu_evict_count", "evictions", ["model_name"]).labels("qwen").inc(3)
+Gauge("lmcache:local_cache_usage", "bytes", ["model_name"],
+      multiprocess_mode="livesum").labels("qwen").set(2.5e9)
+Histogram("lmcache:retrieve_speed", "tokens/s", ["model_name"],
+          buckets=(1e3, 1e5, 1e7)).labels("qwen").observe(5e4)
+Histogram("vllm:time_to_first_token_seconds", "TTFT", ["model_name"],
+          buckets=(0.1, 0.5, 1.0)).labels("qwen").observe(0.3)
+"""
+
+
+@pytest.fixture(scope="session")
+def multiproc_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real prometheus_client multiprocess dir written by two worker processes (as with
+    tensor parallelism)."""
+    path = tmp_path_factory.mktemp("prom")
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(path))
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", METRICS_WORKER], env=env, check=True, timeout=30)
+    return str(path)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (bound, read, released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

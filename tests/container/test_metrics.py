@@ -1,15 +1,12 @@
 """The metrics sidecar, read from a real prometheus_client multiprocess registry.
 
-A child interpreter with PROMETHEUS_MULTIPROC_DIR set records metrics under the names
-vLLM and LMCache use (as their processes would); the sidecar's exposition and HTTP server
+Two child interpreters with PROMETHEUS_MULTIPROC_DIR set record metrics under the names
+vLLM and LMCache use (conftest.multiproc_dir); the sidecar's exposition and HTTP server
 are then read back and parsed with prometheus_client's own parser.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -19,31 +16,8 @@ import pytest
 from lmikit_runtime.metrics import exposition, make_server
 from prometheus_client.parser import text_string_to_metric_families
 
-WORKER = r"""
-from prometheus_client import Counter, Gauge, Histogram
-hit = Counter("lmcache:num_hit_tokens", "hit tokens", ["model_name", "tier"])
-hit.labels("qwen", "cpu").inc(4096)
-hit.labels("qwen", "disk").inc(1024)
-Counter("lmcache:local_cpu_evict_count", "evictions", ["model_name"]).labels("qwen").inc(3)
-Gauge("lmcache:local_cache_usage", "bytes", ["model_name"],
-      multiprocess_mode="livesum").labels("qwen").set(2.5e9)
-Histogram("lmcache:retrieve_speed", "tokens/s", ["model_name"],
-          buckets=(1e3, 1e5, 1e7)).labels("qwen").observe(5e4)
-Histogram("vllm:time_to_first_token_seconds", "TTFT", ["model_name"],
-          buckets=(0.1, 0.5, 1.0)).labels("qwen").observe(0.3)
-"""
 
-
-@pytest.fixture(scope="module")
-def multiproc_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("prom")
-    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(path))
-    for _ in range(2):  # two worker processes, as with tensor parallelism
-        subprocess.run([sys.executable, "-c", WORKER], env=env, check=True, timeout=30)
-    return str(path)
-
-
-def _samples(text: str) -> dict[tuple[str, tuple], float]:
+def samples_of(text: str) -> dict[tuple[str, tuple], float]:
     out = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -54,7 +28,7 @@ def _samples(text: str) -> dict[tuple[str, tuple], float]:
 
 def test_exposition_merges_processes(multiproc_dir: str) -> None:
     body, content_type = exposition(multiproc_dir)
-    samples = _samples(body.decode())
+    samples = samples_of(body.decode())
     assert content_type.startswith("text/plain")
     assert samples[("lmcache:num_hit_tokens_total",
                     (("model_name", "qwen"), ("tier", "cpu")))] == 8192
