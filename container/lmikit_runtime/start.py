@@ -1,30 +1,46 @@
 """The start-up step the entrypoint runs before LMI: ``eval "$(python3 -m lmikit_runtime.start)"``.
 
-It sizes LMCache for this host, fetches the Hugging Face token, starts the metrics sidecar
-and prints ``export NAME=value`` lines on stdout for the wrapper to evaluate, so the token
-travels through a pipe into the server's environment only: never a file, never a log line.
-Log lines go to stderr (the container log). Exit status 2 means the plan cannot fit this
-host; the log line says what to change.
+It sizes LMCache for this host, fetches the Hugging Face token, starts the metrics front
+(or the port-9400 sidecar) and prints ``export NAME=value`` lines on stdout for the wrapper
+to evaluate, so the token travels through a pipe into the server's environment only: never
+a file, never a log line. Log lines go to stderr (the container log). Exit status 2 means the
+plan cannot fit this host, or the metrics front could not listen; the log line says what to
+change.
+
+Background processes started here get the container log (stderr) as their stdout: never the
+wrapper's ``$(...)`` pipe, which would keep the wrapper waiting for EOF and LMI from starting.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from lmikit_runtime.autoconfig import ConfigError, autoconfigure, runtime_plan_from_env
+from lmikit_runtime.front import (
+    DEFAULT_FRONT_PORT,
+    DEFAULT_UPSTREAM_PORT,
+    READY,
+    FrontError,
+    upstream_address,
+)
 from lmikit_runtime.hostfacts import Host
 from lmikit_runtime.secrets import SecretError, fetch_hf_token
 
 log = logging.getLogger("lmikit.start")
 SECRET_NAMES = frozenset({"HF_TOKEN"})
+FRONT_READY_TIMEOUT = 15.0
+STDERR_FD = 2  # background processes log to the container log, never to the wrapper's pipe
 
 
 def start(env: Mapping[str, str], *, host: Host | None = None, secrets_client: Any = None,
@@ -69,11 +85,93 @@ def _metrics(env: Mapping[str, str], exports: Mapping[str, str], runtime_dir: Pa
     multiproc.mkdir(parents=True)
     child_env = {k: v for k, v in {**env, **exports}.items() if k not in SECRET_NAMES}
     child_env["PROMETHEUS_MULTIPROC_DIR"] = str(multiproc)
-    spawn([sys.executable, "-m", "lmikit_runtime.metrics"], env=child_env,
-          stdin=subprocess.DEVNULL, start_new_session=True)
-    log.info("metrics sidecar: %s on port %s", env["LMIKIT_METRICS_PATH"],
-             env.get("LMIKIT_METRICS_PORT", "9400"))
-    return {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}
+    out = {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}
+    front = env.get("LMIKIT_METRICS_FRONT", "true").lower() != "false"
+    if front:
+        out.update(_front(env, child_env, runtime_dir, spawn))
+    if not front or env.get("LMIKIT_METRICS_PORT"):
+        spawn([sys.executable, "-m", "lmikit_runtime.metrics"], env=child_env,
+              stdin=subprocess.DEVNULL, stdout=STDERR_FD, start_new_session=True)
+        log.info("metrics sidecar: %s on port %s", env["LMIKIT_METRICS_PATH"],
+                 env.get("LMIKIT_METRICS_PORT", "9400"))
+    return out
+
+
+def _front(env: Mapping[str, str], child_env: dict[str, str], runtime_dir: Path,
+           spawn: Callable[..., Any]) -> dict[str, str]:
+    """Bind the front's port here (a taken port fails the start, before LMI), hand the
+    listening socket to the front process, wait until it accepts, and move LMI behind it."""
+    host = env.get("LMIKIT_FRONT_HOST") or "0.0.0.0"
+    port = _port(env, "LMIKIT_FRONT_PORT", DEFAULT_FRONT_PORT)
+    upstream = _port(env, "LMIKIT_UPSTREAM_PORT", DEFAULT_UPSTREAM_PORT)
+    if upstream == port:
+        raise FrontError(f"LMIKIT_UPSTREAM_PORT {upstream} is the front's own port; "
+                         "pick another port for LMI (default 8081)")
+    try:
+        sock = socket.create_server((host, port), backlog=1024)
+    except OSError as exc:
+        raise FrontError(
+            f"metrics front cannot listen on {host}:{port}: {exc.strerror or exc}. Another "
+            "process owns the port; free it, set LMIKIT_FRONT_PORT, or set "
+            "LMIKIT_METRICS_FRONT=false to leave LMI on its own port") from exc
+    read_fd, write_fd = os.pipe()
+    try:
+        child_env.update(LMIKIT_FRONT_FD=str(sock.fileno()), LMIKIT_FRONT_READY_FD=str(write_fd),
+                         LMIKIT_UPSTREAM_PORT=str(upstream))
+        proc = spawn([sys.executable, "-m", "lmikit_runtime.front"], env=child_env,
+                     stdin=subprocess.DEVNULL, stdout=STDERR_FD,
+                     start_new_session=True, pass_fds=(sock.fileno(), write_fd))
+    finally:
+        sock.close()  # the front holds its own copy
+        os.close(write_fd)
+    try:
+        ready = _read_ready(read_fd, FRONT_READY_TIMEOUT)
+    finally:
+        os.close(read_fd)
+    if ready != READY:
+        why = "exited" if ready == b"" else "did not report ready"
+        if hasattr(proc, "kill") and ready != b"":
+            proc.kill()
+        raise FrontError(f"metrics front {why} within {FRONT_READY_TIMEOUT:.0f} s "
+                         "(its log lines above say why); not starting LMI")
+    pid = getattr(proc, "pid", None)
+    if pid is not None:
+        (runtime_dir / "front.pid").write_text(f"{pid}\n")
+    address = upstream_address(upstream)
+    if env.get("SERVING_INFERENCE_ADDRESS") not in (None, address):
+        log.warning("SERVING_INFERENCE_ADDRESS=%s replaced by %s (the front owns port %d)",
+                    env["SERVING_INFERENCE_ADDRESS"], address, port)
+    log.info("metrics front: %s on %s:%d (pid %s); LMI moved to %s", env["LMIKIT_METRICS_PATH"],
+             host, port, pid, address)
+    # management too: the image's config.properties binds both to 0.0.0.0:8080, and the
+    # same address for both makes djl-serving open one listener for both.
+    return {"SERVING_INFERENCE_ADDRESS": address, "SERVING_MANAGEMENT_ADDRESS": address}
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name) or str(default)
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise FrontError(f"{name}={raw!r} is not a TCP port (1-65535)")
+    return port
+
+
+def _read_ready(fd: int, timeout: float) -> bytes:
+    """What the front writes on its ready pipe: READY, or b"" when it exits first."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return data or b"timeout"
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return data
+        data += chunk
+    return data
 
 
 def render_exports(exports: Mapping[str, str]) -> str:
@@ -86,7 +184,7 @@ def main(env: Mapping[str, str] | None = None, stdout: TextIO | None = None, **k
     env = os.environ if env is None else env
     try:
         exports = start(env, **kwargs)
-    except (ConfigError, SecretError) as exc:
+    except (ConfigError, SecretError, FrontError) as exc:
         log.error("ERROR: %s", exc)
         return 2
     (stdout or sys.stdout).write(render_exports(exports))

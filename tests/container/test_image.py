@@ -6,8 +6,17 @@ import fnmatch
 import json
 import os
 import re
+import signal
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+
+from lmikit_runtime import front
+
+from tests.container.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "container" / "Dockerfile"
@@ -77,6 +86,21 @@ def test_dockerfile_from_pinned_lmi_and_wraps_its_entrypoint() -> None:
     assert cmd == [["serve"]]  # ENTRYPOINT clears the base image's CMD: declared again
 
 
+def test_dockerfile_metrics_front_env_matches_code_defaults() -> None:
+    ins = _instructions()
+    env: dict[str, str] = {}
+    for op, rest in ins:
+        if op == "ENV":
+            env.update(item.split("=", 1) for item in rest.split())
+    assert env["LMIKIT_METRICS_FRONT"] == "true"
+    assert int(env["LMIKIT_FRONT_PORT"]) == front.DEFAULT_FRONT_PORT == 8080  # SageMaker's
+    assert int(env["LMIKIT_UPSTREAM_PORT"]) == front.DEFAULT_UPSTREAM_PORT
+    assert not any(k.startswith("SERVING_") for k in env)  # the start step sets those
+    assert ("EXPOSE", "8080") in ins
+    run = " ".join(rest for op, rest in ins if op == "RUN")
+    assert "lmikit_runtime.front" in run  # imported at build time: a broken copy fails early
+
+
 def test_entrypoint_execs_original_with_arguments() -> None:
     last = [ln for ln in ENTRYPOINT.read_text().splitlines() if ln.strip()][-1]
     assert last == 'exec "${LMIKIT_LMI_ENTRYPOINT:-/usr/local/bin/dockerd-entrypoint.sh}" "$@"'
@@ -109,3 +133,111 @@ def test_entrypoint_stops_when_start_step_fails(tmp_path: Path) -> None:
                          text=True, timeout=20)
     assert run.returncode == 2 and "args:" not in run.stdout
     assert "not starting LMI" in run.stderr
+
+
+FAKE_LMI = """#!{python}
+# A stand-in for djl-serving: binds where SERVING_INFERENCE_ADDRESS says, records a metric in
+# PROMETHEUS_MULTIPROC_DIR as vLLM/LMCache would, serves until GET /quit (or 20 s).
+import os, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from prometheus_client import Counter
+address = os.environ["SERVING_INFERENCE_ADDRESS"]
+assert os.environ["SERVING_MANAGEMENT_ADDRESS"] == address
+host, port = address[len("http://"):].rsplit(":", 1)
+Counter("lmcache:num_hit_tokens", "hit tokens", ["model_name"]).labels("fake").inc(7)
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("args=%s pythonpath=%s" % (sys.argv[1:], os.environ.get("PYTHONPATH", "unset"))
+                ).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.server.quit = self.path == "/quit"
+    def log_message(self, *args):
+        pass
+server = HTTPServer((host, int(port)), Handler)
+server.quit, server.timeout, deadline = False, 1, time.monotonic() + 20
+while not server.quit and time.monotonic() < deadline:
+    server.handle_request()
+server.server_close()
+"""
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()
+
+
+def _stop(pid: int) -> None:
+    """Stop the front the test's start step left running (by its pid file)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 5
+    status = Path(f"/proc/{pid}/status")
+    while time.monotonic() < deadline:
+        try:
+            if "\tZ" in status.read_text().split("State:", 1)[1].split("\n", 1)[0]:
+                return  # exited; its new parent reaps it
+        except (FileNotFoundError, IndexError):
+            return
+        time.sleep(0.02)
+
+
+def test_wrapper_start_step_front_and_lmi_end_to_end(tmp_path: Path) -> None:
+    """The real wrapper and start step: the front listens before LMI is exec'd, LMI is moved
+    behind it, /ping and LMI's answers pass through, the metrics path serves what LMI's
+    processes wrote."""
+    home = tmp_path / "home"
+    (home / "lmikit").mkdir(parents=True)
+    (home / "lmikit" / "__init__.py").write_text("")
+    (home / "lmikit" / "sizing.py").symlink_to(ROOT / "sdk" / "lmikit" / "sizing.py")
+    (home / "lmikit_runtime").symlink_to(ROOT / "container" / "lmikit_runtime")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    lmi = tmp_path / "dockerd-entrypoint.sh"
+    lmi.write_text(FAKE_LMI.format(python=sys.executable))
+    for f in (bin_dir / "python3", lmi):
+        f.chmod(0o755)
+    port, upstream = free_port(), free_port()
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "LMIKIT_HOME": str(home),
+           "LMIKIT_LMI_ENTRYPOINT": str(lmi), "LMIKIT_RUNTIME_DIR": str(tmp_path / "rt"),
+           "LMIKIT_AUTOCONFIG": "false", "LMIKIT_METRICS_PATH": "/metrics",
+           "LMIKIT_FRONT_HOST": "127.0.0.1", "LMIKIT_FRONT_PORT": str(port),
+           "LMIKIT_UPSTREAM_PORT": str(upstream)}
+    log = tmp_path / "container.log"  # a file: the front keeps the log open after LMI exits
+    with log.open("w") as log_file:
+        proc = subprocess.Popen(["sh", str(ENTRYPOINT), "serve", "--flag"], env=env,
+                                stdout=log_file, stderr=subprocess.STDOUT)
+    pid_file = tmp_path / "rt" / "front.pid"
+    try:
+        deadline = time.monotonic() + 15
+        status, body = 0, ""
+        while time.monotonic() < deadline:
+            if pid_file.exists():  # the start step is done: the front must be accepting
+                status, body = _get(f"http://127.0.0.1:{port}/ping")
+                if status == 200:
+                    break
+                assert status == 502, body  # LMI still binding: the front says so
+            time.sleep(0.05)
+        assert status == 200 and body == "args=['serve', '--flag'] pythonpath=unset"
+        status, text = _get(f"http://127.0.0.1:{port}/metrics")
+        assert status == 200 and 'lmcache:num_hit_tokens_total{model_name="fake"} 7.0' in text
+        assert _get(f"http://127.0.0.1:{port}/quit")[0] == 200
+        assert proc.wait(timeout=10) == 0
+        err = log.read_text()
+        assert f"metrics front: /metrics on 127.0.0.1:{port}" in err
+        assert f"LMI moved to http://127.0.0.1:{upstream}" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+        if pid_file.exists():
+            _stop(int(pid_file.read_text()))
