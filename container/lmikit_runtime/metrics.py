@@ -1,10 +1,11 @@
-"""Metrics sidecar: vLLM's and LMCache's Prometheus metrics, collected across processes.
+"""vLLM's and LMCache's Prometheus metrics, collected across processes; the port-9400 sidecar.
 
 The start-up step sets ``PROMETHEUS_MULTIPROC_DIR`` for the LMI server, so every Python
 process it starts (vLLM engine, LMCache workers) writes its prometheus_client metrics
-there; this small stdlib HTTP server merges them (``MultiProcessCollector``) and serves the
-exposition text at ``LMIKIT_METRICS_PATH`` on ``LMIKIT_METRICS_PORT``. It runs as its own
-process and never touches LMI's port. See docs/container.md for how it is scraped.
+there; ``exposition`` merges them (``MultiProcessCollector``). The metrics front
+(``lmikit_runtime.front``, port 8080, the default) serves it at ``LMIKIT_METRICS_PATH``; this
+small stdlib HTTP server serves the same text on ``LMIKIT_METRICS_PORT`` when the front is off
+(``LMIKIT_METRICS_FRONT=false``) or that port is set explicitly. See docs/container.md.
 
 Run: ``python3 -m lmikit_runtime.metrics``.
 """
