@@ -56,7 +56,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
         runner = _Runner(ep, workload, adapter, session_per_document)
         try:
-            result = runner.run(progress=not as_json)
+            result = runner.run()
         finally:
             runner.close_sessions()
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
@@ -126,7 +126,7 @@ class _Runner:
             raise click.ClickException("a stream ended without a result")
         return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens)
 
-    def run(self, *, progress: bool) -> BenchResult:
+    def run(self) -> BenchResult:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -137,7 +137,7 @@ class _Runner:
                   "query": len(w.query_prompts())}
         bar = Progress("[progress.description]{task.description}", BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(stderr=True), disable=not progress, transient=True)
+                       console=Console(stderr=True), transient=True)
         tasks = {name: bar.add_task(name, total=n) for name, n in totals.items() if n}
 
         def done(round_name: str, i: int, m: Measurement) -> None:
