@@ -13,9 +13,11 @@ machine's load hits them alike):
   the app). This isolates what the constructs cost on top of the L1s.
 
 ``bare`` is one stack with every resource of lmikit's template written as a plain
-``CfnResource`` with the same type, properties and dependencies, plus the same two assets
+``CfnResource`` with the same type, properties and dependencies (the SageMaker resources,
+IAM, scaling, and the CloudWatch dashboard and default alarms), plus the same two assets
 (the image build context and the model artifact file), which any hand-written deployment of
-this spec also needs.
+this spec also needs. Before timing, :func:`check_same_resources` synthesizes ``bare`` once
+and checks its resources equal lmikit's, so the comparison stays like for like.
 
     python benchmarks/synth_overhead.py [--spec examples/docqa-qwen7b.yaml] [--runs 5]
 """
@@ -85,6 +87,26 @@ def bare_app(template: dict[str, Any], region: str,
                 made[logical_id].node.add_dependency(made[dep])
         app.synth()
     return run
+
+
+def check_same_resources(template: dict[str, Any], region: str,
+                         artifact: Path | None) -> dict[str, int]:
+    """Synthesize ``bare`` once; its resources must equal lmikit's (type, properties,
+    dependencies). Returns the resource count by type."""
+    with tempfile.TemporaryDirectory() as tmp:
+        bare_app(template, region, artifact)(tmp)
+        bare = json.loads((Path(tmp) / "bare.template.json").read_text())["Resources"]
+
+    def norm(resources: dict[str, Any]) -> dict[str, Any]:
+        return {k: (v["Type"], v.get("Properties", {}), sorted(v.get("DependsOn", [])))
+                for k, v in resources.items() if v["Type"] != "AWS::CDK::Metadata"}
+
+    if norm(bare) != norm(template["Resources"]):
+        raise SystemExit("the bare app's resources differ from lmikit's template")
+    counts: dict[str, int] = {}
+    for kind, _, _ in norm(bare).values():
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def timed(fns: dict[str, Callable[[str], Any]], runs: int,
@@ -162,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         template = synth_lmikit(args.spec, tmp)
         template_path = Path(tmp) / "template.json"
         template_path.write_text(json.dumps(template))
+        resources = check_same_resources(template, spec.region, artifact)
         process = timed_processes(args.spec, template_path, artifact, spec.region, args.runs)
     inproc = timed({
         "lmikit": lambda out: synth_lmikit(args.spec, out),
@@ -172,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     med_i = {k: statistics.median(v) for k, v in inproc.items()}
     ratio = med_p["lmikit"] / med_p["bare"]
     report = {
-        "spec": str(args.spec), "runs": args.runs,
+        "spec": str(args.spec), "runs": args.runs, "resources": resources,
         "process_median_seconds": {k: round(v, 3) for k, v in med_p.items()},
         "ratio": round(ratio, 3), "target": TARGET_RATIO, "within_target": ratio < TARGET_RATIO,
         "in_process_median_seconds": {k: round(v, 4) for k, v in med_i.items()},
@@ -182,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    print("resources (lmikit and bare alike): "
+          + ", ".join(f"{n} {kind}" for kind, n in resources.items()))
     print(f"process (fresh python, import + build + synth), median of {args.runs}:")
     for name, value in med_p.items():
         print(f"  {name:>10}: {value:7.3f} s")
