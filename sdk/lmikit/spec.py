@@ -122,6 +122,17 @@ class SpeculativeSpec(_Model):
                                         description="Tokens proposed per step.")
 
 
+class LoraSpec(_Model):
+    enabled: bool | None = Field(default=None, description="Serve LoRA adapters; default on when "
+                                 "adapters are listed. Turn on to register adapters later with "
+                                 "`lmikit adapters register`.")
+    max_rank: int | None = Field(default=None, ge=1, le=512, description="Largest adapter rank "
+                                 "the endpoint accepts; default the largest listed rank, at "
+                                 "least 16.")
+    max_adapters: int | None = Field(default=None, ge=1, le=256, description="Adapters held on "
+                                     "the GPU at once (OPTION_MAX_LORAS); default max(4, listed).")
+
+
 class EngineSpec(_Model):
     lmi_version: str = Field(default=DEFAULT_LMI_VERSION, pattern=r"^\d+\.\d+\.\d+$",
                              description="LMI (djl-inference) container version to pin.")
@@ -139,6 +150,7 @@ class EngineSpec(_Model):
                                         description="vLLM's GPU prefix cache (the first tier).")
     speculative: SpeculativeSpec | None = Field(default=None,
                                                 description="EAGLE speculative decoding.")
+    lora: LoraSpec = Field(default_factory=LoraSpec, description="LoRA adapter serving limits.")
 
 
 KvMode = Literal["auto", "off", "cpu", "cpu+disk", "remote"]
@@ -356,11 +368,24 @@ class DeploymentSpec(_Model):
         if self.security.network_isolation and not self.model.is_s3:
             errors.append(("security.network_isolation", "blocks the Hugging Face download; set "
                            "model.id to an s3:// URI of the weights"))
+        lora = self.engine.lora
+        if lora.enabled is False and self.adapters:
+            errors.append(("engine.lora.enabled", "is false but adapters are listed; remove "
+                           "the adapters or enable LoRA"))
+        if lora.max_rank is not None:
+            for i, adapter in enumerate(self.adapters):
+                if adapter.rank and adapter.rank > lora.max_rank:
+                    errors.append((f"adapters.{i}.rank", f"{adapter.rank} exceeds "
+                                   f"engine.lora.max_rank ({lora.max_rank})"))
         if self.engine.speculative and self.engine.speculative.draft_model == self.model.id:
             errors.append(("engine.speculative.draft_model", "must be a draft head, not the "
                            "served model.id"))
         _fail(errors)
         return self
+
+    @property
+    def lora_enabled(self) -> bool:
+        return bool(self.adapters) if self.engine.lora.enabled is None else self.engine.lora.enabled
 
     @property
     def sessions_enabled(self) -> bool:

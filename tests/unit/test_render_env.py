@@ -129,3 +129,14 @@ def test_env_stays_small_with_every_feature_on():
     env = container_environment(spec, plan_spec(spec))
     assert len(env) <= CFN_ENVIRONMENT_MAX
     assert env["OPTION_MAX_LORA_RANK"] == "32"  # the adapter registry reads it back
+
+
+def test_env_lora_can_be_enabled_before_any_adapter():
+    env = _env("engine:\n  lora: {enabled: true, max_rank: 64, max_adapters: 8}\n")
+    assert env["OPTION_ENABLE_LORA"] == "true"
+    assert env["OPTION_MAX_LORA_RANK"] == "64"
+    assert env["OPTION_MAX_LORAS"] == "8"
+
+
+def test_env_no_lora_by_default():
+    assert "OPTION_ENABLE_LORA" not in _env()

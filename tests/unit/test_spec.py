@@ -146,3 +146,16 @@ def test_default_spec_round_trips_through_yaml():
     spec = load_spec(DEFAULT_SPEC)
     again = load_spec_text(yaml.safe_dump(spec.model_dump(mode="json")))
     assert again == spec
+
+
+def test_load_spec_lora_disabled_with_adapters_is_an_error():
+    err = _errors(BASE + "engine:\n  lora: {enabled: false}\n"
+                  "adapters:\n  - {name: a, source: x}\n")
+    assert err.problems[0].path == "engine.lora.enabled"
+
+
+def test_load_spec_adapter_rank_above_lora_limit():
+    err = _errors(BASE + "engine:\n  lora: {max_rank: 16}\n"
+                  "adapters:\n  - {name: a, source: x, rank: 64}\n")
+    assert err.problems[0].path == "adapters.0.rank"
+    assert "engine.lora.max_rank (16)" in err.problems[0].message

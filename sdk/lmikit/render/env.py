@@ -67,12 +67,15 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
     if spec.sessions_enabled:
         env["OPTION_ENABLE_STATEFUL_SESSIONS"] = "true"
         env["OPTION_SESSIONS_EXPIRATION"] = str(spec.sessions.expiration_seconds)
-    if spec.adapters:
+    if spec.lora_enabled:
+        lora = e.lora
         ranks = [a.rank for a in spec.adapters if a.rank]
+        rank = max([lora.max_rank or MIN_LORA_RANK, *ranks])
+        loras = lora.max_adapters or max(DEFAULT_MAX_LORAS, min(len(spec.adapters), 64))
         env["OPTION_ENABLE_LORA"] = "true"
-        env["OPTION_MAX_LORAS"] = str(max(DEFAULT_MAX_LORAS, min(len(spec.adapters), 64)))
-        env["OPTION_MAX_LORA_RANK"] = str(_lora_rank_limit(max(ranks, default=MIN_LORA_RANK)))
-        env["OPTION_MAX_CPU_LORAS"] = str(max(len(spec.adapters), DEFAULT_MAX_LORAS))
+        env["OPTION_MAX_LORAS"] = str(loras)
+        env["OPTION_MAX_LORA_RANK"] = str(_lora_rank_limit(rank))
+        env["OPTION_MAX_CPU_LORAS"] = str(max(len(spec.adapters), loras))
     if e.speculative:
         env["OPTION_SPECULATIVE_CONFIG"] = json.dumps({
             "method": e.speculative.method,
