@@ -419,21 +419,7 @@ class AdapterRegistry:
     # --- helpers -------------------------------------------------------------------------
 
     def _settled(self, comp: str) -> dict[str, Any] | None:
-        sm = self.clients.sagemaker
-        d = describe_or_none(sm, "describe_inference_component", InferenceComponentName=comp)
-        if d is None:
-            return None
-        status = d["InferenceComponentStatus"]
-        if status in ("Creating", "Updating"):
-            try:
-                return self.waiter.in_service("inference-component", comp, "wait")
-            except DeployError:
-                return describe_or_none(sm, "describe_inference_component",
-                                        InferenceComponentName=comp)
-        if status == "Deleting":
-            self.waiter.gone("inference-component", comp)
-            return None
-        return d
+        return self.waiter.settled("inference-component", comp)
 
     def _delete(self, comp: str, wait: bool = True) -> None:
         call(self.clients.sagemaker, "delete_inference_component", InferenceComponentName=comp)

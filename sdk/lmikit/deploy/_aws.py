@@ -183,6 +183,27 @@ class Waiter:
                                   f"to be InService (still {status})")
             self.clock.sleep(self.poll_seconds)
 
+    def settled(self, kind: str, name: str) -> dict[str, Any] | None:
+        """Describe a resource after waiting out Creating/Updating/Deleting.
+
+        Returns None when it does not exist (or finished deleting); a resource that fails
+        while we wait is returned as described, Failed status and all.
+        """
+        operation, key, status_key = _DESCRIBE[kind]
+        desc = describe_or_none(self.sagemaker, operation, **{key: name})
+        if desc is None:
+            return None
+        status = desc[status_key]
+        if status in ("Creating", "Updating"):
+            try:
+                return self.in_service(kind, name, "wait")
+            except DeployError:
+                return describe_or_none(self.sagemaker, operation, **{key: name})
+        if status == "Deleting":
+            self.gone(kind, name)
+            return None
+        return desc
+
     def gone(self, kind: str, name: str, timeout_seconds: float | None = None) -> None:
         """Wait until a deleted resource no longer exists."""
         operation, key, status_key = _DESCRIBE[kind]

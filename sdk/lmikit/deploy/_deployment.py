@@ -576,21 +576,7 @@ class Deployment:
 
     def _settled_component(self, name: str) -> dict[str, Any] | None:
         """Describe a component, first waiting out Creating/Updating/Deleting."""
-        sm = self.clients.sagemaker
-        desc = describe_or_none(sm, "describe_inference_component", InferenceComponentName=name)
-        if desc is None:
-            return None
-        status = desc["InferenceComponentStatus"]
-        if status in ("Creating", "Updating"):
-            try:
-                return self.waiter.in_service("inference-component", name, "wait")
-            except DeployError:
-                return describe_or_none(sm, "describe_inference_component",
-                                        InferenceComponentName=name)
-        if status == "Deleting":
-            self.waiter.gone("inference-component", name)
-            return None
-        return desc
+        return self.waiter.settled("inference-component", name)
 
     def _delete_adapters_of(self, base: str) -> None:
         for comp, b in self._components(self.spec.name):
