@@ -268,18 +268,8 @@ class Deployment:
         body = req.base_component
         name = body["InferenceComponentName"]
         record = run.result.changes.append
-        desc = self._settled_component(name)
-        action = "create"
-        if desc and desc["InferenceComponentStatus"] == "Failed":
-            self._delete_adapters_of(name)
-            call(sm, "delete_inference_component", InferenceComponentName=name)
-            self.waiter.gone("inference-component", name)
-            desc, action = None, "replace"
+        desc = self._existing_or_created(body, run, detail="", is_base=True)
         if desc is None:
-            call(sm, "create_inference_component", **body)
-            run.created.append(("inference-component", name))
-            self.waiter.in_service("inference-component", name, action)
-            record(Change("inference-component", name, action))
             return
         spec_diff = _spec_differences(body["Specification"], desc.get("Specification", {}))
         want_copies = body["RuntimeConfig"]["CopyCount"]
@@ -337,21 +327,34 @@ class Deployment:
              TreatMissingData="notBreaching")
         return name
 
+    def _existing_or_created(self, body: dict[str, Any], run: _Run, detail: str,
+                             is_base: bool) -> dict[str, Any] | None:
+        """The component as it stands, or None after creating it (replacing a Failed one,
+        and for a base, its adapters first)."""
+        sm = self.clients.sagemaker
+        name = body["InferenceComponentName"]
+        desc = self._settled_component(name)
+        action = "create"
+        if desc and desc["InferenceComponentStatus"] == "Failed":
+            if is_base:
+                self._delete_adapters_of(name)
+            call(sm, "delete_inference_component", InferenceComponentName=name)
+            self.waiter.gone("inference-component", name)
+            desc, action = None, "replace"
+        if desc is not None:
+            return desc
+        call(sm, "create_inference_component", **body)
+        run.created.append(("inference-component", name))
+        self.waiter.in_service("inference-component", name, action)
+        run.result.changes.append(Change("inference-component", name, action, detail))
+        return None
+
     def _ensure_adapter(self, key: str, body: dict[str, Any], run: _Run) -> None:
         sm = self.clients.sagemaker
         name = body["InferenceComponentName"]
         record = run.result.changes.append
-        desc = self._settled_component(name)
-        action = "create"
-        if desc and desc["InferenceComponentStatus"] == "Failed":
-            call(sm, "delete_inference_component", InferenceComponentName=name)
-            self.waiter.gone("inference-component", name)
-            desc, action = None, "replace"
+        desc = self._existing_or_created(body, run, detail=f"adapter {key}", is_base=False)
         if desc is None:
-            call(sm, "create_inference_component", **body)
-            run.created.append(("inference-component", name))
-            self.waiter.in_service("inference-component", name, action)
-            record(Change("inference-component", name, action, f"adapter {key}"))
             return
         want = body["Specification"]["Container"]["ArtifactUrl"]
         have = desc.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
