@@ -6,7 +6,12 @@ Two stores, because SageMaker publishes to two:
   PutMetricAlarm with MetricName or Metrics). :data:`CLASSIC_METRICS` lists them with the
   dimension sets they are published under, from REFERENCE §3 (AWS/SageMaker,
   /aws/sagemaker/InferenceComponents, /aws/sagemaker/Endpoints) plus lmikit's own
-  client-side namespace :data:`CLIENT_NAMESPACE` (TTFT and tokens/s; SageMaker has no TTFT).
+  client-side namespace :data:`CLIENT_NAMESPACE` (TTFT and tokens/s; SageMaker has no TTFT)
+  and the container's own namespace :data:`CONTAINER_NAMESPACE`: the LMCache/vLLM series the
+  container's emitter (``lmikit_runtime.emf``) turns into Embedded Metric Format log lines,
+  which CloudWatch Logs extracts into classic metrics. :data:`CONTAINER_EMF_METRICS` lists
+  them; the table itself is ``lmikit/emf_metrics.json``, the one file both this module and
+  the container read.
 * **Container metrics scraped by detailed observability.** SageMaker's managed OpenTelemetry
   collector scrapes the container's Prometheus endpoint and publishes the samples to
   CloudWatch *as OTLP metrics*, which are queried with PromQL (CloudWatch Query Studio,
@@ -20,12 +25,16 @@ Two stores, because SageMaker publishes to two:
 'Microseconds'
 >>> promql_name("lmcache:num_hit_tokens_total")
 'lmcache_num_hit_tokens_total'
+>>> emf_metric("LMCacheHitRate").denominator
+'LMCacheRequestedTokens'
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
+from importlib import resources
+from typing import Any, Literal
 
 NS_SAGEMAKER = "AWS/SageMaker"
 NS_INFERENCE_COMPONENTS = "/aws/sagemaker/InferenceComponents"
@@ -57,6 +66,56 @@ def _m(ns: str, name: str, dims: tuple[tuple[str, ...], ...], unit: str,
 
 
 _INVOCATION_DIMS = (ENDPOINT_VARIANT, COMPONENT)
+
+# --- Container metrics as Embedded Metric Format (lmikit_runtime.emf) ---------------------
+
+EMF_TABLE_FILE = "emf_metrics.json"
+EMF_CONFIG_ENV = "LMIKIT_EMF"
+"""Container environment variable that turns the emitter on (JSON: namespace, dimensions,
+interval_s; rendered by :func:`lmikit.render.env.lmi_environment`)."""
+EmfKind = Literal["counter", "histogram_count", "gauge", "histogram_quantile", "ratio"]
+
+
+@dataclass(frozen=True)
+class EmfMetric:
+    """One metric of the container's EMF line (see ``emf_metrics.json`` for the kinds)."""
+
+    name: str
+    kind: EmfKind
+    unit: str
+    description: str
+    source: str | None = None
+    aggregate: str | None = None
+    quantile: float | None = None
+    numerator: tuple[str, ...] = ()
+    denominator: str | None = None
+
+
+def _load_emf_table() -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(
+        resources.files("lmikit").joinpath(EMF_TABLE_FILE).read_text(encoding="utf-8"))
+    return table
+
+
+_EMF = _load_emf_table()
+CONTAINER_NAMESPACE: str = _EMF["namespace"]
+"""Namespace of the container's EMF metrics (``LMIKit/Container``)."""
+CONTAINER_DIMENSIONS: tuple[str, ...] = tuple(_EMF["dimensions"])
+"""The one dimension set every container EMF metric is published under."""
+CONTAINER_EMF_METRICS: tuple[EmfMetric, ...] = tuple(
+    EmfMetric(name=m["name"], kind=m["kind"], unit=m["unit"], description=m["description"],
+              source=m.get("source"), aggregate=m.get("aggregate"), quantile=m.get("quantile"),
+              numerator=tuple(m.get("numerator", ())), denominator=m.get("denominator"))
+    for m in _EMF["metrics"])
+
+
+def emf_metric(name: str) -> EmfMetric:
+    """The container EMF metric called ``name`` (KeyError if the table lacks it)."""
+    for metric in CONTAINER_EMF_METRICS:
+        if metric.name == name:
+            return metric
+    raise KeyError(name)
+
 
 CLASSIC_METRICS: tuple[ClassicMetric, ...] = (
     # AWS/SageMaker invocation metrics: per endpoint+variant, or per inference component.
@@ -95,6 +154,9 @@ CLASSIC_METRICS: tuple[ClassicMetric, ...] = (
        "client-measured time to first streamed token"),
     _m(CLIENT_NAMESPACE, "OutputTokensPerSecond", (CLIENT_ENDPOINT, CLIENT_ADAPTER),
        "Count/Second", "client-measured decode speed after the first token"),
+    # The container's EMF metrics (lmikit_runtime.emf), one dimension set.
+    *(_m(CONTAINER_NAMESPACE, m.name, (CONTAINER_DIMENSIONS,), m.unit, m.description)
+      for m in CONTAINER_EMF_METRICS),
 )
 
 
