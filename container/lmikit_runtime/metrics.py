@@ -16,19 +16,31 @@ import logging
 import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 DEFAULT_PORT = 9400
 log = logging.getLogger("lmikit.metrics")
 
 
-def exposition(multiproc_dir: str) -> tuple[bytes, str]:
-    """(text, content type) of every process's metrics in ``multiproc_dir``."""
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+def multiprocess_registry(multiproc_dir: str) -> Any:
+    """A registry merging every process's metrics in ``multiproc_dir`` (read on collect).
+
+    The one collection path: the exposition below (front, sidecar) and the EMF emitter
+    (``lmikit_runtime.emf``, which walks ``registry.collect()``) both use it.
+    """
+    from prometheus_client import CollectorRegistry
     from prometheus_client.multiprocess import MultiProcessCollector
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=multiproc_dir)
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    return registry
+
+
+def exposition(multiproc_dir: str) -> tuple[bytes, str]:
+    """(text, content type) of every process's metrics in ``multiproc_dir``."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return generate_latest(multiprocess_registry(multiproc_dir)), CONTENT_TYPE_LATEST
 
 
 def make_server(path: str, port: int, multiproc_dir: str,

@@ -1,11 +1,11 @@
 """The start-up step the entrypoint runs before LMI: ``eval "$(python3 -m lmikit_runtime.start)"``.
 
 It sizes LMCache for this host, fetches the Hugging Face token, starts the metrics front
-(or the port-9400 sidecar) and prints ``export NAME=value`` lines on stdout for the wrapper
-to evaluate, so the token travels through a pipe into the server's environment only: never
-a file, never a log line. Log lines go to stderr (the container log). Exit status 2 means the
-plan cannot fit this host, or the metrics front could not listen; the log line says what to
-change.
+(or the port-9400 sidecar) and the EMF emitter, and prints ``export NAME=value`` lines on
+stdout for the wrapper to evaluate, so the token travels through a pipe into the server's
+environment only: never a file, never a log line. Log lines go to stderr (the container log).
+Exit status 2 means the plan cannot fit this host, or the metrics front could not listen; the
+log line says what to change. A bad ``LMIKIT_EMF`` only turns the EMF emitter off.
 
 Background processes started here get the container log (stderr) as their stdout: never the
 wrapper's ``$(...)`` pipe, which would keep the wrapper waiting for EOF and LMI from starting.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lmikit_runtime.autoconfig import ConfigError, autoconfigure, runtime_plan_from_env
+from lmikit_runtime.emf import EmfConfigError, load_table, parse_config
 from lmikit_runtime.front import (
     DEFAULT_FRONT_PORT,
     DEFAULT_UPSTREAM_PORT,
@@ -55,8 +56,7 @@ def start(env: Mapping[str, str], *, host: Host | None = None, secrets_client: A
     if arn:
         exports["HF_TOKEN"] = fetch_hf_token(arn, client=secrets_client)
         log.info("HF_TOKEN: read from Secrets Manager secret %s", arn)
-    metrics_path = env.get("LMIKIT_METRICS_PATH")
-    if metrics_path:
+    if env.get("LMIKIT_METRICS_PATH") or env.get("LMIKIT_EMF"):
         exports.update(_metrics(env, exports, runtime_dir, spawn or subprocess.Popen))
     return exports
 
@@ -86,15 +86,35 @@ def _metrics(env: Mapping[str, str], exports: Mapping[str, str], runtime_dir: Pa
     child_env = {k: v for k, v in {**env, **exports}.items() if k not in SECRET_NAMES}
     child_env["PROMETHEUS_MULTIPROC_DIR"] = str(multiproc)
     out = {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}
-    front = env.get("LMIKIT_METRICS_FRONT", "true").lower() != "false"
-    if front:
-        out.update(_front(env, child_env, runtime_dir, spawn))
-    if not front or env.get("LMIKIT_METRICS_PORT"):
-        spawn([sys.executable, "-m", "lmikit_runtime.metrics"], env=child_env,
-              stdin=subprocess.DEVNULL, stdout=STDERR_FD, start_new_session=True)
-        log.info("metrics sidecar: %s on port %s", env["LMIKIT_METRICS_PATH"],
-                 env.get("LMIKIT_METRICS_PORT", "9400"))
+    if env.get("LMIKIT_METRICS_PATH"):
+        front = env.get("LMIKIT_METRICS_FRONT", "true").lower() != "false"
+        if front:
+            out.update(_front(env, child_env, runtime_dir, spawn))
+        if not front or env.get("LMIKIT_METRICS_PORT"):
+            spawn([sys.executable, "-m", "lmikit_runtime.metrics"], env=child_env,
+                  stdin=subprocess.DEVNULL, stdout=STDERR_FD, start_new_session=True)
+            log.info("metrics sidecar: %s on port %s", env["LMIKIT_METRICS_PATH"],
+                     env.get("LMIKIT_METRICS_PORT", "9400"))
+    if env.get("LMIKIT_EMF"):
+        _emf(env, child_env, spawn)
     return out
+
+
+def _emf(env: Mapping[str, str], child_env: dict[str, str],
+         spawn: Callable[..., Any]) -> None:
+    """Start the EMF emitter (its own process: a slow collection or a crash never touches
+    the front on port 8080). A bad LMIKIT_EMF only turns it off: metrics must not stop
+    serving. Its lines go to the container log (stderr fd: SageMaker ships stdout and stderr
+    to the same CloudWatch log stream), never to the wrapper's pipe."""
+    try:
+        config = parse_config(env["LMIKIT_EMF"], load_table(env.get("LMIKIT_EMF_TABLE")))
+    except EmfConfigError as exc:
+        log.warning("EMF emitter OFF: %s", exc)
+        return
+    proc = spawn([sys.executable, "-m", "lmikit_runtime.emf"], env=child_env,
+                 stdin=subprocess.DEVNULL, stdout=STDERR_FD, start_new_session=True)
+    log.info("EMF emitter: %s every %g s (pid %s)", config.namespace, config.interval_s,
+             getattr(proc, "pid", None))
 
 
 def _front(env: Mapping[str, str], child_env: dict[str, str], runtime_dir: Path,

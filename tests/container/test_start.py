@@ -156,6 +156,47 @@ def test_start_front_plus_explicit_sidecar_port(tmp_path: Path) -> None:
     assert spawn.module("lmikit_runtime.front") and spawn.module("lmikit_runtime.metrics")
 
 
+EMF = json.dumps({"namespace": "LMIKit/Container", "interval_s": 60, "dimensions": {
+    "EndpointName": "docqa", "InferenceComponentName": "docqa-base"}})
+
+
+def test_start_emf_emitter_runs_next_to_the_front(tmp_path: Path, caplog) -> None:
+    spawn = FakeSpawn()
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO):
+        assert main(_front_env(tmp_path, free_port(), LMIKIT_EMF=EMF,
+                               LMIKIT_HF_TOKEN_SECRET_ARN=ARN), stdout=out,
+                    host=_host(tmp_path), spawn=spawn,
+                    secrets_client=FakeSecrets({"SecretString": TOKEN})) == 0
+    child = spawn.module("lmikit_runtime.emf")
+    assert child["stdout"] == 2 and child["start_new_session"] is True  # container log
+    assert "HF_TOKEN" not in child["env"] and child["env"]["LMIKIT_EMF"] == EMF
+    exports = _parse(out.getvalue())
+    assert child["env"]["PROMETHEUS_MULTIPROC_DIR"] == exports["PROMETHEUS_MULTIPROC_DIR"]
+    assert spawn.module("lmikit_runtime.front")
+    assert "EMF emitter: LMIKit/Container every 60 s" in caplog.text
+
+
+def test_start_emf_alone_sets_up_the_registry_without_a_front(tmp_path: Path) -> None:
+    spawn = FakeSpawn()
+    out = io.StringIO()
+    assert main(_env(tmp_path, LMIKIT_EMF=EMF), stdout=out, host=_host(tmp_path),
+                spawn=spawn) == 0
+    assert [c["argv"][-1] for c in spawn.children] == ["lmikit_runtime.emf"]
+    exports = _parse(out.getvalue())
+    assert "PROMETHEUS_MULTIPROC_DIR" in exports and "SERVING_INFERENCE_ADDRESS" not in exports
+
+
+def test_start_bad_emf_config_turns_the_emitter_off_not_the_container(tmp_path: Path,
+                                                                       caplog) -> None:
+    spawn = FakeSpawn()
+    with caplog.at_level(logging.WARNING):
+        assert main(_front_env(tmp_path, free_port(), LMIKIT_EMF='{"dimensions": {}}'),
+                    stdout=io.StringIO(), host=_host(tmp_path), spawn=spawn) == 0
+    assert [c["argv"][-1] for c in spawn.children] == ["lmikit_runtime.front"]
+    assert "EMF emitter OFF: LMIKIT_EMF dimensions must give exactly" in caplog.text
+
+
 def test_start_without_metrics_path_runs_no_front(tmp_path: Path) -> None:
     spawn = FakeSpawn()
     out = io.StringIO()
