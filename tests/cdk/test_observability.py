@@ -73,14 +73,14 @@ def test_every_alarm_equals_its_alarm_definition(synths: dict[str, Any], name: s
     assert problems == []
 
 
-def test_promql_alarms_reach_the_template(synths: dict[str, Any]) -> None:
-    """cfn-lint (test_validators) reads these: the PromQL form is in what it checks."""
+def test_cache_alarms_reach_the_template_as_emf_metric_math(synths: dict[str, Any]) -> None:
+    """cfn-lint (test_validators) reads these: the cache alarms are classic metric math on
+    the container's EMF metrics (LMIKit/Container), no longer PromQL."""
     props = _lmikit_alarms(synths["docqa-qwen7b"])["docqa-qwen7b-lmikit-hit-rate-collapse"][
         "Properties"]
-    assert set(props["EvaluationCriteria"]["PromQLCriteria"]) == {
-        "Query", "PendingPeriod", "RecoveryPeriod"}
-    assert props["EvaluationInterval"] == 60
-    assert not {"Threshold", "MetricName", "Metrics", "EvaluationPeriods"} & set(props)
+    stats = [m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m]
+    assert {m["Namespace"] for m in stats} == {"LMIKit/Container"}
+    assert not {"EvaluationCriteria", "EvaluationInterval", "MetricName"} & set(props)
 
 
 def test_alarms_depend_on_the_resources_they_name(synths: dict[str, Any]) -> None:
@@ -120,7 +120,7 @@ TopicApp = tuple[cdk.App, LmiStack, dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def topic_app(tmp_path_factory: pytest.TempPathFactory) -> TopicApp:
-    """A spec with an SNS topic and LMCache (so PromQL alarms too), synthesized once."""
+    """A spec with an SNS topic and LMCache (so the cache alarms too), synthesized once."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("topic")))
     stack = LmiStack(app, spec=_spec(alarms={"sns_topic_arn": TOPIC}), image_mode="stock")
     template = app.synth().get_stack_artifact(stack.artifact_id).template

@@ -72,8 +72,40 @@ def test_hit_rate_alarm_uses_min_hit_rate_and_ignores_idle() -> None:
     spec, plan = load_example("docqa-qwen7b")
     alarm = {a.key: a for a in alarm_definitions(_with_alarms(spec, min_hit_rate=0.35),
                                                  plan)}["hit-rate-collapse"]
-    assert "< 0.35" in alarm.promql_query
-    assert alarm.promql_query.endswith("> 0")
+    assert alarm.kind == "math"
+    assert (alarm.threshold, alarm.comparison_operator) == (0.35, "LessThanThreshold")
+    (expr,) = [m["Expression"] for m in alarm.metrics if m.get("ReturnData")]
+    # token-weighted over copies, and an idle interval (no requested tokens) is not breaching
+    assert expr == "IF(requested > 0, FILL(hits, 0) / requested, 1)"
+    stats = {m["Id"]: m["MetricStat"] for m in alarm.metrics if "MetricStat" in m}
+    assert {s["Metric"]["MetricName"] for s in stats.values()} == {
+        "LMCacheHitTokens", "LMCacheRequestedTokens"}
+    assert all(s["Stat"] == "Sum" and s["Metric"]["Namespace"] == "LMIKit/Container"
+               for s in stats.values())
+    assert alarm.evaluation_periods * 60 == 900 and alarm.treat_missing_data == "notBreaching"
+
+
+def test_cache_alarms_use_the_emf_interval_as_period() -> None:
+    spec, plan = load_example("rag-qwen72b-nvme")
+    slow = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"metric_publish_frequency_seconds": 300})})
+    fast = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"metric_publish_frequency_seconds": 10})})
+    for s, period in ((slow, 300), (fast, 60)):  # EMF lines never more often than 60 s
+        alarms = {a.key: a for a in alarm_definitions(s, plan)}
+        assert alarms["disk-tier-full"].period == period
+        assert alarms["disk-tier-full"].evaluation_periods * period == 1800
+        cpu = alarms["cpu-tier-full"]
+        assert {m["MetricStat"]["Period"] for m in cpu.metrics if "MetricStat" in m} == {period}
+
+
+def test_cpu_tier_alarm_needs_full_and_evicting() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    alarm = {a.key: a for a in alarm_definitions(spec, plan)}["cpu-tier-full"]
+    (expr,) = [m["Expression"] for m in alarm.metrics if m.get("ReturnData")]
+    limit = int(plan.lmcache["max_local_cpu_size_gb"] * 2**30 * plan.tp * 0.95)
+    assert expr == f"IF(usage > {limit}, 1, 0) * IF(FILL(evictions, 0) > 0, 1, 0)"
+    assert (alarm.threshold, alarm.comparison_operator) == (1, "GreaterThanOrEqualToThreshold")
 
 
 def test_cache_alarms_absent_without_lmcache() -> None:

@@ -50,12 +50,48 @@ def test_dashboard_body_includes_client_ttft_only_when_opted_in() -> None:
     assert "Client TTFT (seconds)" in titles
 
 
-def test_dashboard_body_omits_promql_panels_without_detailed_metrics() -> None:
+def test_dashboard_body_omits_container_panels_without_detailed_metrics() -> None:
     spec, plan = load_example("docqa-qwen7b")
     off = spec.model_copy(update={"observability": spec.observability.model_copy(
         update={"detailed_metrics": False})})
     text = json.dumps(dashboard_body(off, plan))
-    assert "lmcache_" not in text
+    assert "lmcache_" not in text and "LMIKit/Container" not in text
+
+
+def _container_titles(spec, plan) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    return {w["properties"]["title"]: w["properties"] for w in dashboard_body(spec, plan)[
+        "widgets"] if w["type"] == "metric" and "LMIKit/Container" in json.dumps(w)}
+
+
+def test_container_panels_are_metric_widgets_not_promql_text() -> None:
+    spec, plan = load_example("rag-qwen72b-nvme")
+    panels = _container_titles(spec, plan)
+    assert {"KV cache hit tokens/s by tier", "Cache hit rate (per copy, averaged)",
+            "Server TTFT (seconds)", "LMCache tier usage (bytes, largest copy)",
+            "LMCache CPU evictions/s", "LMCache retrieve"} <= set(panels)
+    assert panels["KV cache hit tokens/s by tier"]["stacked"] is True
+    ttft = [r[1] for r in panels["Server TTFT (seconds)"]["metrics"]]
+    assert ttft == ["TimeToFirstTokenP50", "TimeToFirstTokenP90", "TimeToFirstTokenP99"]
+    usage = panels["LMCache tier usage (bytes, largest copy)"]
+    assert [r[1] for r in usage["metrics"]] == ["LMCacheCpuUsageBytes", "LMCacheDiskUsageBytes"]
+    assert [a["label"] for a in usage["annotations"]["horizontal"]] == [
+        "CPU tier size (copy)", "disk tier size (copy)"]
+    # One PromQL text widget is left, for Query Studio.
+    texts = [w for w in dashboard_body(spec, plan)["widgets"] if w["type"] == "text"
+             and "PromQL" in w["properties"]["markdown"]]
+    assert len(texts) == 1
+
+
+def test_container_panels_follow_the_plan_tier() -> None:
+    spec, plan = load_example("chat-qwen1.5b-small")
+    assert plan.tier == "none"
+    panels = _container_titles(spec, plan)
+    assert "LMCache" not in json.dumps(panels)  # no LMCache series without LMCache
+    assert "Server TTFT (seconds)" in panels
+    spec, plan = load_example("rag-qwen72b-nvme")
+    spec = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"metric_publish_frequency_seconds": 300})})
+    assert {p["period"] for p in _container_titles(spec, plan).values()} == {300}
 
 
 def test_dashboard_name_is_derived_from_the_spec() -> None:

@@ -81,7 +81,42 @@ def test_container_catalog_names_match_a_prometheus_client_exposition() -> None:
 def test_catalog_has_reference_namespaces() -> None:
     namespaces = {m.namespace for m in mc.CLASSIC_METRICS}
     assert namespaces == {mc.NS_SAGEMAKER, mc.NS_INFERENCE_COMPONENTS, mc.NS_ENDPOINTS,
-                          mc.CLIENT_NAMESPACE}
+                          mc.CLIENT_NAMESPACE, mc.CONTAINER_NAMESPACE}
+
+
+def test_container_emf_metrics_are_classic_metrics_with_their_dimension_set() -> None:
+    assert mc.CONTAINER_DIMENSIONS == ("EndpointName", "InferenceComponentName")
+    for metric in mc.CONTAINER_EMF_METRICS:
+        found = mc.find_classic(mc.CONTAINER_NAMESPACE, metric.name, mc.CONTAINER_DIMENSIONS)
+        assert found is not None and found.unit == metric.unit, metric.name
+        assert mc.find_classic(mc.CONTAINER_NAMESPACE, metric.name, ("EndpointName",)) is None
+
+
+def test_container_emf_metrics_read_catalogued_series_with_cloudwatch_units() -> None:
+    from ._service_model import service_model
+
+    units = set(service_model("cloudwatch").shape_for("StandardUnit").enum)
+    sources = {m.name: m.kind for m in mc.CONTAINER_METRICS}
+    kinds = {"counter": "counter", "histogram_count": "histogram",
+             "histogram_quantile": "histogram", "gauge": "gauge"}
+    names = [m.name for m in mc.CONTAINER_EMF_METRICS]
+    assert len(names) == len(set(names)) <= 100  # one EMF directive holds at most 100
+    for metric in mc.CONTAINER_EMF_METRICS:
+        assert metric.unit in units, metric.name
+        if metric.kind == "ratio":
+            assert metric.denominator in names and set(metric.numerator) <= set(names)
+        else:
+            assert sources.get(metric.source) == kinds[metric.kind], metric.name
+
+
+def test_container_table_is_the_one_the_image_carries() -> None:
+    """The Dockerfile copies the SDK's own table file: one source of truth."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    dockerfile = (root / "container" / "Dockerfile").read_text()
+    assert f"COPY sdk/lmikit/{mc.EMF_TABLE_FILE} /opt/lmikit/lmikit/{mc.EMF_TABLE_FILE}" in (
+        dockerfile)
 
 
 @pytest.mark.parametrize(("name", "want"), [

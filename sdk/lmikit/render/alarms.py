@@ -11,10 +11,15 @@ Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` 
 * ``5xx-rate``: metric math on Invocation5XXErrors / Invocations (percent).
 * ``p90-model-latency``: ModelLatency p90 (microseconds).
 * ``no-capacity``: NoCapacityInvocationFailures >= 1 (scale-from-zero misses).
-* ``hit-rate-collapse`` (PromQL, LMCache tiers only): LMCache served fewer than
-  ``min_hit_rate`` of requested tokens while requests were arriving.
-* ``cpu-tier-full`` / ``disk-tier-full`` (PromQL): the tier is >= 95% full *and* evicting,
-  i.e. the working set no longer fits (a full LRU cache that is not evicting is fine).
+* ``hit-rate-collapse`` (metric math on the container's EMF metrics, LMCache tiers only):
+  LMCache served fewer than ``min_hit_rate`` of requested tokens while requests arrived.
+* ``cpu-tier-full`` (metric math) / ``disk-tier-full`` (metric): the tier is >= 95% full
+  (and, for the CPU tier, evicting), i.e. the working set no longer fits (a full LRU cache
+  that is not evicting is fine). LMCache counts no disk evictions.
+
+The cache alarms read ``LMIKit/Container`` (the EMF lines ``lmikit_runtime.emf`` prints),
+classic metrics with classic alarm semantics. ``AlarmDef`` still supports PromQL alarms
+(``kind="promql"``) for callers that build their own.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
@@ -33,7 +38,7 @@ from typing import Any, Literal
 
 from lmikit import metric_catalog as mc
 from lmikit.plan import Plan
-from lmikit.render.promql import selector
+from lmikit.render.env import EMF_MIN_INTERVAL_S
 from lmikit.render.sagemaker import VARIANT_NAME, base_component_name
 from lmikit.spec import DeploymentSpec
 
@@ -125,11 +130,24 @@ def default_p90_model_latency_ms(spec: DeploymentSpec, plan: Plan) -> float:
     return float(math.ceil(2 * seconds * 1000))
 
 
-def _stat(id_: str, name: str, dims: dict[str, str], stat: str) -> dict[str, Any]:
+def _stat(id_: str, name: str, dims: dict[str, str], stat: str,
+          namespace: str = mc.NS_SAGEMAKER, period: int = 60) -> dict[str, Any]:
     return {"Id": id_, "ReturnData": False, "MetricStat": {
-        "Metric": {"Namespace": mc.NS_SAGEMAKER, "MetricName": name,
+        "Metric": {"Namespace": namespace, "MetricName": name,
                    "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()]},
-        "Period": 60, "Stat": stat}}
+        "Period": period, "Stat": stat}}
+
+
+def emf_period(spec: DeploymentSpec) -> int:
+    """Seconds between the container's EMF lines (``LMIKIT_EMF`` interval_s): the period
+    of every alarm and graph on ``LMIKit/Container``."""
+    return max(EMF_MIN_INTERVAL_S, spec.observability.metric_publish_frequency_seconds)
+
+
+def container_dimensions(spec: DeploymentSpec) -> dict[str, str]:
+    """The dimension values of the container's EMF metrics (``metric_catalog.
+    CONTAINER_DIMENSIONS``): the endpoint and its base component."""
+    return {"EndpointName": spec.name, "InferenceComponentName": base_component_name(spec)}
 
 
 def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
@@ -177,48 +195,70 @@ def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
     ]
     if not (plan.uses_lmcache and spec.observability.detailed_metrics):
         return out
-    sel = selector(spec.name)
-    w = "15m"
+    # The container's EMF metrics (LMIKit/Container; lmikit_runtime.emf): classic metrics,
+    # one datapoint per copy per interval, so the period is the emitter's interval.
+    period = emf_period(spec)
+    cd = container_dimensions(spec)
 
-    def rate(name: str) -> str:
-        return f"sum(rate({mc.promql_name(name)}{{{sel}}}[{w}]))"
+    def periods(seconds: int) -> int:
+        return max(1, math.ceil(seconds / period))
 
-    requested = rate("lmcache:num_requested_tokens_total")
+    n = periods(900)
     out.append(AlarmDef(
-        key="hit-rate-collapse", name=alarm_name(spec, "hit-rate-collapse"), kind="promql",
+        key="hit-rate-collapse", name=alarm_name(spec, "hit-rate-collapse"), kind="math",
         actions=actions,
         description=f"{spec.name}: LMCache served under {cfg.min_hit_rate:.0%} of requested "
         "tokens for 15 minutes while requests kept arriving (sticky routing broken, cache "
         "restarted, or hashes differ: check PYTHONHASHSEED=0)",
-        promql_query=f"({rate('lmcache:num_hit_tokens_total')} / {requested} < "
-        f"{cfg.min_hit_rate:g}) and {requested} > 0",
-        pending_period=900, recovery_period=600, evaluation_interval=60))
+        threshold=cfg.min_hit_rate, comparison_operator="LessThanThreshold",
+        evaluation_periods=n, datapoints_to_alarm=n, treat_missing_data="notBreaching",
+        metrics=(
+            _stat("hits", "LMCacheHitTokens", cd, "Sum", mc.CONTAINER_NAMESPACE, period),
+            _stat("requested", "LMCacheRequestedTokens", cd, "Sum", mc.CONTAINER_NAMESPACE,
+                  period),
+            # Token-weighted over every copy (sums, not an average of per-copy ratios); an
+            # interval without requests reads 1: an idle cache is not a collapsed one.
+            {"Id": "hitrate", "ReturnData": True, "Label": "LMCache hit rate",
+             "Expression": "IF(requested > 0, FILL(hits, 0) / requested, 1)"},
+        )))
     tp = plan.tp
-    tiers = [("cpu-tier-full", "CPU", "lmcache:local_cache_usage",
+    tiers = [("cpu-tier-full", "CPU", "LMCacheCpuUsageBytes",
               plan.lmcache.get("max_local_cpu_size_gb") or 0.0)]
     if plan.tier == "cpu+disk":
-        tiers.append(("disk-tier-full", "disk", "lmcache:local_storage_usage",
+        tiers.append(("disk-tier-full", "disk", "LMCacheDiskUsageBytes",
                       plan.lmcache.get("max_local_disk_size_gb") or 0.0))
+    n = periods(1800)
     for key, label, metric, size_gb in tiers:
         if size_gb <= 0:
             continue
-        capacity = int(size_gb * GIB * tp)  # one copy's workers (TP ranks) share the gauge
-        component = mc.CONTAINER_SOURCE.component_label
-        usage = (f"max by ('{component}') "
-                 f"({mc.promql_name(metric)}{{{sel}}})")
-        full = f"{usage} > {int(capacity * TIER_FULL_FRACTION)}"
+        # One copy's workers (TP ranks) together: the emitter sums the per-worker gauge.
+        limit = int(size_gb * GIB * tp * TIER_FULL_FRACTION)
+        description = (f"{spec.name}: LMCache {label} tier above {TIER_FULL_FRACTION:.0%} of "
+                       f"its {size_gb:g} GB x {tp} worker(s) in a copy"
+                       + (" and evicting" if label == "CPU" else "")
+                       + " for 30 minutes: the working set outgrew the tier (raise its size, "
+                       "add instances, or add a tier)")
+        common: dict[str, Any] = dict(
+            key=key, name=alarm_name(spec, key), actions=actions, description=description,
+            evaluation_periods=n, datapoints_to_alarm=n, treat_missing_data="notBreaching")
         if label == "CPU":
             # LMCache counts CPU-tier evictions only; the disk tier alarms on fullness alone.
-            full = f"({full}) and on() ({rate('lmcache:local_cpu_evict_count_total')} > 0)"
-        out.append(AlarmDef(
-            key=key, name=alarm_name(spec, key), kind="promql", actions=actions,
-            description=f"{spec.name}: LMCache {label} tier above {TIER_FULL_FRACTION:.0%} of "
-            f"its {size_gb:g} GB x {tp} worker(s)"
-            + (" and evicting" if label == "CPU" else "")
-            + " for 30 minutes: the working set outgrew the tier (raise its size, add "
-            "instances, or add a tier)",
-            promql_query=full, pending_period=1800, recovery_period=900,
-            evaluation_interval=60))
+            out.append(AlarmDef(
+                kind="math", threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
+                metrics=(
+                    _stat("usage", metric, cd, "Maximum", mc.CONTAINER_NAMESPACE, period),
+                    _stat("evictions", "LMCacheCpuEvictions", cd, "Sum",
+                          mc.CONTAINER_NAMESPACE, period),
+                    {"Id": "fullandevicting", "ReturnData": True,
+                     "Label": "CPU tier full and evicting",
+                     "Expression": f"IF(usage > {limit}, 1, 0) * "
+                                   "IF(FILL(evictions, 0) > 0, 1, 0)"},
+                ), **common))
+        else:
+            out.append(AlarmDef(
+                kind="metric", namespace=mc.CONTAINER_NAMESPACE, metric_name=metric,
+                dimensions=cd, statistic="Maximum", period=period, threshold=limit,
+                comparison_operator="GreaterThanThreshold", **common))
     return out
 
 

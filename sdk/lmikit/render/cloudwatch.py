@@ -6,11 +6,12 @@ CDK (``cloudwatch.CfnDashboard(dashboard_body=json.dumps(body))``) and to
 
 Classic metric widgets cover what SageMaker publishes to AWS/SageMaker,
 /aws/sagemaker/InferenceComponents and /aws/sagemaker/Endpoints, plus the client TTFT
-namespace when the spec opts in. The container's LMCache/vLLM metrics reach CloudWatch
-through detailed observability as OTLP metrics that only PromQL can read (see
-:mod:`lmikit.metric_catalog`); a classic dashboard body cannot plot them with a metrics
-array, so their panels here are text widgets carrying the exact PromQL to open in Query
-Studio, and the Grafana dashboard plots them.
+namespace when the spec opts in. The container's LMCache/vLLM metrics reach CloudWatch twice:
+through detailed observability as OTLP metrics that only PromQL can read, and as classic
+metrics in ``LMIKit/Container``, which CloudWatch Logs extracts from the Embedded Metric
+Format lines the container's emitter prints (``lmikit_runtime.emf``; the metric list is
+:data:`lmikit.metric_catalog.CONTAINER_EMF_METRICS`). The cache panels plot the latter; one
+small text widget keeps the PromQL for Query Studio.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
@@ -29,7 +30,12 @@ from typing import Any
 
 from lmikit import metric_catalog as mc
 from lmikit.plan import Plan
-from lmikit.render.alarms import default_p90_model_latency_ms
+from lmikit.render.alarms import (
+    GIB,
+    container_dimensions,
+    default_p90_model_latency_ms,
+    emf_period,
+)
 from lmikit.render.promql import PromQuery, container_queries, selector
 from lmikit.render.sagemaker import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.spec import DeploymentSpec
@@ -100,8 +106,11 @@ def _summary(spec: DeploymentSpec, plan: Plan) -> str:
         f"{spec.instance.min_count}-{spec.instance.max_count} instances. "
         f"Predicted TTFT for a {spec.workload.typical_request_tokens}-token request: "
         f"miss {p.ttft_miss_s:.3f} s, hit {hit if hit is not None else 'n/a'} s.",
-        "SageMaker publishes no TTFT metric: server TTFT comes from vLLM via detailed "
-        "observability (PromQL below), client TTFT from `observability.client_ttft_metrics`.",
+        "SageMaker publishes no TTFT metric: server TTFT comes from vLLM through the "
+        + ("container's EMF lines (`LMIKit/Container`, below)"
+           if spec.observability.detailed_metrics else
+           "container's EMF lines once `observability.detailed_metrics` is on")
+        + ", client TTFT from `observability.client_ttft_metrics`.",
         "Copy count: derived as Invocations / InvocationsPerCopy (blank without traffic). "
         "Instance count is not a classic metric; see SageMaker AI Insights.",
     ]
@@ -194,19 +203,98 @@ def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
             for s in ("p10", "p50")]))
 
     if spec.observability.detailed_metrics:
-        q = container_queries(selector(spec.name), kv_bytes_per_token=plan.kv_bytes_per_token)
-        note = ("Scraped by detailed observability; open CloudWatch **Query Studio**, choose "
-                "PromQL and paste a query.")
-        g.newline()
-        g.add("text", 12, 8, _promql_text("KV cache hits by tier", [
-            q[k] for k in ("hit_tokens_gpu", "hit_tokens_local", "hit_tokens_remote",
-                           "prompt_tokens", "prefix_hit_rate", "lmcache_hit_rate")], note))
-        g.add("text", 12, 8, _promql_text("Cache usage, evictions, retrieve, TTFT", [
-            q[k] for k in ("cache_usage_cpu", "cache_usage_disk", "cache_usage_remote",
-                           "evictions", "retrieve_speed_p50", "retrieve_time_p90",
-                           "gpu_kv_usage", "ttft_p50", "ttft_p90", "ttft_p99",
-                           "ttft_histogram")], note))
+        _container_panels(g, spec, plan)
     return {"start": "-PT6H", "periodOverride": "inherit", "widgets": g.widgets}
+
+
+def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
+    """The cache panels: ``LMIKit/Container`` metrics from the container's EMF lines."""
+    region = spec.region
+    cd = container_dimensions(spec)
+    period = emf_period(spec)
+    ns = mc.CONTAINER_NAMESPACE
+
+    def m(name: str, stat: str, **opts: Any) -> list[Any]:
+        return _metric(ns, name, cd, stat=stat, **opts)
+
+    def graph(title: str, metrics: list[list[Any]], **extra: Any) -> None:
+        g.add("metric", 8, 6, _graph(title, region, metrics, period=period, **extra))
+
+    g.newline()
+    # Hit tokens per second by tier. LMCache does not split its hits between the CPU and disk
+    # tiers; remote hits are estimated from bytes read / the plan's KV bytes per token.
+    hits: list[list[Any]] = [[{"expression": "gpu / PERIOD(gpu)", "id": "gpus",
+                               "label": "GPU prefix cache"}]]
+    hidden = [m("GpuPrefixCacheHitTokens", "Sum", id="gpu", visible=False)]
+    if plan.uses_lmcache:
+        remote = f"FILL(rbytes, 0) / {plan.kv_bytes_per_token}"
+        hits.append([{"expression": f"(lmc - {remote}) / PERIOD(lmc)", "id": "locals",
+                      "label": "LMCache CPU + disk"}])
+        hidden.append(m("LMCacheHitTokens", "Sum", id="lmc", visible=False))
+        if plan.tier == "remote":
+            hits.append([{"expression": f"{remote} / PERIOD(lmc)", "id": "remotes",
+                          "label": "LMCache remote (estimate)"}])
+        hidden.append(m("LMCacheRemoteReadBytes", "Sum", id="rbytes", visible=False))
+    graph("KV cache hit tokens/s by tier", hits + hidden, stacked=True)
+    rates = [m("PrefixCacheHitRate", "Average", label="prompt tokens from any tier"),
+             m("GpuPrefixCacheHitRate", "Average", label="GPU prefix cache")]
+    extra: dict[str, Any] = {"yAxis": {"left": {"min": 0, "max": 1}}}
+    if plan.uses_lmcache:
+        rates.insert(0, m("LMCacheHitRate", "Average", label="LMCache"))
+        extra["annotations"] = {"horizontal": [{
+            "label": "hit-rate-collapse alarm",
+            "value": spec.observability.alarms.min_hit_rate}]}
+    graph("Cache hit rate (per copy, averaged)", rates, **extra)
+    graph("Server TTFT (seconds)", [
+        m(f"TimeToFirstToken{p.upper()}", "Average", label=p) for p in LATENCY_STATS
+    ], annotations={"horizontal": _ttft_lines(plan)})
+    if plan.uses_lmcache:
+        usage = [m("LMCacheCpuUsageBytes", "Maximum", label="CPU tier")]
+        lines = []
+        cpu_gb = plan.lmcache.get("max_local_cpu_size_gb") or 0.0
+        if cpu_gb:
+            lines.append({"label": "CPU tier size (copy)", "value": int(cpu_gb * GIB * plan.tp)})
+        if plan.tier == "cpu+disk":
+            usage.append(m("LMCacheDiskUsageBytes", "Maximum", label="disk tier"))
+            disk_gb = plan.lmcache.get("max_local_disk_size_gb") or 0.0
+            if disk_gb:
+                lines.append({"label": "disk tier size (copy)",
+                              "value": int(disk_gb * GIB * plan.tp)})
+        if plan.tier == "remote":
+            usage.append(m("LMCacheRemoteUsageBytes", "Maximum", label="remote tier"))
+        graph("LMCache tier usage (bytes, largest copy)", usage,
+              annotations={"horizontal": lines})
+        graph("LMCache CPU evictions/s", [
+            [{"expression": "ev / PERIOD(ev)", "id": "evs", "label": "evictions/s"}],
+            m("LMCacheCpuEvictions", "Sum", id="ev", visible=False)])
+        graph("LMCache retrieve", [
+            m("LMCacheRetrieveSpeedP50", "Average", label="speed p50 (tokens/s)"),
+            m("LMCacheRetrieveTimeP90", "Average", label="time p90 (s)", yAxis="right")])
+    graph("GPU KV cache in use, queue", [
+        m("GpuKvCacheUsage", "Maximum", label="GPU KV in use (0-1)"),
+        m("RequestsWaiting", "Maximum", label="requests waiting", yAxis="right")])
+    graph("Tokens/s and requests/s", [
+        [{"expression": "pt / PERIOD(pt)", "id": "pts", "label": "prompt tokens/s"}],
+        [{"expression": "gt / PERIOD(gt)", "id": "gts", "label": "generated tokens/s"}],
+        [{"expression": "req / PERIOD(req)", "id": "reqs", "label": "first tokens/s (requests)",
+          "yAxis": "right"}],
+        m("PromptTokens", "Sum", id="pt", visible=False),
+        m("GenerationTokens", "Sum", id="gt", visible=False),
+        m("TimeToFirstTokenCount", "Sum", id="req", visible=False)])
+    q = container_queries(selector(spec.name), kv_bytes_per_token=plan.kv_bytes_per_token)
+    g.add("text", 8, 6, _promql_text("The same series in PromQL", [
+        q[k] for k in ("lmcache_hit_rate", "prefix_hit_rate", "ttft_p90", "ttft_histogram")],
+        "Detailed observability also publishes the raw series for PromQL: open CloudWatch "
+        "**Query Studio**, choose PromQL and paste a query."))
+
+
+def _ttft_lines(plan: Plan) -> list[dict[str, Any]]:
+    p = plan.predicted
+    lines = [{"label": "planned miss TTFT", "value": p.ttft_miss_s}]
+    hit = p.ttft_hit_s.get("cpu") if plan.tier != "none" else p.ttft_hit_s.get("gpu")
+    if hit is not None:
+        lines.append({"label": "planned hit TTFT", "value": hit})
+    return lines
 
 
 def referenced_metrics(body: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:

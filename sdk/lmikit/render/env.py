@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.plan import Plan
 from lmikit.render.lmcache import LMCACHE_FILE_NAME
 from lmikit.spec import DeploymentSpec
@@ -31,6 +32,7 @@ CONTAINER_ENV_KEYS = frozenset({
     "OPTION_SESSIONS_EXPIRATION",
 })
 CFN_ENVIRONMENT_MAX = 16
+EMF_MIN_INTERVAL_S = 60
 
 
 def _flag(value: bool) -> str:
@@ -89,10 +91,32 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
     return dict(sorted(env.items()))
 
 
+def emf_config(spec: DeploymentSpec) -> str:
+    """``LMIKIT_EMF``: the container's EMF emitter settings (JSON). Dimension values name the
+    endpoint and the base component, as the dashboard and alarms do; the interval follows
+    ``metric_publish_frequency_seconds`` but never below 60 s (standard resolution)."""
+    from lmikit.render.sagemaker import base_component_name  # sagemaker imports this module
+
+    interval = max(EMF_MIN_INTERVAL_S, spec.observability.metric_publish_frequency_seconds)
+    return json.dumps({"namespace": CONTAINER_NAMESPACE,
+                       "dimensions": {"EndpointName": spec.name,
+                                      "InferenceComponentName": base_component_name(spec)},
+                       "interval_s": interval}, separators=(",", ":"))
+
+
 def container_environment(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
-    """The inference component's ``Container.Environment`` (at most 16 entries)."""
-    return {k: v for k, v in lmi_environment(spec, plan).items()
-            if k in CONTAINER_ENV_KEYS or k.startswith("LMIKIT_")}
+    """The inference component's ``Container.Environment`` (at most 16 entries).
+
+    Adds ``LMIKIT_EMF`` (with detailed metrics) here rather than in :func:`lmi_environment`:
+    its dimensions name the SageMaker endpoint and inference component, so it belongs to
+    the SageMaker container only (the HyperPod manifest, built from ``lmi_environment``,
+    has no such component).
+    """
+    env = {k: v for k, v in lmi_environment(spec, plan).items()
+           if k in CONTAINER_ENV_KEYS or k.startswith("LMIKIT_")}
+    if spec.observability.detailed_metrics:
+        env[EMF_CONFIG_ENV] = emf_config(spec)
+    return dict(sorted(env.items()))
 
 
 def serving_properties(spec: DeploymentSpec, plan: Plan) -> str:

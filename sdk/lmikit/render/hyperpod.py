@@ -32,9 +32,12 @@ MODEL_MOUNT = "/opt/ml/model"
 ROUTING = {"prefix_aware": "prefixaware", "kv_aware": "kvaware", "sticky_session": "session"}
 LOAD_BALANCER = {"least_outstanding": "least_outstanding_requests", "random": "round_robin"}
 # The operator owns these: it configures LMCache and the KV connector from kvCacheSpec, and
-# --enable-prefix-caching must not be passed alongside its KV cache.
+# --enable-prefix-caching must not be passed alongside its KV cache. LMIKIT_EMF is left out
+# too: its dimensions name a SageMaker inference component that does not exist on HyperPod,
+# pod logs reach CloudWatch only through whatever log agent the cluster runs, and the
+# operator publishes its own metrics (metrics.modelMetrics scrapes the same path).
 OPERATOR_OWNED = ("OPTION_KV_TRANSFER_CONFIG", "OPTION_LMCACHE_CONFIG_FILE",
-                  "OPTION_ENABLE_PREFIX_CACHING", "LMIKIT_PLAN")
+                  "OPTION_ENABLE_PREFIX_CACHING", "LMIKIT_PLAN", "LMIKIT_EMF")
 
 
 def rfc1123(name: str) -> str:
