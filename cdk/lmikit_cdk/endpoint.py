@@ -18,7 +18,6 @@ from lmikit.catalog.instances import get_instance
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
 from lmikit.plan import Plan, plan_spec
-from lmikit.render.env import lmi_environment
 from lmikit.render.sagemaker import SageMakerRequests, render_requests, volume_kms_key
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
@@ -39,26 +38,14 @@ KV_AWARE_MESSAGE = (
     "lmikit.deploy in Python), or choose routing.strategy 'prefix_aware' for CDK")
 
 
-# CloudFormation's registry schema for AWS::SageMaker::InferenceComponent caps the container
-# Environment at 16 variables (maxProperties), although the API accepts 100; CloudFormation
-# validates the schema before it calls SageMaker, so a longer environment fails at deploy.
-CFN_MAX_ENVIRONMENT = 16
+def validate_for_cdk(spec: DeploymentSpec) -> None:
+    """Every reason this spec cannot be synthesized, raised once as a RenderError.
 
-
-def validate_for_cdk(spec: DeploymentSpec, plan: Plan | None = None) -> None:
-    """Every reason this spec cannot be synthesized, raised once as a RenderError."""
+    CloudFormation's 16-entry cap on the container Environment is enforced by
+    render_requests, on exactly what the template carries."""
     errors = []
     if spec.routing.strategy == "kv_aware":
         errors.append(KV_AWARE_MESSAGE)
-    if plan is not None:
-        env = lmi_environment(spec, plan)
-        if len(env) > CFN_MAX_ENVIRONMENT:
-            errors.append(
-                f"the base component's container environment has {len(env)} variables, but "
-                "CloudFormation's AWS::SageMaker::InferenceComponent schema allows at most "
-                f"{CFN_MAX_ENVIRONMENT} (the SageMaker API allows 100). Deploy this spec with "
-                "the SDK (`lmikit deploy <spec>`), or drop optional settings (e.g. "
-                "observability.detailed_metrics, sessions, engine.speculative, adapters)")
     try:
         volume_kms_key(spec)
     except RenderError as exc:
@@ -96,7 +83,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.base_dir = Path(base_dir)
         self.plan = plan or plan_spec(spec, self.base_dir)
         # validate
-        validate_for_cdk(spec, self.plan)
+        validate_for_cdk(spec)
         # children: image, role, artifacts
         self.image = image or LmiImage.for_spec(self, "Image", spec, mode=image_mode,
                                                 build_context=build_context)

@@ -57,12 +57,24 @@ def test_kv_aware_and_required_key_are_reported_together() -> None:
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
-def test_environment_over_cloudformation_limit_is_refused() -> None:
+def test_feature_rich_spec_fits_cloudformation_environment_cap() -> None:
+    """CloudFormation caps Container.Environment at 16; engine options go to
+    serving.properties in the model artifact, so every feature at once still fits."""
     spec = _spec(observability={"detailed_metrics": True}, kv_cache={"mode": "cpu"},
                  adapters=[{"name": "a", "source": "s3://b/a.tar.gz"}],
-                 engine={"speculative": {"method": "eagle3", "draft_model": "org/draft"}})
-    with pytest.raises(RenderError, match="at most 16"):
-        LmiEndpoint(_stack(), "E", spec=spec)
+                 engine={"speculative": {"method": "eagle3", "draft_model": "org/draft"}},
+                 security={"hf_token_secret_arn":
+                           "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"})
+    stack = _stack()
+    endpoint = LmiEndpoint(stack, "E", spec=spec, build_context=REPO)
+    template = cdk.assertions.Template.from_stack(stack).to_json()
+    (component,) = [r for r in template["Resources"].values()
+                    if r["Type"] == "AWS::SageMaker::InferenceComponent"
+                    and "ComputeResourceRequirements" in r["Properties"]["Specification"]]
+    env = component["Properties"]["Specification"]["Container"]["Environment"]
+    assert len(env) <= 16
+    assert env == endpoint.requests.base_component["Specification"]["Container"]["Environment"]
+    assert "OPTION_SPECULATIVE_CONFIG" not in env  # it travels in serving.properties
 
 
 def test_stock_image_is_pinned_to_the_lmi_version() -> None:
