@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import GOLDEN, assert_golden  # noqa: F401  (re-exported to the tests here)
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-GOLDEN = ROOT / "tests" / "golden"
 GOLDEN_SPECS = ("docqa-qwen7b", "rag-qwen72b-nvme")
 
 
@@ -19,18 +19,6 @@ def load_example(stem: str):  # type: ignore[no-untyped-def]
 
     spec = load_spec(EXAMPLES / f"{stem}.yaml")
     return spec, plan_spec(spec, base_dir=EXAMPLES)
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/<name>; LMIKIT_UPDATE_GOLDEN=1 rewrites it."""
-    path = GOLDEN / name
-    if os.environ.get("LMIKIT_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"missing golden file {path}; run with LMIKIT_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), (
-        f"{name} differs from its golden file; review the diff and, if intended, rerun "
-        "`LMIKIT_UPDATE_GOLDEN=1 pytest tests/observability`")
 
 
 @pytest.fixture(params=sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
