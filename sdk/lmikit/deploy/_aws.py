@@ -108,7 +108,7 @@ def is_not_found(exc: BaseException) -> bool:
 
 def call(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     """Call ``client.<operation>(**kwargs)``; botocore errors become :class:`DeployError`."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     try:
         result: dict[str, Any] = getattr(client, operation)(**kwargs)
@@ -116,22 +116,22 @@ def call(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     except ClientError as exc:
         raise DeployError(f"{_pascal(operation)} failed: {error_code(exc)}: "
                           f"{error_message(exc)}") from exc
+    except NoCredentialsError as exc:
+        raise DeployError(f"{_pascal(operation)} failed: no AWS credentials found. Configure "
+                          "them (aws configure, AWS_PROFILE, or an instance role), or try "
+                          "lmikit without an account: `lmikit sandbox serve`") from exc
     except BotoCoreError as exc:
         raise DeployError(f"{_pascal(operation)} failed: {exc}") from exc
 
 
 def describe_or_none(client: Any, operation: str, **kwargs: Any) -> dict[str, Any] | None:
     """A describe call that returns None when the resource does not exist."""
-    from botocore.exceptions import ClientError
-
     try:
-        result: dict[str, Any] = getattr(client, operation)(**kwargs)
-        return result
-    except ClientError as exc:
-        if is_not_found(exc):
+        return call(client, operation, **kwargs)
+    except DeployError as exc:
+        if exc.__cause__ is not None and is_not_found(exc.__cause__):
             return None
-        raise DeployError(f"{_pascal(operation)} failed: {error_code(exc)}: "
-                          f"{error_message(exc)}") from exc
+        raise
 
 
 def _pascal(snake: str) -> str:
