@@ -95,6 +95,29 @@ class ControlPlane:
         res.pending_at = self.clock.monotonic() + max(0.0, seconds)
         res.pending = action
 
+    def _finish_create(self, res: Resource, seconds: float, fail: str | None) -> None:
+        """After ``seconds``, the new resource is InService, or Failed with ``fail``."""
+        def done() -> None:
+            res.modified = self._now_ts()
+            if fail:
+                res.status, res.failure = "Failed", fail
+            else:
+                res.status = "InService"
+        self._schedule(res, seconds, done)
+
+    def _finish_update(self, res: Resource, seconds: float, fail: str | None,
+                       apply: Callable[[], None]) -> None:
+        """After ``seconds``, the update is applied, or rolled back with ``fail`` as reason;
+        either way the resource is InService again."""
+        def done() -> None:
+            res.modified = self._now_ts()
+            res.status = "InService"
+            if fail:
+                res.failure = f"Update rolled back: {fail}"
+            else:
+                apply()
+        self._schedule(res, seconds, done)
+
     def _get(self, store: dict[str, Resource], name: str, what: str) -> Resource:
         res = store.get(name)
         if res is None:
@@ -165,13 +188,7 @@ class ControlPlane:
         self.endpoints[name] = res
         self._set_tags(arn, p.get("Tags"))
 
-        def done() -> None:
-            res.modified = self._now_ts()
-            if fail:
-                res.status, res.failure = "Failed", fail
-            else:
-                res.status = "InService"
-        self._schedule(res, self.timings.endpoint_create + extra, done)
+        self._finish_create(res, self.timings.endpoint_create + extra, fail)
         return {"EndpointArn": arn}
 
     def update_endpoint(self, p: dict[str, Any], fail: str | None, extra: float) -> dict:
@@ -189,14 +206,9 @@ class ControlPlane:
                              "and cannot be removed by an update.")
         res.status, res.failure = "Updating", None
 
-        def done() -> None:
-            res.modified = self._now_ts()
-            res.status = "InService"
-            if fail:
-                res.failure = f"Update rolled back: {fail}"
-            else:
-                res.request["EndpointConfigName"] = new.name
-        self._schedule(res, self.timings.endpoint_update + extra, done)
+        def switch_config() -> None:
+            res.request["EndpointConfigName"] = new.name
+        self._finish_update(res, self.timings.endpoint_update + extra, fail, switch_config)
         return {"EndpointArn": res.arn}
 
     def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -282,13 +294,7 @@ class ControlPlane:
         self.components[name] = res
         self._set_tags(arn, p.get("Tags"))
 
-        def done() -> None:
-            res.modified = self._now_ts()
-            if fail:
-                res.status, res.failure = "Failed", fail
-            else:
-                res.status = "InService"
-        self._schedule(res, seconds + extra, done)
+        self._finish_create(res, seconds + extra, fail)
         return {"InferenceComponentArn": arn}
 
     def _check_base(self, p: dict[str, Any], spec: dict[str, Any], endpoint: Resource) -> None:
@@ -408,14 +414,9 @@ class ControlPlane:
                       extra: float) -> dict[str, Any]:
         res.status, res.failure = "Updating", None
 
-        def done() -> None:
-            res.modified = self._now_ts()
-            res.status = "InService"
-            if fail:
-                res.failure = f"Update rolled back: {fail}"
-            else:
-                res.request = new
-        self._schedule(res, self.timings.component_update + extra, done)
+        def apply_spec() -> None:
+            res.request = new
+        self._finish_update(res, self.timings.component_update + extra, fail, apply_spec)
         return {"InferenceComponentArn": res.arn}
 
     def delete_inference_component(self, p: dict[str, Any]) -> dict[str, Any]:
