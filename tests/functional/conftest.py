@@ -14,7 +14,7 @@ from moto import mock_aws
 from lmikit.deploy import Deployment
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
-from lmikit.testing import FakeSageMaker, Timings, VirtualClock
+from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
 
 REGION = "us-east-1"
 BUCKET = "lmikit-test-artifacts"
@@ -54,16 +54,8 @@ def clock() -> VirtualClock:
 def fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
-
-    def exists(url: str) -> bool:
-        bucket, key = url[5:].split("/", 1)
-        try:
-            s3.head_object(Bucket=bucket, Key=key)
-            return True
-        except s3.exceptions.ClientError:
-            return False
-
-    return FakeSageMaker(REGION, clock=clock, timings=Timings(), artifact_exists=exists)
+    return FakeSageMaker(REGION, clock=clock, timings=Timings(),
+                         artifact_exists=s3_artifact_exists(s3))
 
 
 @pytest.fixture

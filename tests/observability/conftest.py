@@ -1,4 +1,7 @@
-"""Fixtures for the observability tests: example specs planned once, golden files, moto."""
+"""Fixtures for the observability tests: example specs planned once, golden files, moto.
+
+Fake AWS credentials come from the root conftest's autouse fixture.
+"""
 
 from __future__ import annotations
 
@@ -27,17 +30,7 @@ def example(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
-@pytest.fixture
-def cloudwatch(aws_env: None):  # type: ignore[no-untyped-def]
+def cloudwatch():  # type: ignore[no-untyped-def]
     import boto3
     from moto import mock_aws
 

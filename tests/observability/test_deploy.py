@@ -72,7 +72,7 @@ def test_deploy_alarms_disabled_removes_them(cloudwatch) -> None:
     assert _alarm_names(cloudwatch, "docqa-qwen7b-lmikit-") == set()
 
 
-def test_client_errors_become_deploy_errors(aws_env: None) -> None:
+def test_client_errors_become_deploy_errors() -> None:
     import boto3
     from botocore.stub import Stubber
 

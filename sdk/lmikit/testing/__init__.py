@@ -14,7 +14,13 @@ injected with :meth:`FakeSageMaker.inject`.
 
 from lmikit.testing._clock import SystemClock, VirtualClock
 from lmikit.testing._control import ServiceError, Timings
-from lmikit.testing._fake import SUPPORTED_OPERATIONS, Call, FakeSageMaker, Fault
+from lmikit.testing._fake import (
+    SUPPORTED_OPERATIONS,
+    Call,
+    FakeSageMaker,
+    Fault,
+    s3_artifact_exists,
+)
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
 __all__ = [
@@ -28,4 +34,5 @@ __all__ = [
     "Timings",
     "VirtualClock",
     "compile_java_pattern",
+    "s3_artifact_exists",
 ]

@@ -65,6 +65,18 @@ SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
 _NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName")
 
 
+def s3_artifact_exists(s3: Any) -> Callable[[str], bool]:
+    """An ``artifact_exists`` check for :class:`FakeSageMaker` backed by an S3 client (moto)."""
+    def exists(url: str) -> bool:
+        bucket, key = url[len("s3://"):].split("/", 1)
+        try:
+            s3.head_object(Bucket=bucket, Key=key)
+            return True
+        except s3.exceptions.ClientError:
+            return False
+    return exists
+
+
 @dataclass
 class Fault:
     """An injected fault: the next ``times`` calls of ``operation`` (naming ``name``) fail.

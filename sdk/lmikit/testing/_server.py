@@ -11,7 +11,7 @@ from typing import Any
 
 from lmikit.testing._clock import SystemClock
 from lmikit.testing._control import Timings
-from lmikit.testing._fake import FakeSageMaker
+from lmikit.testing._fake import FakeSageMaker, s3_artifact_exists
 from lmikit.testing._wire import WireRequest
 
 SANDBOX_TIMINGS = Timings(endpoint_create=4.0, endpoint_update=3.0, component_create=3.0,
@@ -104,14 +104,7 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
         moto.start()
         s3 = boto3.client("s3", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
-
-        def artifact_exists(url: str) -> bool:
-            bucket, key = url[5:].split("/", 1)
-            try:
-                s3.head_object(Bucket=bucket, Key=key)
-                return True
-            except s3.exceptions.ClientError:
-                return False
+        artifact_exists = s3_artifact_exists(s3)
 
     fake = FakeSageMaker(region, clock=SystemClock(), timings=timings or SANDBOX_TIMINGS,
                          artifact_exists=artifact_exists, stream_part_bytes=48,
