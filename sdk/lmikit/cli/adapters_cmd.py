@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,18 @@ formatter_option = click.option("--formatter", "-f", type=click.Path(exists=True
                                                                       dir_okay=False),
                                 help="Python file with this adapter's formatters.")
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "5"))
+
+
+def upload_options(command: Callable[..., None]) -> Callable[..., None]:
+    """NAME PATH and the options of a command that uploads an adapter (register, update)."""
+    for decorate in reversed([
+        click.argument("name"),
+        click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path)),
+        endpoint_option, formatter_option, wait_option, region_option, bucket_option,
+        kms_option,
+    ]):
+        command = decorate(command)
+    return command
 
 
 def _registry(endpoint: str, region: str | None, bucket: str | None = None,
@@ -47,14 +60,7 @@ def adapters_group() -> None:
 
 
 @adapters_group.command("register")
-@click.argument("name")
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@endpoint_option
-@formatter_option
-@wait_option
-@region_option
-@bucket_option
-@kms_option
+@upload_options
 def register_cmd(name: str, path: Path, endpoint: str, formatter: str | None, wait: bool,
                  region: str | None, bucket: str | None, kms_key_arn: str | None) -> None:
     """Validate, upload and host the adapter in PATH as NAME."""
@@ -96,14 +102,7 @@ def list_cmd(endpoint: str, region: str | None) -> None:
 
 
 @adapters_group.command("update")
-@click.argument("name")
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@endpoint_option
-@formatter_option
-@wait_option
-@region_option
-@bucket_option
-@kms_option
+@upload_options
 def update_cmd(name: str, path: Path, endpoint: str, formatter: str | None, wait: bool,
                region: str | None, bucket: str | None, kms_key_arn: str | None) -> None:
     """Point adapter NAME at new weights (or a new formatter) from PATH."""
