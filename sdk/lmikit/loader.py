@@ -56,23 +56,30 @@ def parse_yaml(text: str, source: str = "<spec>") -> tuple[Any, dict[Path_, int]
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError([Problem("", f"the spec is larger than {MAX_SPEC_BYTES} bytes",
                                  has_value=False)], source)
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    try:  # one parse: the node tree gives the lines, then the data
+        loader = yaml.SafeLoader(text)
     except yaml.YAMLError as exc:
         raise SpecError([_yaml_problem(exc)], source) from exc
-    if node is None:
-        raise SpecError([Problem("", "the spec is empty; it must be a mapping starting with "
-                                 "'api_version: v1'", has_value=False)], source)
-    lines: dict[Path_, int] = {}
-    problems: list[Problem] = []
-    _walk(node, (), lines, problems, depth=0)
-    if problems:
-        raise SpecError(problems, source)
     try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, TypeError, ValueError) as exc:
-        raise SpecError([Problem("", f"cannot read the YAML: {exc}", has_value=False)],
-                        source) from exc
+        try:
+            node = loader.get_single_node()
+        except yaml.YAMLError as exc:
+            raise SpecError([_yaml_problem(exc)], source) from exc
+        if node is None:
+            raise SpecError([Problem("", "the spec is empty; it must be a mapping starting "
+                                     "with 'api_version: v1'", has_value=False)], source)
+        lines: dict[Path_, int] = {}
+        problems: list[Problem] = []
+        _walk(node, (), lines, problems, depth=0)
+        if problems:
+            raise SpecError(problems, source)
+        try:
+            data = loader.construct_document(node)
+        except (yaml.YAMLError, RecursionError, TypeError, ValueError) as exc:
+            raise SpecError([Problem("", f"cannot read the YAML: {exc}", has_value=False)],
+                            source) from exc
+    finally:
+        loader.dispose()
     return data, lines
 
 
