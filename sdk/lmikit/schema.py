@@ -63,6 +63,8 @@ def spec_reference_markdown() -> str:
     """docs/spec.md: every field with its type, default and description, from the model."""
     from pydantic import BaseModel
 
+    from lmikit.loader import _unwrap
+
     lines = ["# Spec reference", "",
              "Generated from `lmikit.spec.DeploymentSpec` (a test keeps it in sync; "
              "regenerate with `python -c \"from lmikit.schema import spec_reference_markdown as m;"
@@ -73,8 +75,6 @@ def spec_reference_markdown() -> str:
         lines.extend([f"## `{prefix or 'top level'}`", "",
                       "| field | type | default | description |", "|---|---|---|---|"])
         for name, field in model.model_fields.items():
-            from lmikit.loader import _unwrap
-
             inner = _unwrap(field.annotation)
             is_model = isinstance(inner, type) and issubclass(inner, BaseModel)
             type_name = f"[{inner.__name__}](#{_anchor(prefix, name)})" if is_model \

@@ -88,11 +88,11 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                       namespace: str = "default") -> dict[str, Any]:
     """The InferenceEndpointConfig for ``kubectl apply``."""
     name = rfc1123(spec.name)
-    env = {k: v for k, v in lmi_environment(spec, plan).items()
+    full = lmi_environment(spec, plan)
+    env = {k: v for k, v in full.items()
            if k not in OPERATOR_OWNED and not k.startswith("LMCACHE_")}
     if not plan.uses_lmcache:
-        env["OPTION_ENABLE_PREFIX_CACHING"] = lmi_environment(spec, plan)[
-            "OPTION_ENABLE_PREFIX_CACHING"]
+        env["OPTION_ENABLE_PREFIX_CACHING"] = full["OPTION_ENABLE_PREFIX_CACHING"]
     memory_gib = math.ceil(plan.min_memory_mb / 1024)
     gpus = str(plan.tp)
     body: dict[str, Any] = {
