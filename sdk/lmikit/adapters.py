@@ -43,6 +43,7 @@ from lmikit.deploy._aws import (
     no_progress,
 )
 from lmikit.errors import AdapterError, DeployError, LmikitError
+from lmikit.names import ADAPTER_TAG, DEPLOYMENT_TAG, adapter_component_name, base_component_name
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
@@ -200,7 +201,7 @@ class AdapterRegistry:
         self.clients = Clients(session, region, retry_mode)
         self._bucket = bucket
         self.kms_key_arn = kms_key_arn
-        self.base_component = base_component or f"{endpoint}-base"
+        self.base_component = base_component or base_component_name(endpoint)
         self.clock = clock or RealClock()
         self.progress = progress
         self.max_workers = max_workers
@@ -215,7 +216,7 @@ class AdapterRegistry:
         return self._bucket
 
     def component_name(self, name: str) -> str:
-        comp = f"{self.endpoint}-{name}"
+        comp = adapter_component_name(self.endpoint, name)
         if not COMPONENT_NAME.match(name) or not COMPONENT_NAME.match(comp) \
                 or len(comp) > MAX_COMPONENT_NAME:
             raise AdapterError(f"adapter name {name!r} must be letters, digits and hyphens, and "
@@ -307,8 +308,8 @@ class AdapterRegistry:
             "InferenceComponentName": comp, "EndpointName": self.endpoint,
             "Specification": {"BaseInferenceComponentName": self.base_component,
                               "Container": {"ArtifactUrl": stored.url}},
-            "Tags": [{"Key": "lmikit:deployment", "Value": self.endpoint},
-                     {"Key": "lmikit:adapter", "Value": name}],
+            "Tags": [{"Key": DEPLOYMENT_TAG, "Value": self.endpoint},
+                     {"Key": ADAPTER_TAG, "Value": name}],
         }
         from botocore.exceptions import BotoCoreError, ClientError
 

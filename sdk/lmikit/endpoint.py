@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lmikit.errors import InvokeError
+from lmikit.names import base_component_name
 
 if TYPE_CHECKING:
     from lmikit.metrics_publisher import TtftPublisher
@@ -261,7 +262,7 @@ class Endpoint:
         if cloudwatch_client is not None and not publish_metrics:
             raise ValueError("cloudwatch_client= is only used with publish_metrics=True")
         self.name = name
-        self.component = component or f"{name}-base"
+        self.component = component or base_component_name(name)
         self.max_tokens = max_tokens
         self.clock = clock or PerfClock()
         if client is None or (publish_metrics and cloudwatch_client is None):

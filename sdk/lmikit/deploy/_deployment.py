@@ -33,7 +33,8 @@ from lmikit.deploy._aws import (
     no_progress,
 )
 from lmikit.errors import DeployError, LmikitError
-from lmikit.render.sagemaker import DEPLOYMENT_TAG, SageMakerRequests, render_requests
+from lmikit.names import DEPLOYMENT_TAG, base_component_name
+from lmikit.render.sagemaker import SageMakerRequests, render_requests
 from lmikit.spec import DeploymentSpec
 
 ROLLING_WAIT_SECONDS = 120
@@ -527,9 +528,7 @@ class Deployment:
     # --- helpers -----------------------------------------------------------------------
 
     def _base_name(self) -> str:
-        from lmikit.render.sagemaker import base_component_name
-
-        return base_component_name(self.spec)
+        return base_component_name(self.spec.name)
 
     def _components(self, endpoint: str) -> list[tuple[str, str | None]]:
         """(name, base or None) of every component on the endpoint."""

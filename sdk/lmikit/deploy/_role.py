@@ -12,6 +12,7 @@ from typing import Any
 
 from lmikit.deploy._aws import Clients, call, error_code
 from lmikit.errors import DeployError
+from lmikit.names import deployment_tags
 from lmikit.spec import DeploymentSpec
 
 TRUST = {"Version": "2012-10-17", "Statement": [{
@@ -65,7 +66,7 @@ def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = N
         arn = call(iam, "create_role", RoleName=name,
                    AssumeRolePolicyDocument=json.dumps(TRUST),
                    Description=f"lmikit execution role for {spec.name}",
-                   Tags=[{"Key": "lmikit:deployment", "Value": spec.name}])["Role"]["Arn"]
+                   Tags=deployment_tags(spec.name))["Role"]["Arn"]
     call(iam, "put_role_policy", RoleName=name, PolicyName="lmikit-endpoint",
          PolicyDocument=json.dumps(execution_role_policy(spec, bucket)))
     return arn

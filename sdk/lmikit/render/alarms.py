@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lmikit import metric_catalog as mc
+from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.env import EMF_MIN_INTERVAL_S
-from lmikit.render.sagemaker import VARIANT_NAME, base_component_name
 from lmikit.spec import DeploymentSpec
 
 GIB = 2**30
@@ -147,7 +147,7 @@ def emf_period(spec: DeploymentSpec) -> int:
 def container_dimensions(spec: DeploymentSpec) -> dict[str, str]:
     """The dimension values of the container's EMF metrics (``metric_catalog.
     CONTAINER_DIMENSIONS``): the endpoint and its base component."""
-    return {"EndpointName": spec.name, "InferenceComponentName": base_component_name(spec)}
+    return {"EndpointName": spec.name, "InferenceComponentName": base_component_name(spec.name)}
 
 
 def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
@@ -157,7 +157,7 @@ def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
         return []
     actions = (cfg.sns_topic_arn,) if cfg.sns_topic_arn else ()
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
-    base = base_component_name(spec)
+    base = base_component_name(spec.name)
     latency_ms = cfg.p90_model_latency_ms or default_p90_model_latency_ms(spec, plan)
     out = [
         AlarmDef(

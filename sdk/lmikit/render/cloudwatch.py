@@ -29,6 +29,7 @@ import json
 from typing import Any
 
 from lmikit import metric_catalog as mc
+from lmikit.names import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.alarms import (
     GIB,
@@ -37,7 +38,6 @@ from lmikit.render.alarms import (
     emf_period,
 )
 from lmikit.render.promql import PromQuery, container_queries, selector
-from lmikit.render.sagemaker import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.spec import DeploymentSpec
 
 PERIOD = 60
@@ -127,8 +127,8 @@ def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
     """The dashboard body (a dict; ``json.dumps`` it for PutDashboard / CfnDashboard)."""
     region = spec.region
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
-    base = base_component_name(spec)
-    components = [base] + [adapter_component_name(spec, a.name) for a in spec.adapters]
+    base = base_component_name(spec.name)
+    components = [base] + [adapter_component_name(spec.name, a.name) for a in spec.adapters]
     g = _Grid()
     g.add("text", WIDTH, 4, {"markdown": _summary(spec, plan)})
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
+from lmikit.names import base_component_name
 from lmikit.plan import Plan
 from lmikit.render.lmcache import LMCACHE_FILE_NAME
 from lmikit.spec import DeploymentSpec
@@ -95,12 +96,10 @@ def emf_config(spec: DeploymentSpec) -> str:
     """``LMIKIT_EMF``: the container's EMF emitter settings (JSON). Dimension values name the
     endpoint and the base component, as the dashboard and alarms do; the interval follows
     ``metric_publish_frequency_seconds`` but never below 60 s (standard resolution)."""
-    from lmikit.render.sagemaker import base_component_name  # sagemaker imports this module
-
     interval = max(EMF_MIN_INTERVAL_S, spec.observability.metric_publish_frequency_seconds)
     return json.dumps({"namespace": CONTAINER_NAMESPACE,
                        "dimensions": {"EndpointName": spec.name,
-                                      "InferenceComponentName": base_component_name(spec)},
+                                      "InferenceComponentName": base_component_name(spec.name)},
                        "interval_s": interval}, separators=(",", ":"))
 
 

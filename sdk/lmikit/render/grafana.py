@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
+from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
-from lmikit.render.sagemaker import VARIANT_NAME, base_component_name
 from lmikit.spec import DeploymentSpec
 
 # SageMaker real-time inference on-demand $/hour, us-east-1. Only prices with a public source
@@ -140,7 +140,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
 
     region = spec.region
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
-    ic = {"InferenceComponentName": base_component_name(spec)}
+    ic = {"InferenceComponentName": base_component_name(spec.name)}
     sm = mc.NS_SAGEMAKER
     cost = plan_cost(spec, plan, hourly_price_usd)
 
@@ -153,7 +153,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         "Prometheus: " + mc.CONTAINER_SOURCE.promql_url.format(region=region)))
     d = d.with_variable(db.ConstantVariable("endpoint").value(spec.name))
     d = d.with_variable(db.CustomVariable("component").label("Inference component")
-                        .values(",".join([base_component_name(spec)]
+                        .values(",".join([base_component_name(spec.name)]
                                          + [f"{spec.name}-{a.name}" for a in spec.adapters]))
                         .current(VariableOption(selected=True, text="All", value="$__all"))
                         .include_all(True).all_value(".*").multi(True))

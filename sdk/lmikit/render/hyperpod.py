@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from lmikit.errors import RenderError
+from lmikit.names import DEPLOYMENT_TAG
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
 from lmikit.spec import DeploymentSpec
@@ -117,7 +118,7 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                     "modelMetrics": {"path": spec.observability.metrics_path,
                                      "port": MODEL_PORT}},
         "tags": [{"name": k, "value": v} for k, v in sorted(
-            {"lmikit:deployment": spec.name, **spec.tags}.items())],
+            {DEPLOYMENT_TAG: spec.name, **spec.tags}.items())],
     }
     strategy = spec.routing.strategy
     if strategy in ROUTING:

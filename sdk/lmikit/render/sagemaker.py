@@ -26,12 +26,15 @@ from typing import Any
 
 from lmikit.catalog.instances import get_instance
 from lmikit.errors import RenderError
+from lmikit.names import DEPLOYMENT_TAG, VARIANT_NAME, deployment_tags
+from lmikit.names import adapter_component_name as _adapter_component_name
+from lmikit.names import base_component_name as _base_component_name
 from lmikit.plan import Plan
 from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment
 from lmikit.spec import DeploymentSpec
 
-VARIANT_NAME = "AllTraffic"
-DEPLOYMENT_TAG = "lmikit:deployment"
+__all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
+           "adapter_component_name", "base_component_name", "render_requests", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
@@ -63,16 +66,15 @@ class SageMakerRequests:
 
 
 def adapter_component_name(spec: DeploymentSpec, adapter: str) -> str:
-    return f"{spec.name}-{adapter}"
+    return _adapter_component_name(spec.name, adapter)
 
 
 def base_component_name(spec: DeploymentSpec) -> str:
-    return f"{spec.name}-base"
+    return _base_component_name(spec.name)
 
 
 def tags(spec: DeploymentSpec) -> list[dict[str, str]]:
-    merged = {DEPLOYMENT_TAG: spec.name, **spec.tags}
-    return [{"Key": k, "Value": v} for k, v in sorted(merged.items())]
+    return deployment_tags(spec.name, spec.tags)
 
 
 def startup_timeouts(plan: Plan) -> dict[str, int]:

@@ -1,0 +1,39 @@
+"""Names and tags every lmikit target agrees on, defined once.
+
+The renderers (SageMaker requests, environment, dashboards, alarms, HyperPod), the deployer,
+the adapter registry and the runtime client all name resources through these functions, so
+a deployment called ``docqa`` is always the endpoint ``docqa``, the base component
+``docqa-base`` and the adapter components ``docqa-<adapter>``, each tagged
+``lmikit:deployment=docqa``.
+
+>>> base_component_name("docqa"), adapter_component_name("docqa", "legal")
+('docqa-base', 'docqa-legal')
+>>> deployment_tags("docqa", {"team": "search"})
+[{'Key': 'lmikit:deployment', 'Value': 'docqa'}, {'Key': 'team', 'Value': 'search'}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+VARIANT_NAME = "AllTraffic"
+DEPLOYMENT_TAG = "lmikit:deployment"
+ADAPTER_TAG = "lmikit:adapter"
+BASE_SUFFIX = "-base"
+
+
+def base_component_name(deployment: str) -> str:
+    """The base inference component of a deployment (the endpoint's name + ``-base``)."""
+    return f"{deployment}{BASE_SUFFIX}"
+
+
+def adapter_component_name(deployment: str, adapter: str) -> str:
+    """The adapter inference component ``<deployment>-<adapter>``."""
+    return f"{deployment}-{adapter}"
+
+
+def deployment_tags(deployment: str, extra: Mapping[str, str] | None = None
+                    ) -> list[dict[str, str]]:
+    """SageMaker/IAM tag list: the deployment tag plus ``extra``, sorted by key."""
+    merged = {DEPLOYMENT_TAG: deployment, **(extra or {})}
+    return [{"Key": k, "Value": v} for k, v in sorted(merged.items())]
