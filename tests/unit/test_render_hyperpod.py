@@ -72,9 +72,11 @@ def test_hyperpod_intelligent_routing(strategy, expected):
 
 
 def test_hyperpod_plain_routing_uses_the_load_balancer():
-    spec = _manifest(BASE + "routing:\n  strategy: random\n")["spec"]
+    spec = _manifest(BASE + "routing:\n  strategy: random\nkv_cache:\n  mode: \"off\"\n")["spec"]
     assert "intelligentRoutingSpec" not in spec
     assert spec["loadBalancer"] == {"routingAlgorithm": "round_robin"}
+    cached = _manifest(BASE + "routing:\n  strategy: random\nkv_cache:\n  mode: cpu\n")["spec"]
+    assert cached["loadBalancer"]["routingAlgorithm"] == "round_robin"
 
 
 def test_hyperpod_tiers_map_to_l1_and_l2():
@@ -96,10 +98,18 @@ def test_hyperpod_remote_backend_must_be_redis():
 def test_hyperpod_operator_owned_env_is_not_passed():
     spec = _manifest(BASE + "kv_cache:\n  mode: cpu\n")["spec"]
     names = {e["name"] for e in spec["worker"]["environmentVariables"]}
-    assert not any(n.startswith("LMCACHE_") for n in names)
-    assert "OPTION_ENABLE_PREFIX_CACHING" not in names  # not with the operator's KV cache
-    assert "OPTION_KV_TRANSFER_CONFIG" not in names
-    assert "PYTHONHASHSEED" in names
+    assert not any(n.startswith(("LMCACHE_", "OPTION_", "LMIKIT_")) for n in names)
+    assert not any("prefix-caching" in a or "kv-transfer" in a for a in spec["worker"]["args"])
+    assert names == {"PYTHONHASHSEED"}
+
+
+def test_hyperpod_lmi_worker_serves_the_mounted_weights_without_lmikit_env():
+    text = BASE + "kv_cache:\n  mode: \"off\"\nrouting:\n  strategy: least_outstanding\n"
+    worker = _manifest(text)["spec"]["worker"]
+    env = {e["name"]: e["value"] for e in worker["environmentVariables"]}
+    assert env["HF_MODEL_ID"] == worker["modelVolumeMount"]["mountPath"] == "/opt/ml/model"
+    assert not any(n.startswith(("LMIKIT_", "LMCACHE_")) for n in env)
+    assert env["OPTION_ENABLE_PREFIX_CACHING"] == "true"
 
 
 def test_hyperpod_in_memory_only_never_enables_l2():

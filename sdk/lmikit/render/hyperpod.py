@@ -1,8 +1,11 @@
 """HyperPod inference operator manifest (InferenceEndpointConfig, v1) from the same spec.
 
 The operator manages LMCache itself: L1 is CPU offload on each node, L2 is cluster-wide
-(HyperPod tiered storage, or Redis). It strips user ``LMCACHE_*`` variables and injects its own,
-so the manifest carries the tier choice, not an LMCache file.
+(HyperPod tiered storage, or Redis). It wires ``kvCacheSpec`` and ``intelligentRoutingSpec``
+into vLLM-based workers only, so a manifest that uses either runs vLLM's OpenAI server
+(:mod:`lmikit.render.hyperpod_vllm`); a manifest with neither runs the LMI container.
+The operator strips user ``LMCACHE_*`` variables and injects its own, so the manifest carries
+the tier choice, not an LMCache file.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
@@ -12,6 +15,8 @@ so the manifest carries the tier choice, not an LMCache file.
 >>> m = hyperpod_manifest(spec, plan_spec(spec), image_uri="img:1")
 >>> m["metadata"]["name"], m["spec"]["intelligentRoutingSpec"]["routingStrategy"]
 ('docqa', 'prefixaware')
+>>> m["spec"]["worker"]["modelInvocationPort"]["containerPort"]
+8000
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
+from lmikit.render.hyperpod_vllm import (
+    DEFAULT_VLLM_IMAGE,
+    VLLM_PORT,
+    check_image,
+    vllm_spec_fields,
+    vllm_worker,
+)
 from lmikit.spec import DeploymentSpec
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -32,13 +44,20 @@ MODEL_PORT = 8080
 MODEL_MOUNT = "/opt/ml/model"
 ROUTING = {"prefix_aware": "prefixaware", "kv_aware": "kvaware", "sticky_session": "session"}
 LOAD_BALANCER = {"least_outstanding": "least_outstanding_requests", "random": "round_robin"}
+# The LMI worker runs the stock LMI image (the CLI passes it). Its Prometheus endpoint is
+# djl-serving's GET /server/metrics on the inference port 8080, answered only with
+# SERVING_PROMETHEUS=true (djl-serving master: serving/docker/config.properties,
+# ManagementRequestHandler.handleRequest, prometheus/MetricExporter.export).
+LMI_METRICS_PATH = "/server/metrics"
+LMI_PROMETHEUS_ENV = "SERVING_PROMETHEUS"
 # The operator owns these: it configures LMCache and the KV connector from kvCacheSpec, and
-# --enable-prefix-caching must not be passed alongside its KV cache. LMIKIT_EMF is left out
-# too: its dimensions name a SageMaker inference component that does not exist on HyperPod,
-# pod logs reach CloudWatch only through whatever log agent the cluster runs, and the
-# operator publishes its own metrics (metrics.modelMetrics scrapes the same path).
+# --enable-prefix-caching must not be passed alongside its KV cache. LMIKIT_* variables are
+# read only by lmikit's own image (sizing, EMF, metrics front, token fetch), not by the stock
+# LMI image this worker runs: the operator publishes its own metrics and hands the Hugging Face
+# token over as huggingFaceModel.tokenSecretRef.
 OPERATOR_OWNED = ("OPTION_KV_TRANSFER_CONFIG", "OPTION_LMCACHE_CONFIG_FILE",
-                  "OPTION_ENABLE_PREFIX_CACHING", "LMIKIT_PLAN", "LMIKIT_EMF")
+                  "OPTION_ENABLE_PREFIX_CACHING")
+LMI_IMAGE_MARK = "djl-inference"
 
 
 def rfc1123(name: str) -> str:
@@ -85,50 +104,105 @@ def model_source(spec: DeploymentSpec) -> dict[str, Any]:
     return {"modelSourceType": "huggingface", "huggingFaceModel": hf}
 
 
-def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
-                      namespace: str = "default") -> dict[str, Any]:
-    """The InferenceEndpointConfig for ``kubectl apply``."""
-    name = rfc1123(spec.name)
+def uses_operator_cache(spec: DeploymentSpec, plan: Plan) -> bool:
+    """Whether the manifest turns on the operator's KV cache or intelligent routing, which
+    need a vLLM worker."""
+    return plan.tier != "none" or spec.routing.strategy in ROUTING
+
+
+def lmi_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
+               resources: dict[str, Any]) -> dict[str, Any]:
+    """The LMI container, loading the weights the operator put under the model mount."""
     full = lmi_environment(spec, plan)
     env = {k: v for k, v in full.items()
-           if k not in OPERATOR_OWNED and not k.startswith("LMCACHE_")}
+           if k not in OPERATOR_OWNED and not k.startswith(("LMCACHE_", "LMIKIT_"))}
+    # HF_MODEL_ID naming the mounted directory makes LMI serve the operator's download
+    # instead of fetching the hub id or S3 prefix again (shared/REFERENCE.md section 5b).
+    env["HF_MODEL_ID"] = MODEL_MOUNT
     if not plan.uses_lmcache:
         env["OPTION_ENABLE_PREFIX_CACHING"] = full["OPTION_ENABLE_PREFIX_CACHING"]
+    if spec.observability.detailed_metrics:
+        env[LMI_PROMETHEUS_ENV] = "true"
+    return {
+        "image": image,
+        "modelInvocationPort": {"containerPort": MODEL_PORT, "name": "http"},
+        "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
+        "resources": resources,
+        "environmentVariables": [{"name": k, "value": v} for k, v in env.items()],
+    }
+
+
+def check_operator_fit(manifest: dict[str, Any]) -> None:
+    """Refuse a manifest the operator would not wire: a KV cache tier or intelligent routing
+    on a worker that is not vLLM's OpenAI server, or metrics scraped off the worker's port."""
+    body = manifest["spec"]
+    worker = body["worker"]
+    cache = body.get("kvCacheSpec") or {}
+    cache_on = bool(cache.get("enableL1Cache", True) or cache.get("enableL2Cache"))
+    routing_on = bool((body.get("intelligentRoutingSpec") or {}).get("enabled"))
+    port = worker["modelInvocationPort"]["containerPort"]
+    if cache_on or routing_on:
+        what = "kvCacheSpec" if cache_on else "intelligentRoutingSpec"
+        lmi_env = [e["name"] for e in worker.get("environmentVariables", [])
+                   if e["name"].startswith("OPTION_")]
+        if (LMI_IMAGE_MARK in worker["image"] or port != VLLM_PORT or lmi_env
+                or worker.get("args", [])[:1] != ["--model"]):
+            raise RenderError(f"{what} is on but the worker is not vLLM's OpenAI server "
+                              f"(image {worker['image']!r}, port {port}); the operator wires "
+                              "the KV cache and routing into vLLM-based workers only")
+    metrics = body.get("metrics", {})
+    scraped = metrics.get("modelMetrics", {}).get("port")
+    if metrics.get("enabled", True) and scraped is not None and scraped != port:
+        raise RenderError(f"metrics.modelMetrics.port {scraped} is not the worker's port {port}")
+
+
+def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
+                      namespace: str = "default",
+                      vllm_image: str = DEFAULT_VLLM_IMAGE) -> dict[str, Any]:
+    """The InferenceEndpointConfig for ``kubectl apply``.
+
+    ``image_uri`` is the LMI image, used when the manifest needs neither the operator's KV
+    cache nor its intelligent routing; otherwise the worker is vLLM's OpenAI server from
+    ``vllm_image`` (default: the image of the operator's published samples, pinned).
+    """
+    name = rfc1123(spec.name)
     memory_gib = math.ceil(plan.min_memory_mb / 1024)
     gpus = str(plan.tp)
+    resources = {
+        "requests": {"nvidia.com/gpu": gpus, "cpu": str(int(plan.cpu_cores)),
+                     "memory": f"{memory_gib}Gi"},
+        "limits": {"nvidia.com/gpu": gpus},
+    }
     body: dict[str, Any] = {
         "modelName": name,
         "endpointName": name,
         "instanceType": spec.instance.type,
         "replicas": spec.instance.copies_per_instance * max(1, spec.instance.min_count),
         "modelSourceConfig": model_source(spec),
-        "worker": {
-            "image": image_uri,
-            "modelInvocationPort": {"containerPort": MODEL_PORT, "name": "http"},
-            "modelVolumeMount": {"name": "model-weights", "mountPath": MODEL_MOUNT},
-            "resources": {
-                "requests": {"nvidia.com/gpu": gpus, "cpu": str(int(plan.cpu_cores)),
-                             "memory": f"{memory_gib}Gi"},
-                "limits": {"nvidia.com/gpu": gpus},
-            },
-            "environmentVariables": [{"name": k, "value": v} for k, v in env.items()],
-        },
         "kvCacheSpec": kv_cache_spec(spec, plan),
-        "metrics": {"enabled": spec.observability.detailed_metrics,
-                    "modelMetrics": {"path": spec.observability.metrics_path,
-                                     "port": MODEL_PORT}},
         "tags": [{"name": k, "value": v} for k, v in sorted(
             {DEPLOYMENT_TAG: spec.name, **spec.tags}.items())],
     }
+    if uses_operator_cache(spec, plan):
+        body["worker"] = vllm_worker(spec, plan, image=vllm_image, resources=resources)
+        body.update(vllm_spec_fields(spec))
+    else:
+        body["worker"] = lmi_worker(spec, plan, image=check_image(image_uri, "image_uri"),
+                                    resources=resources)
+        body["metrics"] = ({"enabled": True, "modelMetrics": {"path": LMI_METRICS_PATH,
+                                                              "port": MODEL_PORT}}
+                           if spec.observability.detailed_metrics else {"enabled": False})
     strategy = spec.routing.strategy
     if strategy in ROUTING:
         body["intelligentRoutingSpec"] = {"enabled": True, "routingStrategy": ROUTING[strategy]}
     else:
-        body["loadBalancer"] = {"routingAlgorithm": LOAD_BALANCER[strategy]}
-    return {"apiVersion": API_VERSION, "kind": KIND,
-            "metadata": {"name": name, "namespace": namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "lmikit"}},
-            "spec": body}
+        body.setdefault("loadBalancer", {})["routingAlgorithm"] = LOAD_BALANCER[strategy]
+    manifest = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"app.kubernetes.io/managed-by": "lmikit"}},
+                "spec": body}
+    check_operator_fit(manifest)
+    return manifest
 
 
 def hyperpod_notes(spec: DeploymentSpec) -> list[str]:
@@ -136,7 +210,14 @@ def hyperpod_notes(spec: DeploymentSpec) -> list[str]:
     notes = ["intelligentRoutingSpec.enabled cannot be changed once set, and cannot be added to "
              "an existing deployment: decide routing before the first apply"]
     if spec.routing.strategy == "kv_aware":
-        notes.append("kvaware routing matches /v1/completions prompts, not chat messages")
+        notes.append("kvaware routing matches /v1/completions prompts, not chat messages "
+                     "(invocationEndpoint is v1/completions); AWS recommends operator >= v3.1.3 "
+                     "with a vLLM image >= v0.19.1 or an LMCache image >= v0.4.3 for it: pass "
+                     "one with --vllm-image")
+    if spec.adapters:
+        notes.append("the manifest enables LoRA serving but does not ship the listed adapters: "
+                     "load them into the vLLM worker (vLLM's --lora-modules or its runtime LoRA "
+                     "API)")
     if spec.security.hf_token_secret_arn:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
