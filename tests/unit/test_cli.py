@@ -115,6 +115,16 @@ def test_cli_render_hyperpod_is_a_manifest(run):
     assert "# note: intelligentRoutingSpec.enabled cannot be changed" in result.output
 
 
+def test_cli_render_hyperpod_vllm_image_option(run):
+    image = "lmcache/vllm-openai:v0.3.7"
+    result = run("render", str(DEFAULT_SPEC), "-t", "hyperpod", "--vllm-image", image)
+    assert yaml.safe_load(result.output)["spec"]["worker"]["image"] == image
+    bad = run("render", str(DEFAULT_SPEC), "-t", "hyperpod",
+              "--vllm-image", "vllm/vllm-openai:latest")
+    assert bad.exit_code != 0
+    assert "RenderError: vllm_image 'vllm/vllm-openai:latest'" in bad.output
+
+
 def test_cli_render_sagemaker_requests(run):
     data = json.loads(run("render", str(DEFAULT_SPEC), "-t", "sagemaker").output)
     assert "ModelName" not in data["CreateEndpointConfig"]["ProductionVariants"][0]

@@ -19,11 +19,15 @@ TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "clo
               help="grafana: write the dashboard JSON to this file instead of stdout.")
 @click.option("--namespace", default="default", show_default=True,
               help="hyperpod: Kubernetes namespace of the manifest.")
+@click.option("--vllm-image", default=None, metavar="IMAGE",
+              help="hyperpod: vLLM worker image for manifests with the operator's KV cache or "
+              "intelligent routing (pinned tag or digest; default: the AWS sample's vLLM "
+              "0.11.1 image, see docs/hyperpod.md).")
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "
               "lmikit's small us-east-1 table, where it has the instance type).")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
-               hourly_price: float | None) -> None:
+               vllm_image: str | None, hourly_price: float | None) -> None:
     """Print the TARGET rendered from SPEC."""
     loaded, plan = load(spec)
     if target == "lmcache":
@@ -57,10 +61,11 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
 
         from lmikit.image import lmi_image_uri
         from lmikit.render.hyperpod import hyperpod_manifest, hyperpod_notes
+        from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE
 
         manifest = hyperpod_manifest(
             loaded, plan, image_uri=lmi_image_uri(loaded.region, loaded.engine.lmi_version),
-            namespace=namespace)
+            namespace=namespace, vllm_image=vllm_image or DEFAULT_VLLM_IMAGE)
         notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(loaded))
         click.echo(notes + yaml.safe_dump(manifest, sort_keys=False), nl=False)
     elif target == "cloudwatch":
