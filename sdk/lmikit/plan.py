@@ -16,6 +16,7 @@ from lmikit import sizing
 from lmikit.catalog.instances import InstanceType, get_instance
 from lmikit.catalog.models import DTYPE_BYTES, ModelGeometry, get_model
 from lmikit.errors import PlanError
+from lmikit.lora_isolation import check_adapter_sources
 
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
@@ -92,7 +93,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
-    return _plan(PlanInputs(
+    result = _plan(PlanInputs(
         model_id=spec.model.id,
         instance_type=spec.instance.type,
         tp=spec.engine.tensor_parallel_degree,
@@ -114,6 +115,8 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
         max_model_len=spec.engine.max_model_len,
         config_path=config_path,
     ))
+    check_adapter_sources(spec, result.uses_lmcache)
+    return result
 
 
 def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
