@@ -223,3 +223,11 @@ def test_model_spec_hyperpod_manifest_validates_against_crd(crd_validator, model
     env = {e["name"]: e["value"] for e in manifest["spec"]["worker"]["environmentVariables"]}
     rows = option_rows(model_id, spec.engine.tensor_parallel_degree)
     assert {r.env_name: r.value for r in rows}.items() <= env.items()
+
+
+def test_docs_list_every_rendered_option_with_its_value():
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "planner.md").read_text()
+    for row in OPTION_ROWS:
+        assert f"| `{row.option}` | `{row.value}` |" in doc, row
