@@ -20,6 +20,7 @@ from lmikit.catalog.model_options import (
     MISTRAL_LARGE_3,
     OPTION_ROWS,
     QWEN3_VL_8B,
+    VLLM_VERSION,
     lmi_options,
     option_rows,
 )
@@ -212,17 +213,48 @@ def test_model_spec_requests_pass_botocore_model(model_id):
 
 
 @pytest.mark.parametrize("model_id", sorted(MODEL_SPECS))
-def test_model_spec_hyperpod_manifest_validates_against_crd(crd_validator, model_id):  # noqa: F811
+def test_model_spec_hyperpod_manifest_validates_and_carries_the_options(crd_validator,  # noqa: F811
+                                                                        model_id):
+    """LMI worker: the options as OPTION_* variables. vLLM worker (the operator's cache or
+    routing): as flags of the worker's vLLM server, named as in its own option list."""
     from lmikit.render.hyperpod import hyperpod_manifest
     from tests.unit.test_render_hyperpod import IMAGE, _errors
+    from tests.unit.test_render_hyperpod_vllm import VLLM as VLLM_WORKER_FLAGS
+    from tests.unit.test_render_hyperpod_vllm import _pairs
 
     spec = load_spec(MODEL_SPECS[model_id])
     manifest = hyperpod_manifest(spec, plan_spec(spec, base_dir=MODEL_SPECS[model_id].parent),
                                  image_uri=IMAGE)
     assert _errors(crd_validator, manifest) == []
-    env = {e["name"]: e["value"] for e in manifest["spec"]["worker"]["environmentVariables"]}
+    worker = manifest["spec"]["worker"]
     rows = option_rows(model_id, spec.engine.tensor_parallel_degree)
-    assert {r.env_name: r.value for r in rows}.items() <= env.items()
+    if "args" in worker:
+        args = _pairs(worker["args"])
+        for row in rows:
+            flag = "--" + row.option.replace("_", "-")
+            assert flag in VLLM_WORKER_FLAGS and args[flag] == row.value
+    else:
+        env = {e["name"]: e["value"] for e in worker["environmentVariables"]}
+        assert {r.env_name: r.value for r in rows}.items() <= env.items()
+
+
+def test_model_specs_use_both_hyperpod_worker_kinds():
+    from lmikit.render.hyperpod import uses_operator_cache
+
+    kinds = set()
+    for path in MODEL_SPECS.values():
+        spec = load_spec(path)
+        kinds.add(uses_operator_cache(spec, plan_spec(spec, base_dir=path.parent)))
+    assert kinds == {True, False}
+
+
+@pytest.mark.parametrize("model_id", sorted(MODEL_SPECS))
+def test_model_spec_hyperpod_notes_name_the_vllm_the_options_were_checked_against(model_id):
+    from lmikit.render.hyperpod import hyperpod_notes
+
+    notes = hyperpod_notes(load_spec(MODEL_SPECS[model_id]))
+    assert any(f"checked against vLLM {VLLM_VERSION}" in n and "--vllm-image" in n
+               for n in notes)
 
 
 def test_docs_list_every_rendered_option_with_its_value():
