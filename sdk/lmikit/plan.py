@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmikit import sizing
+from lmikit import fit, sizing
 from lmikit.catalog.instances import InstanceType, get_instance
-from lmikit.catalog.models import DTYPE_BYTES, ModelGeometry, get_model
+from lmikit.catalog.models import ModelGeometry, get_model
 from lmikit.errors import PlanError
 from lmikit.lora_isolation import check_adapter_sources
 
@@ -140,26 +140,12 @@ def _plan(i: PlanInputs) -> Plan:
 
     kv_dtype_bytes = 1 if i.kv_cache_dtype == "fp8" else 2
     weight_dtype = geo.weight_dtype if i.weight_dtype == "auto" else i.weight_dtype
-    weight_bytes = int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2))
+    weight_bytes = geo.weight_bytes_for(weight_dtype)
     kv_bpt = geo.kv_bytes_per_token(kv_dtype_bytes)
     replication = geo.kv_replication(i.tp)
 
-    gpu_tokens = sizing.gpu_kv_capacity_tokens(
-        inst.gpu.memory_gib, i.gpu_memory_utilization, i.tp, weight_bytes,
-        geo.gpu_kv_bytes_per_token(kv_dtype_bytes), replication)
-    if gpu_tokens <= 0:
-        raise PlanError(
-            f"{geo.model_id} weights ({weight_bytes / sizing.GIB:.1f} GiB) leave no KV cache "
-            f"room on {i.tp} x {inst.gpu.name} at gpu_memory_utilization "
-            f"{i.gpu_memory_utilization}; raise engine.tensor_parallel_degree (max "
-            f"{inst.gpu_count // i.copies} here) or choose a larger instance.type")
-    max_len = i.max_model_len or geo.max_position_embeddings or 32768
-    if i.max_model_len is None:
-        max_len = min(max_len, gpu_tokens)
-    if max_len > gpu_tokens:
-        raise PlanError(
-            f"engine.max_model_len {max_len} does not fit the GPU KV cache of one copy "
-            f"({gpu_tokens} tokens); lower max_model_len or raise tensor_parallel_degree")
+    gpu_tokens = _check_holds(i, inst, geo, weight_bytes, kv_dtype_bytes)
+    max_len = i.max_model_len or min(geo.max_position_embeddings or 32768, gpu_tokens)
     in_flight = i.concurrency * i.request_tokens
     if in_flight > gpu_tokens:
         warnings.append(f"{i.concurrency} requests of {i.request_tokens} tokens need "
@@ -213,6 +199,20 @@ def _check_fit(i: PlanInputs, inst: InstanceType, geo: ModelGeometry) -> None:
                  and t <= inst.gpu_count]
         raise PlanError(f"engine.tensor_parallel_degree {i.tp} must divide the model's "
                         f"{geo.num_attention_heads} attention heads; valid: {valid}")
+
+
+def _check_holds(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, weight_bytes: int,
+                 kv_dtype_bytes: int) -> int:
+    """One copy's GPU KV capacity in tokens. It must hold engine.max_model_len when set, else
+    one typical request; a PlanError says why not and what would (lmikit.fit)."""
+    if i.max_model_len:
+        need = fit.Need(i.max_model_len, "engine.max_model_len", max_model_len=True)
+    else:
+        need = fit.Need(min(i.request_tokens, geo.max_position_embeddings or i.request_tokens),
+                        "one typical request (workload.typical_request_tokens)")
+    return fit.check_holds(geo, inst, tp=i.tp, weight_bytes=weight_bytes, need=need,
+                           kv_dtype_bytes=kv_dtype_bytes,
+                           gpu_memory_utilization=i.gpu_memory_utilization, copies=i.copies)
 
 
 def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: int,
@@ -340,11 +340,15 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            if geo.attention == "mla" else f"2 x {geo.num_kv_heads} KV heads x {geo.head_dim}")
         + f" x {'1 byte (fp8)' if i.kv_cache_dtype == 'fp8' else '2 bytes (bf16)'}",
         f"weights = {geo.total_params / 1e9:.2f}B params from config.json shapes "
-        f"({geo.weight_dtype})",
+        f"({geo.weight_dtype}" + ("; embeddings, LM head and vision encoder in bf16)"
+                                  if geo.weight_dtype == "fp8" else ")"),
         f"GPU: {inst.gpu_count} x {inst.gpu.name} {inst.gpu.memory_gib} GiB; vLLM uses "
         f"{i.gpu_memory_utilization:.0%} minus {s.GPU_RUNTIME_OVERHEAD_GIB} GiB runtime overhead "
         "per GPU",
         f"each cached token is held by {replication} tensor-parallel rank(s)",
+        *([f"DeepSeek sparse attention: {geo.index_kv_bytes_per_layer} more bytes of indexer "
+           "keys per token and layer on the GPU; an fp8 KV cache is vLLM's fp8_ds_mla "
+           f"({geo.kv_layer_bytes(1)} bytes per token and layer)"] if geo.sparse_attention else []),
         f"GPU prefix cache counted on for {s.GPU_CACHE_RELIABLE_FRACTION:.0%} of the KV pool "
         "left after in-flight requests (vLLM evicts it for running sequences)",
         f"host reserve = max({s.HOST_RESERVE_FRACTION:.0%} of RAM, {s.WEIGHT_LOAD_FACTOR:g}x "
