@@ -17,7 +17,8 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    :meth:`EngineModel.decode_step_s` (batch, KV held), slowed by a prefill chunk per step
    while a prefill is in progress.
 5. GPU prefix-cache capacity is the pool minus the private KV of admitted requests (output
-   tokens and partial chunks); every tier evicts least recently used chunks.
+   tokens and partial chunks); every tier evicts least recently used chunks. GPU, CPU and
+   disk tiers belong to one copy; the remote tier is one store shared by every copy.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class _Copy:
                  "current", "running", "D", "last", "rate", "ctx_const", "held", "private",
                  "active", "busy", "version", "chunk_step_s", "seq")
 
-    def __init__(self, cfg: CopyConfig) -> None:
+    def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
         self.engine = cfg.engine
         c = cfg.chunk_size
@@ -71,7 +72,7 @@ class _Copy:
         if cfg.disk_tokens:
             tiers.append(("disk", LruTier(cfg.disk_tokens // c)))
         if cfg.remote:
-            tiers.append(("remote", UnboundedTier()))
+            tiers.append(("remote", remote))
         self.tiers = tiers
         self.outstanding = 0
         self.waiting: deque[Request] = deque()
@@ -118,7 +119,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         rng: random.Random | None = None) -> RunResult:
     """Simulate ``workload`` on ``copies`` routed by ``router``; deterministic."""
     del rng  # routers carry their own seeded generator
-    fleet = [_Copy(c) for c in copies]
+    shared_remote = UnboundedTier()  # one remote store behind every copy
+    fleet = [_Copy(c, shared_remote) for c in copies]
     reqs = workload.requests
     n = max((r.id for r in reqs), default=-1) + 1
     nxt: dict[int, Request | None] = {}
@@ -319,6 +321,6 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         res.busy_s[i] = c.busy
     res.evictions = {"gpu": sum(c.gpu.evictions for c in fleet)}
     for name in LMCACHE_TIERS:
-        res.evictions[name] = sum(tier.evictions for c in fleet for tn, tier in c.tiers
-                                  if tn == name)
+        res.evictions[name] = sum({id(tier): tier.evictions for c in fleet
+                                   for tn, tier in c.tiers if tn == name}.values())
     return res
