@@ -196,6 +196,8 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # a pipe or file: do not squeeze the table to 80 columns
+        console = Console(width=130)
     t = Table(title=f"lmikit simulate: {work.name} on {dep.instances} x {dep.model_id} "
               f"({dep.instance_type}, TP {dep.tp})", title_justify="left")
     for col in ("Routing", "KV", "TTFT p50", "p90", "p99", "Total", "tok/s",

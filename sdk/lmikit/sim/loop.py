@@ -14,8 +14,8 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    them).
 3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
 4. Running requests decode together: one token each per step of
-   :meth:`EngineModel.decode_step_s` (batch, KV held), slowed by a prefill chunk per step
-   while a prefill is in progress.
+   :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
+   advance one token per prefill step (its duration / its number of budget-sized steps).
 5. GPU prefix-cache capacity is the pool minus the private KV of admitted requests (output
    tokens and partial chunks); every tier evicts least recently used chunks. GPU, CPU and
    disk tiers belong to one copy; the remote tier is one store shared by every copy.
@@ -59,7 +59,7 @@ class CopyConfig:
 class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
                  "current", "running", "D", "last", "rate", "ctx_const", "held", "private",
-                 "active", "busy", "version", "chunk_step_s", "seq")
+                 "active", "busy", "version", "prefill_rate", "seq")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
@@ -89,7 +89,11 @@ class _Copy:
         self.busy = 0.0
         self.version = 0
         self.seq = 0
-        self.chunk_step_s = self.engine.prefill_s(self.engine.coeff.prefill_chunk_tokens, 0)
+        self.prefill_rate = 0.0
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiting) + len(self.queue)
 
     def holds(self, keys: Sequence[int]) -> int:
         """Chunks of ``keys`` this copy holds locally (GPU, then LMCache), as a prefix."""
@@ -117,8 +121,12 @@ class RunResult:
 
 def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         rng: random.Random | None = None) -> RunResult:
-    """Simulate ``workload`` on ``copies`` routed by ``router``; deterministic."""
-    del rng  # routers carry their own seeded generator
+    """Simulate ``workload`` on ``copies`` routed by ``router``; deterministic.
+
+    With ``rng``, think times are exponential with the phase's mean and users start at
+    uniform offsets within one think time (real users do not move in lockstep); without
+    it, think times are exactly the mean and every user starts at once.
+    """
     shared_remote = UnboundedTier()  # one remote store behind every copy
     fleet = [_Copy(c, shared_remote) for c in copies]
     reqs = workload.requests
@@ -161,7 +169,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             return
         queue.extend(p.sessions)
         for _ in range(min(p.concurrency, len(queue))):
-            push(t, ARRIVE, queue.popleft()[0])
+            offset = rng.uniform(0, p.think_time_s) if rng and p.think_time_s else 0.0
+            push(t + offset, ARRIVE, queue.popleft()[0])
 
     def advance(c: _Copy, t: float) -> None:
         dt = t - c.last
@@ -178,10 +187,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if not nrun:
             c.rate = 0.0
             return
-        step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
         if c.current is not None:
-            step += c.chunk_step_s
-        c.rate = 1.0 / step
+            c.rate = c.prefill_rate
+            if not c.rate:
+                return
+            step = 1.0 / c.rate
+        else:
+            step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
+            c.rate = 1.0 / step
         push(t + max(0.0, c.running[0][0] - c.D) * step, DECODE, c, c.version)
 
     def admit(c: _Copy, t: float) -> None:
@@ -243,10 +256,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             res.served[name][r.id] = tokens
         new_tokens = r.prompt_tokens - hit
         duration += eng.prefill_s(new_tokens, hit) + eng.store_s(stored)
+        c.prefill_rate = 0.0
         if c.running:
-            steps = -(-new_tokens // eng.coeff.prefill_chunk_tokens)
+            # chunked prefill: each step of the token budget also advances every decode
+            steps = max(1, -(-new_tokens // eng.coeff.prefill_chunk_tokens))
             duration += steps * eng.decode_step_s(len(c.running),
                                                   int(c.ctx_const + len(c.running) * c.D))
+            c.prefill_rate = steps / duration
         reschedule(c, t)
         push(t + duration, PREFILL_DONE, c)
 
@@ -260,7 +276,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         follow = nxt[r.id]
         p = phases[state["phase"]]
         if follow is not None:
-            push(t + p.think_time_s, ARRIVE, follow)
+            think = p.think_time_s
+            if rng is not None and think > 0:
+                think = rng.expovariate(1.0 / think)
+            push(t + think, ARRIVE, follow)
         elif queue:
             push(t, ARRIVE, queue.popleft()[0])
         state["left"] -= 1

@@ -18,7 +18,7 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
   share of the prompt + relative idleness, equal weights): SageMaker does not publish its.
 
 >>> class C:
-...     def __init__(self, n, held): self.outstanding, self._held = n, held
+...     def __init__(self, n, held): self.outstanding = self.queued = n; self._held = held
 ...     def holds(self, keys): return self._held
 >>> fleet = [C(3, 0), C(1, 2), C(0, 0)]
 >>> LeastOutstanding().pick(None, fleet), KvAware(busy_at=8).pick(None, fleet)
@@ -36,7 +36,10 @@ BYTES_PER_TOKEN = 4  # English text under a BPE tokenizer: PrefixLength bytes ->
 
 
 class Copy(Protocol):
-    outstanding: int
+    outstanding: int  # routed here and not finished
+
+    @property
+    def queued(self) -> int: ...  # routed here and not yet prefilling (vLLM's waiting queue)
 
     def holds(self, keys: Sequence[int]) -> int: ...
 
@@ -133,9 +136,11 @@ class PrefixAware:
 class KvAware:
     """Longest held prefix, weighed against load the way llm-d's scorers weigh them.
 
-    Score = share of the prompt's chunks the copy holds + (max load - its load) / (max load
-    - min load) across the copies not at ``busy_at``; the highest score wins, ties to the
-    less busy. SageMaker does not publish its weighing; this is llm-d's equal-weight default.
+    Score = share of the prompt's chunks the copy holds + (most queued - its queued) /
+    (most queued - least queued), over the copies with fewer than ``busy_at`` requests
+    queued (waiting to prefill); the highest score wins, ties to the less busy. SageMaker
+    does not publish its weighing; this is llm-d's equal-weight default (prefix-cache scorer
+    + queue scorer).
     """
 
     name = "kv_aware"
@@ -147,18 +152,16 @@ class KvAware:
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         self._turn += 1
         keys = req.keys if req is not None else ()
-        open_ = [i for i, c in enumerate(fleet) if c.outstanding < self.busy_at]
-        if not open_:
-            return _least(fleet, self._turn)
+        open_ = [i for i, c in enumerate(fleet) if c.queued < self.busy_at]
         held = [fleet[i].holds(keys) for i in open_]
         if not any(held):
             return _least(fleet, self._turn)
-        loads = [fleet[i].outstanding for i in open_]
-        lo, hi = min(loads), max(loads)
+        queues = [fleet[i].queued for i in open_]
+        lo, hi = min(queues), max(queues)
         span = (hi - lo) or 1
         total = max(1, len(keys))
-        best = max(range(len(open_)), key=lambda j: (held[j] / total + (hi - loads[j]) / span,
-                                                     -loads[j]))
+        best = max(range(len(open_)), key=lambda j: (held[j] / total + (hi - queues[j]) / span,
+                                                     -fleet[open_[j]].outstanding))
         return open_[best]
 
 

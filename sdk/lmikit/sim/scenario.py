@@ -219,6 +219,6 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
                                  prefix_length_bytes=dep.prefix_length_bytes,
                                  concurrency_threshold=dep.concurrency_threshold,
                                  busy_at=dep.max_batch_size)
-            out = run(workload, copies, router)
+            out = run(workload, copies, router, random.Random(seed + 1))
             results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd))
     return results
