@@ -303,32 +303,44 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
 
 def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, kv_bpt: int,
              replication: int) -> Predicted:
-    tflops = inst.gpu.bf16_dense_tflops
-    miss_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
-                                      i.request_tokens, 0)
-    miss = sizing.prefill_seconds(miss_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
-    matched = sizing.chunk_aligned(i.request_tokens - i.suffix_tokens, i.chunk_size)
-    rest = i.request_tokens - matched
-    rest_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
-                                      rest, matched)
-    gpu_hit = sizing.prefill_seconds(rest_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
-    per_gpu_bytes = matched * kv_bpt * replication / i.tp
-    cpu_hit = gpu_hit + sizing.transfer_seconds(per_gpu_bytes, inst.host_to_gpu_gbps)
-    disk_hit = None
-    if inst.has_nvme:
-        disk_hit = cpu_hit + sizing.transfer_seconds(matched * kv_bpt * replication,
-                                                     inst.nvme_read_gbps)
+    """One request alone on an idle copy, costed by the simulator's engine model."""
+    from lmikit.sim.engine import engine_for
+
+    weight_dtype = geo.weight_dtype if i.weight_dtype == "auto" else i.weight_dtype
+    engine = engine_for(geo.model_id, inst.name, i.tp,
+                        kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
+                        weight_bytes=int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2)),
+                        config_path=i.config_path)
+    return predicted_from(engine, i.request_tokens, i.suffix_tokens, i.chunk_size,
+                          inst.has_nvme)
+
+
+def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_size: int,
+                   has_nvme: bool) -> Predicted:
+    """The plan's TTFT block from an engine model (``lmikit plan --calibrate`` passes a
+    calibrated one)."""
+    from lmikit.sim.engine import single_request
+
+    one = single_request(engine, request_tokens, suffix_tokens, chunk_size)
+    miss = one.miss_s
+    hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
+            "disk": one.hit_s["disk"] if has_nvme else None}
 
     def _r(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
 
     return Predicted(
         ttft_miss_s=_r(miss) or 0.0,
-        ttft_hit_s={"gpu": _r(gpu_hit), "cpu": _r(cpu_hit), "disk": _r(disk_hit)},
-        speedup={"gpu": _r(miss / gpu_hit), "cpu": _r(miss / cpu_hit),
-                 "disk": _r(miss / disk_hit) if disk_hit else None},
-        matched_tokens=matched, remainder_tokens=rest,
+        ttft_hit_s={k: _r(v) for k, v in hits.items()},
+        speedup={k: (_r(miss / v) if v else None) for k, v in hits.items()},
+        matched_tokens=one.matched_tokens, remainder_tokens=one.remainder_tokens,
     )
+
+
+def _retrieve_efficiency() -> float:
+    from lmikit.sim.coefficients import Coefficients
+
+    return Coefficients().cpu_retrieve_efficiency
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
@@ -359,7 +371,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"prefill at {s.PREFILL_MFU:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per "
         "GPU, with the causal attention term; fixed overhead "
         f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request",
-        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU (ranks load in parallel); NVMe "
+        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
+        f"{_retrieve_efficiency():.0%} of it "
+        "(ranks load in parallel); NVMe "
         f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT, not overlapped with the "
         "host->GPU copy",
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
