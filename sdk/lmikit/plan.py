@@ -166,7 +166,7 @@ def _plan(i: PlanInputs) -> Plan:
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
         // per_copy_bytes
 
-    predicted = _predict(i, inst, geo, kv_bpt, replication)
+    predicted = _predict(i, inst, geo, weight_bytes)
     cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
     min_memory = (cache_bytes_per_copy + weight_bytes
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
@@ -301,15 +301,14 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
     return out
 
 
-def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, kv_bpt: int,
-             replication: int) -> Predicted:
+def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
+             weight_bytes: int) -> Predicted:
     """One request alone on an idle copy, costed by the simulator's engine model."""
     from lmikit.sim.engine import engine_for
 
-    weight_dtype = geo.weight_dtype if i.weight_dtype == "auto" else i.weight_dtype
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
-                        weight_bytes=int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2)),
+                        weight_bytes=weight_bytes,
                         config_path=i.config_path)
     return predicted_from(engine, i.request_tokens, i.suffix_tokens, i.chunk_size,
                           inst.has_nvme)
