@@ -45,17 +45,21 @@ _TAG_WORDS = {f"{_TAG}bool": "true or false", f"{_TAG}int": "a whole number",
 
 def load_spec(path: str | Path) -> DeploymentSpec:
     """Read and validate a spec file (a regular file of at most MAX_SPEC_BYTES)."""
-    source = str(path)
+    return load_spec_text(read_spec_text(path), source=str(path))
+
+
+def read_spec_text(path: str | Path) -> str:
+    """The text of a spec file: a regular UTF-8 file of at most MAX_SPEC_BYTES, read without
+    waiting on FIFOs or devices."""
     try:
         data = read_limited(path, MAX_SPEC_BYTES, "the spec file")
     except FileRefused as exc:
-        raise SpecError([Problem("", str(exc), has_value=False)], source) from exc
+        raise SpecError([Problem("", str(exc), has_value=False)], str(path)) from exc
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem("", "the spec file is not UTF-8 text", has_value=False)],
-                        source) from exc
-    return load_spec_text(text, source=source)
+                        str(path)) from exc
 
 
 def load_spec_text(text: str, source: str = "<spec>") -> DeploymentSpec:

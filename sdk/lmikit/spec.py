@@ -61,8 +61,8 @@ FIELD_MARK = "\u00a7"
 
 
 class _Model(BaseModel):
-    # strict: YAML already gives typed values, so no coercion ("2" is not 2, true is not 1);
-    # the model then accepts no more than the committed JSON Schema's types do.
+    # strict: YAML already gives typed values, so no coercion ("2" is not 2, true is not 1),
+    # as in the committed JSON Schema's types.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
