@@ -281,12 +281,20 @@ def _scalar_problem(node: ScalarNode) -> str | None:
         return None
     implied = _implied_tag(node.value)
     fits = implied == tag or (tag == f"{_TAG}float" and implied == f"{_TAG}int")
-    if not fits:
-        return f"is not a valid {_tag_name(tag)} value; it must be {_TAG_WORDS[tag]}"
     if tag in (f"{_TAG}int", f"{_TAG}float") and len(node.value) > MAX_NUMBER_CHARS:
         return (f"is a number of {len(node.value):,} characters; no spec field takes more "
                 f"than {MAX_NUMBER_CHARS}")
+    if fits:
+        try:  # PyYAML's patterns admit a few texts its constructors refuse, such as 0x_
+            _CONSTRUCTOR.construct_object(node)
+        except (ValueError, KeyError, IndexError, yaml.YAMLError):
+            fits = False
+    if not fits:
+        return f"is not a valid {_tag_name(tag)} value; it must be {_TAG_WORDS[tag]}"
     return None
+
+
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
 def _implied_tag(value: str) -> str:

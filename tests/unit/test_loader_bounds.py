@@ -166,6 +166,8 @@ def test_validate_data_giant_integer_prints_its_size_not_its_digits():
     ("name: !!int 0xZZ", r"is not a valid !!int value"),
     ("name: !!int", r"is not a valid !!int value"),
     ("name: !!int 1.5", r"is not a valid !!int value"),
+    ("name: 0x_", r"is not a valid !!int value"),  # PyYAML's int pattern, not its int()
+    ("name: !!int 0b_", r"is not a valid !!int value"),
     ("name: !!float abc", r"is not a valid !!float value; it must be a number"),
     ("name: !!null x", r"is not a valid !!null value"),
     ("name: !!binary aGVsbG8=", r"the YAML tag !!binary is not supported"),
