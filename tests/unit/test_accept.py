@@ -176,3 +176,20 @@ def test_accept_spec_error_comes_before_any_render(tmp_path):
 def test_accept_unknown_target_is_a_value_error():
     with pytest.raises(ValueError, match="unknown target"):
         accept_spec(DEFAULT_SPEC, ("pdf",))
+
+
+def test_accept_deploy_refuses_before_any_aws_call(tmp_path):
+    path = str(_spec(tmp_path, security={
+        "kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/abcd",
+        "kms_volume_encryption": "required"}))
+    result = _cli("deploy", path, "--role-arn", "arn:aws:iam::123456789012:role/r",
+                  "--bucket", "b")
+    assert result.exit_code == 2
+    assert result.output.startswith("RenderError: 1 problem(s) rendering ")
+    assert "sagemaker: security.kms_volume_encryption is 'required'" in result.output
+
+
+def test_accept_deploy_checks_only_what_it_deploys(tmp_path):
+    """HyperPod's refusal of an lm:// remote does not stop a SageMaker deployment."""
+    accepted = accept_spec(_remote_lm(tmp_path), DEPLOY_TARGETS)
+    assert "hyperpod" not in accepted.rendered and accepted.plan.tier == "remote"
