@@ -92,8 +92,11 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             image_uri, notes = _image_uri(spec)
         except RenderError as exc:
             refusals.setdefault(str(exc), []).extend(t for t in chosen if t in IMAGE_TARGETS)
+    refused = {t for ts in refusals.values() for t in ts}
     rendered: dict[str, str] = {}
     for target in chosen:
+        if target in refused:
+            continue
         try:
             rendered[target] = render_target(target, spec, plan, options,
                                              image_uri or PLACEHOLDER_IMAGE)
@@ -104,8 +107,8 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if refusals:
         lines = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
         fine = [t for t in chosen if t in rendered]
-        hint = f"\n  ({', '.join(fine)} accept it; --target limits the check to the targets " \
-            "you use)" if fine else ""
+        hint = f"\n  ({', '.join(fine)} {'renders' if len(fine) == 1 else 'render'} it; use " \
+            "--target to check only the targets you use)" if fine else ""
         raise RenderError(f"{len(lines)} problem(s) rendering {path}:\n" + "\n".join(lines)
                           + hint)
     return Accepted(spec, plan, rendered, image_uri, notes)

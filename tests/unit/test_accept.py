@@ -62,8 +62,9 @@ def test_accept_target_only_one_renderer_refuses_is_named_once(tmp_path):
         accept_spec(path)
     message = str(info.value)
     assert message.count("hyperpod: kv_cache.remote_url 'lm://cache:65432'") == 1
-    assert "lmcache, env, serving-properties, sagemaker, cloudwatch, grafana accept it" \
-        in message
+    assert message.endswith("(lmcache, env, serving-properties, sagemaker, cloudwatch, "
+                            "grafana render it; use --target to check only the targets you "
+                            "use)")
     assert set(accept_spec(path, DEPLOY_TARGETS).rendered) == set(DEPLOY_TARGETS)
 
 
@@ -98,7 +99,9 @@ def test_accept_validate_refuses_an_lmi_version_without_an_image(tmp_path):
     assert validate.exit_code == 2
     assert validate.output.count("no LMI image for engine.lmi_version '0.1.0'") == 1
     assert "sagemaker, hyperpod: no LMI image" in validate.output
-    assert _cli("render", path, "-t", "hyperpod").exit_code == 2
+    assert "(lmcache, env, serving-properties, cloudwatch, grafana render it;" in validate.output
+    hyperpod = _cli("render", path, "-t", "hyperpod")
+    assert hyperpod.exit_code == 2 and "render it" not in hyperpod.output
     assert _cli("render", path, "-t", "lmcache").exit_code == 0
 
 
