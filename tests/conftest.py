@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,3 +43,26 @@ def assert_golden(name: str, text: str) -> None:
     assert text == path.read_text(), (
         f"{name} differs from its golden file; review the change and, if intended, rerun "
         "with LMIKIT_UPDATE_GOLDEN=1")
+
+
+class DeadlineExceeded(Exception):
+    """Raised inside the code under test when it runs past its deadline."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Fail what runs inside if it takes longer than ``seconds`` (a hang becomes an error).
+
+    Uses SIGALRM, so it works in the main thread on POSIX; a blocking ``open`` or ``read``
+    is interrupted too.
+    """
+    def _expired(signum: int, frame: object) -> None:
+        raise DeadlineExceeded(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -20,6 +20,7 @@ with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 
 
@@ -27,6 +28,42 @@ class LmikitError(Exception):
     """Root of every error lmikit raises on purpose."""
 
     kind = "Error"
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` with integers that never go through ``int.__str__`` when they are huge."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset = 3, 6, 6, 6, 6
+        self.maxstring = self.maxother = self.maxlong = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:  # str() of an int over 4,300 digits raises ValueError
+            digits = int(x.bit_length() * 0.30103) + 1
+            return f"<{'a negative' if x < 0 else 'an'} integer of about {digits} digits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _BoundedRepr()
+
+
+def safe_repr(value: object, limit: int = 80) -> str:
+    """``repr`` for messages: bounded work and length, never raises.
+
+    >>> safe_repr(10 ** 5000)
+    '<an integer of about 5001 digits>'
+    >>> safe_repr("x" * 500, limit=12)
+    "'xxxxxxx...'"
+    """
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not hide the real problem
+        text = f"<{type(value).__name__}>"
+    if len(text) > limit:
+        cut = text[:limit - 4]
+        text = cut + ("...'" if cut[:1] in "'\"" else "...")
+    return text
 
 
 @dataclass(frozen=True)
@@ -46,7 +83,7 @@ class Problem:
             loc = f" ({source}:{self.line})"
         elif self.line is not None:
             loc = f" (line {self.line})"
-        got = f" [got {self.value!r}]" if self.has_value else ""
+        got = f" [got {safe_repr(self.value)}]" if self.has_value else ""
         return f"{where}{loc}: {self.message}{got}"
 
 

@@ -24,38 +24,41 @@ def spec_json_schema() -> dict[str, Any]:
 
 
 def validate_file(path: str | Path) -> DeploymentSpec:
-    """Validate with jsonschema first (the committed contract), then the model."""
+    """Check a spec file against the committed JSON Schema and the model.
+
+    The CLI accepts specs through :func:`lmikit.accept.accept_spec` (the model, the plan and
+    every render target); this is the schema's view, as an editor using the committed schema
+    shows it. A problem the model reports at a path is listed once, in the model's words
+    (with the value); schema messages are kept for paths the model did not flag.
+    """
     import jsonschema
 
-    from lmikit.loader import parse_yaml, validate_data
+    from lmikit.loader import parse_yaml, read_spec_text, validate_data
 
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError([Problem("", f"cannot read the spec file: {exc}", has_value=False)],
-                        source) from exc
-    data, lines = parse_yaml(text, source)
-    validator = jsonschema.Draft202012Validator(spec_json_schema())
-    problems = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path))):
-        loc = tuple(err.absolute_path)
-        line = None
-        probe = loc
-        while probe and probe not in lines:
-            probe = probe[:-1]
-        line = lines.get(probe)
-        problems.append(Problem(".".join(map(str, loc)), f"schema: {err.message}",
-                                has_value=False, line=line))
-    model_error = None
+    data, lines = parse_yaml(read_spec_text(path), source)
+    model_problems: list[Problem] = []
     try:
         spec = validate_data(data, lines, source)
     except SpecError as exc:
-        model_error = exc
-    if problems or model_error:
-        merged = {(p.path, p.message): p for p in problems + (model_error.problems if
-                                                              model_error else [])}
-        raise SpecError(sorted(merged.values(), key=lambda p: (p.line or 0, p.path)), source)
+        model_problems = exc.problems
+    flagged = {p.path for p in model_problems}
+    problems = list(model_problems)
+    validator = jsonschema.Draft202012Validator(spec_json_schema())
+    for err in validator.iter_errors(data):
+        loc = tuple(err.absolute_path)
+        dotted = ".".join(map(str, loc))
+        if any(dotted == f or dotted.startswith(f + ".") or f.startswith(dotted + ".")
+               for f in flagged):
+            continue
+        probe = loc
+        while probe and probe not in lines:
+            probe = probe[:-1]
+        problems.append(Problem(dotted, f"schema: {err.message}", has_value=False,
+                                line=lines.get(probe)))
+        flagged.add(dotted)
+    if problems:
+        raise SpecError(sorted(problems, key=lambda p: (p.line or 0, p.path)), source)
     return spec
 
 

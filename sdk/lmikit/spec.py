@@ -61,7 +61,9 @@ FIELD_MARK = "\u00a7"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # strict: YAML already gives typed values, so no coercion ("2" is not 2, true is not 1),
+    # as in the committed JSON Schema's types.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class ModelSpec(_Model):

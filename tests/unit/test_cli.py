@@ -122,7 +122,8 @@ def test_cli_render_hyperpod_vllm_image_option(run):
     bad = run("render", str(DEFAULT_SPEC), "-t", "hyperpod",
               "--vllm-image", "vllm/vllm-openai:latest")
     assert bad.exit_code != 0
-    assert "RenderError: vllm_image 'vllm/vllm-openai:latest'" in bad.output
+    assert bad.output.startswith("RenderError: ")
+    assert "hyperpod: vllm_image 'vllm/vllm-openai:latest'" in bad.output
 
 
 def test_cli_render_sagemaker_requests(run):

@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmikit.catalog.model_config import DTYPE_BYTES, ConfigShape, config_shape, read_config_file
 from lmikit.errors import CatalogError
 
-CATALOG_DIR = Path(__file__).parent / "models"
+__all__ = ["CATALOG_DIR", "DTYPE_BYTES", "ModelGeometry", "catalog_entry", "catalog_ids",
+           "count_params", "from_config", "get_model"]
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "float8": 1}
+CATALOG_DIR = Path(__file__).parent / "models"
 
 
 @dataclass(frozen=True)
@@ -138,19 +140,18 @@ class ModelGeometry:
 
 
 def get_model(model_id: str, config_path: str | Path | None = None) -> ModelGeometry:
-    """Geometry for a model id: from ``config_path`` if given, else lmikit's catalog."""
+    """Geometry for a model id: from ``config_path`` if given, else lmikit's catalog.
+
+    ``config_path`` is read with the checks of :mod:`lmikit.catalog.model_config`: a regular
+    file of bounded size, and every value the planner uses typed and in range.
+    """
     if config_path is not None:
-        path = Path(config_path)
-        try:
-            raw = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise CatalogError(f"cannot read model config {str(path)!r}: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise CatalogError(f"model config {str(path)!r} is not a JSON object")
-        entry = raw if "config" in raw and isinstance(raw["config"], dict) else {"config": raw}
-        return from_config(model_id, entry["config"], entry, source=str(path))
-    entry = catalog_entry(model_id)
-    return from_config(entry["model_id"], entry["config"], entry, source=entry.get("source", ""))
+        raw = read_config_file(config_path)
+        entry = raw if isinstance(raw.get("config"), dict) else {"config": raw}
+        return from_config(model_id, entry["config"], entry,
+                           source=f"model config {str(config_path)!r}")
+    known = catalog_entry(model_id)
+    return from_config(known["model_id"], known["config"], known, source=known.get("source", ""))
 
 
 def catalog_ids() -> list[str]:
@@ -184,84 +185,54 @@ def _catalog() -> dict[str, dict[str, Any]]:
     return _CACHE
 
 
-def _req(cfg: dict[str, Any], key: str, model_id: str) -> int:
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise CatalogError(f"model {model_id!r}: config.json needs a positive integer {key!r} "
-                           f"(got {value!r})")
-    return value
-
-
 def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | None = None,
                 source: str = "") -> ModelGeometry:
-    """Build geometry from a config.json dict (top level or ``text_config``)."""
-    entry = entry or {}
-    top = config
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
-    cfg = {**text} if text else dict(config)
-    is_vl = text is not None
+    """Build geometry from a config.json dict (top level or ``text_config``).
+
+    ``source`` names the config in errors (default: the model id).
+    """
+    if not isinstance(config, dict):
+        raise CatalogError(f"{source or f'model {model_id!r}'}: the config must be a JSON "
+                           f"object, not {type(config).__name__}")
+    shape = config_shape(config, source or f"model {model_id!r}")
     notes: list[str] = []
-
-    layers = _req(cfg, "num_hidden_layers", model_id)
-    hidden = _req(cfg, "hidden_size", model_id)
-    heads = _req(cfg, "num_attention_heads", model_id)
-    kv_heads = cfg.get("num_key_value_heads") or heads
-    head_dim = cfg.get("head_dim") or hidden // heads
-    mla = bool(cfg.get("kv_lora_rank"))
-    if mla:
-        head_dim = int(cfg.get("qk_nope_head_dim", 128)) + int(cfg.get("qk_rope_head_dim", 64))
-
-    sliding_layers, window = _sliding(cfg, layers)
-    if sliding_layers:
-        notes.append(f"{sliding_layers} of {layers} layers use a {window}-token sliding window")
-
-    quant = top.get("quantization_config") or cfg.get("quantization_config") or {}
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype")
-                or top.get("dtype") or "bfloat16")
-    if isinstance(quant, dict) and ("fp8" in json.dumps(quant).lower()
-                                    or quant.get("format") == "float-quantized"):
+    if shape.sliding_layers:
+        notes.append(f"{shape.sliding_layers} of {shape.layers} layers use a "
+                     f"{shape.sliding_window}-token sliding window")
+    dtype = shape.dtype
+    if shape.fp8_weights:
         dtype = "fp8"
         notes.append("weights are published in FP8")
-
-    total, active = count_params(cfg, mla=mla, head_dim=head_dim, kv_heads=kv_heads)
-    vision = top.get("vision_config") if is_vl else None
-    vision_params = 0
-    if isinstance(vision, dict):
-        v_hidden = vision.get("hidden_size") or 0
-        v_depth = vision.get("depth") or vision.get("num_hidden_layers") or 0
-        vision_params = 12 * v_hidden * v_hidden * v_depth
-        total += vision_params
-        active += vision_params
-    tied = bool(cfg.get("tie_word_embeddings", False))
-    embedding_params = int(cfg.get("vocab_size") or 0) * hidden * (1 if tied else 2)
+    total, active = count_params(shape)
+    vision_params = 12 * shape.vision_hidden * shape.vision_hidden * shape.vision_depth
+    embedding_params = shape.vocab_size * shape.hidden * (1 if shape.tie_word_embeddings else 2)
     # DeepSeek sparse attention: vLLM 0.23.0 (model_executor/models/deepseek_v2.py, Indexer)
     # caches one key of index_head_dim fp8 values plus a float32 scale per 128 values, per
     # token and layer, replicated on every tensor-parallel rank like the MLA latent.
-    sparse = mla and bool(cfg.get("index_topk"))
-    index_dim = int(cfg.get("index_head_dim") or 0) if sparse else 0
+    sparse = shape.mla and shape.index_topk > 0
+    index_dim = shape.index_head_dim if sparse else 0
     index_bytes = index_dim + index_dim // 128 * 4
     if sparse:
         notes.append(f"DeepSeek sparse attention: an indexer keeps {index_bytes} more bytes of "
                      "keys per token and layer on the GPU")
-
     return ModelGeometry(
         model_id=model_id,
-        attention="mla" if mla else "gqa",
-        num_layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=int(kv_heads),
-        head_dim=int(head_dim),
-        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
-        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
-        sliding_window=window,
-        sliding_layers=sliding_layers,
-        vocab_size=int(cfg.get("vocab_size") or 0),
-        max_position_embeddings=int(cfg.get("max_position_embeddings") or 0),
-        total_params=total,
-        active_params=active,
+        attention="mla" if shape.mla else "gqa",
+        num_layers=shape.layers,
+        hidden_size=shape.hidden,
+        num_attention_heads=shape.heads,
+        num_kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        kv_lora_rank=shape.kv_lora_rank,
+        qk_rope_head_dim=shape.qk_rope_head_dim,
+        sliding_window=shape.sliding_window,
+        sliding_layers=shape.sliding_layers,
+        vocab_size=shape.vocab_size,
+        max_position_embeddings=shape.max_position_embeddings,
+        total_params=total + vision_params,
+        active_params=active + vision_params,
         weight_dtype=dtype,
-        is_vision_language=is_vl,
+        is_vision_language=shape.is_vision_language,
         embedding_params=embedding_params,
         vision_params=vision_params,
         sparse_attention=sparse,
@@ -271,67 +242,36 @@ def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | N
     )
 
 
-def _sliding(cfg: dict[str, Any], layers: int) -> tuple[int, int | None]:
-    window = cfg.get("sliding_window")
-    if not isinstance(window, int) or window <= 0:
-        return 0, None
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        return sum(1 for t in layer_types if "sliding" in str(t)), window
-    if "use_sliding_window" in cfg:
-        if not cfg.get("use_sliding_window"):
-            return 0, None
-        # Qwen2-style: layers from max_window_layers on use the window.
-        return max(0, layers - int(cfg.get("max_window_layers") or layers)), window
-    pattern = cfg.get("sliding_window_pattern")
-    if isinstance(pattern, int) and pattern > 1:
-        return layers - layers // pattern, window
-    if window >= int(cfg.get("max_position_embeddings") or 0) > 0:
-        return 0, None
-    return layers, window
-
-
-def count_params(cfg: dict[str, Any], *, mla: bool, head_dim: int,
-                 kv_heads: int) -> tuple[int, int]:
-    """Total and active (per token) parameter counts from the config's shapes."""
-    hidden = int(cfg["hidden_size"])
-    layers = int(cfg["num_hidden_layers"])
-    heads = int(cfg["num_attention_heads"])
-    vocab = int(cfg.get("vocab_size") or 0)
-    inter = int(cfg.get("intermediate_size") or 4 * hidden)
-
-    if mla:
-        q_rank = int(cfg.get("q_lora_rank") or 0)
-        kv_rank = int(cfg["kv_lora_rank"])
-        rope = int(cfg.get("qk_rope_head_dim") or 64)
-        nope = int(cfg.get("qk_nope_head_dim") or 128)
-        v_dim = int(cfg.get("v_head_dim") or 128)
+def count_params(shape: ConfigShape) -> tuple[int, int]:
+    """Total and active (per token) parameter counts of the language model from its shapes."""
+    hidden, layers, heads = shape.hidden, shape.layers, shape.heads
+    inter = shape.intermediate_size
+    if shape.mla:
+        q_rank, kv_rank = shape.q_lora_rank, shape.kv_lora_rank
+        rope, nope, v_dim = shape.qk_rope_head_dim, shape.qk_nope_head_dim, shape.v_head_dim
         q = (hidden * q_rank + q_rank * heads * (nope + rope)) if q_rank else \
             hidden * heads * (nope + rope)
         kv = hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim)
         attn = q + kv + heads * v_dim * hidden
     else:
+        head_dim, kv_heads = shape.head_dim, shape.kv_heads
         attn = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim \
             + heads * head_dim * hidden
 
-    experts = int(cfg.get("n_routed_experts") or cfg.get("num_experts")
-                  or cfg.get("num_local_experts") or 0)
-    if experts:
-        moe_inter = int(cfg.get("moe_intermediate_size") or inter)
-        shared = int(cfg.get("n_shared_experts") or 0)
-        per_tok = int(cfg.get("num_experts_per_tok") or 1)
-        dense_layers = int(cfg.get("first_k_dense_replace") or 0)
+    if shape.experts:
+        experts, shared = shape.experts, shape.shared_experts
+        dense_layers = shape.dense_layers
         moe_layers = layers - dense_layers
         dense_mlp = 3 * hidden * inter
-        expert = 3 * hidden * moe_inter
+        expert = 3 * hidden * shape.moe_intermediate_size
         total_mlp = dense_layers * dense_mlp + moe_layers * (
             (experts + shared) * expert + hidden * experts)
-        active_mlp = dense_layers * dense_mlp + moe_layers * ((per_tok + shared) * expert)
+        active_mlp = dense_layers * dense_mlp + moe_layers * (
+            (shape.experts_per_token + shared) * expert)
     else:
         total_mlp = active_mlp = layers * 3 * hidden * inter
 
-    tied = bool(cfg.get("tie_word_embeddings", False))
-    embed = vocab * hidden * (1 if tied else 2)
+    embed = shape.vocab_size * hidden * (1 if shape.tie_word_embeddings else 2)
     total = layers * attn + total_mlp + embed
     active = layers * attn + active_mlp + embed
     return total, active

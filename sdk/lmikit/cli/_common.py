@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from lmikit.accept import TARGETS
+
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+targets_option = click.option(
+    "--target", "-t", "targets", multiple=True, type=click.Choice(TARGETS),
+    help="Check only this render target (repeatable) [default: every target].")
 
 
-def load(spec_path: Path) -> tuple[Any, Any]:
-    """Load a spec and plan it; returns (spec, plan)."""
-    from lmikit.loader import load_spec
-    from lmikit.plan import plan_spec
+def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
+    """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan)."""
+    from lmikit.accept import accept_spec
 
-    spec = load_spec(spec_path)
-    return spec, plan_spec(spec, base_dir=spec_path.parent)
+    accepted = accept_spec(spec_path, targets)
+    for note in accepted.notes:
+        click.echo(f"Note: {note}", err=True)
+    return accepted.spec, accepted.plan
 
 
 def echo_json(data: Any) -> None:

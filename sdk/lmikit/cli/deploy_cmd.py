@@ -77,11 +77,11 @@ class ProgressTable:
 
 
 def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll: float,
-                progress: Any, create_role: bool = False) -> Any:
+                progress: Any, create_role: bool = False, targets: tuple[str, ...] = ()) -> Any:
     from lmikit.cli._common import load
     from lmikit.deploy import Deployment, ensure_execution_role
 
-    spec, plan = load(spec_path)
+    spec, plan = load(spec_path, targets)  # destroy and status need only the names
     d = Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,
                    plan=plan, progress=progress or (lambda event: None), poll_seconds=poll)
     if create_role and not role_arn:
@@ -101,7 +101,10 @@ def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role
                poll_seconds: float) -> None:
     """Create or update SPEC's endpoint idempotently; roll back this run on failure."""
     progress = ProgressTable(f"lmikit deploy {spec}")
-    d = _deployment(spec, role_arn, bucket, poll_seconds, progress, create_role)
+    from lmikit.accept import DEPLOY_TARGETS
+
+    d = _deployment(spec, role_arn, bucket, poll_seconds, progress, create_role,
+                    DEPLOY_TARGETS)
     with progress:
         result = d.deploy()
     click.echo(result.summary())

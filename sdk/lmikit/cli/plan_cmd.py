@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from lmikit.cli._common import echo_json
+from lmikit.cli._common import echo_json, targets_option
 
 
 @click.command("plan")
@@ -26,22 +26,30 @@ from lmikit.cli._common import echo_json
                                                            path_type=Path),
               help="Predict TTFT with coefficients fitted to this lmikit bench --output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@targets_option
 def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
              copies: int, context_tokens: int, request_tokens: int, bench_path: Path | None,
-             as_json: bool) -> None:
-    """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT."""
+             as_json: bool, targets: tuple[str, ...]) -> None:
+    """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT.
+
+    A SPEC is accepted as `lmikit validate` accepts it: it must also render to every target
+    (or each --target).
+    """
     from lmikit.plan import plan
 
     loaded = None
     if spec is not None:
         if model_id or instance_type:
             raise click.UsageError("give either SPEC or --model/--instance, not both")
+        from lmikit.accept import TARGETS
         from lmikit.cli._common import load
 
-        loaded, result = load(spec)
+        loaded, result = load(spec, targets or TARGETS)
     else:
         if not (model_id and instance_type):
             raise click.UsageError("give a SPEC file, or both --model and --instance")
+        if targets:
+            raise click.UsageError("--target applies to a SPEC, not to --model/--instance")
         result = plan(model_id, instance_type, tp=tp, copies=copies,
                       context_tokens=context_tokens, request_tokens=request_tokens)
     calibration = None

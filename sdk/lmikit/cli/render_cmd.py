@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from lmikit.cli._common import echo_json, load, spec_argument
-
-TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch", "grafana"]
+from lmikit.accept import TARGETS
+from lmikit.cli._common import spec_argument
 
 
 @click.command("render")
@@ -16,7 +15,7 @@ TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "clo
 @click.option("--target", "-t", type=click.Choice(TARGETS), required=True,
               help="What to render.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="grafana: write the dashboard JSON to this file instead of stdout.")
+              help="Write the rendered text to this file instead of stdout.")
 @click.option("--namespace", default="default", show_default=True,
               help="hyperpod: Kubernetes namespace of the manifest.")
 @click.option("--vllm-image", default=None, metavar="IMAGE",
@@ -28,59 +27,13 @@ TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "clo
               "lmikit's small us-east-1 table, where it has the instance type).")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
                vllm_image: str | None, hourly_price: float | None) -> None:
-    """Print the TARGET rendered from SPEC."""
-    loaded, plan = load(spec)
-    if target == "lmcache":
-        from lmikit.render.lmcache import render_lmcache_yaml
+    """Print the TARGET rendered from SPEC (what `lmikit validate --target TARGET` checks)."""
+    from lmikit.accept import RenderOptions, accept_spec
 
-        click.echo(render_lmcache_yaml(plan), nl=False)
-    elif target == "env":
-        from lmikit.render.env import lmi_environment
-
-        echo_json(lmi_environment(loaded, plan))
-    elif target == "serving-properties":
-        from lmikit.render.env import serving_properties
-
-        click.echo(serving_properties(loaded, plan), nl=False)
-    elif target == "sagemaker":
-        from lmikit.image import lmi_image_uri
-        from lmikit.render.sagemaker import render_requests
-
-        urls = {a.name: f"s3://<bucket>/{loaded.name}/adapters/{a.name}/<sha256>.tar.gz"
-                for a in loaded.adapters}
-        r = render_requests(
-            loaded, plan, image_uri=lmi_image_uri(loaded.region, loaded.engine.lmi_version),
-            execution_role_arn="arn:aws:iam::123456789012:role/<execution-role>",
-            model_artifact_url=f"s3://<bucket>/{loaded.name}/model/<sha256>.tar.gz",
-            adapter_artifact_urls=urls)
-        echo_json({"CreateEndpointConfig": r.endpoint_config, "CreateEndpoint": r.endpoint,
-                   "CreateInferenceComponent": r.base_component,
-                   "Adapters": r.adapter_components})
-    elif target == "hyperpod":
-        import yaml
-
-        from lmikit.image import lmi_image_uri
-        from lmikit.render.hyperpod import hyperpod_manifest, hyperpod_notes
-        from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE
-
-        manifest = hyperpod_manifest(
-            loaded, plan, image_uri=lmi_image_uri(loaded.region, loaded.engine.lmi_version),
-            namespace=namespace, vllm_image=vllm_image or DEFAULT_VLLM_IMAGE)
-        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(loaded))
-        click.echo(notes + yaml.safe_dump(manifest, sort_keys=False), nl=False)
-    elif target == "cloudwatch":
-        from lmikit.render.alarms import put_metric_alarm_requests
-        from lmikit.render.cloudwatch import dashboard_body, dashboard_name
-
-        echo_json({"DashboardName": dashboard_name(loaded),
-                   "DashboardBody": dashboard_body(loaded, plan),
-                   "Alarms": put_metric_alarm_requests(loaded, plan)})
-    elif target == "grafana":
-        from lmikit.render.grafana import render_grafana_json
-
-        text = render_grafana_json(loaded, plan, hourly_price)
-        if output is None:
-            click.echo(text, nl=False)
-        else:
-            output.write_text(text)
-            click.echo(f"Wrote {output}", err=True)
+    accepted = accept_spec(spec, (target,), RenderOptions(namespace, hourly_price, vllm_image))
+    text = accepted.output(target)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(f"Wrote {output}", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lmikit.cli._common import spec_argument
+from lmikit.cli._common import spec_argument, targets_option
 
 
 @click.command("schema")
@@ -20,17 +20,16 @@ def schema_cmd() -> None:
 
 @click.command("validate")
 @spec_argument
-@click.option("--no-plan", is_flag=True, help="Check the schema and model only, not the plan.")
-def validate_cmd(spec: Path, no_plan: bool) -> None:
-    """Check SPEC with the JSON Schema and the spec model (and that it can be planned)."""
-    from lmikit.schema import validate_file
+@targets_option
+def validate_cmd(spec: Path, targets: tuple[str, ...]) -> None:
+    """Check that SPEC loads, plans and renders to every target (or each --target).
 
-    loaded = validate_file(spec)
-    if not no_plan:
-        from lmikit.plan import plan_spec
+    It runs what `lmikit render`, `plan` and `deploy` run, so it refuses whatever they refuse.
+    """
+    from lmikit.accept import TARGETS
+    from lmikit.cli._common import load
 
-        result = plan_spec(loaded, base_dir=spec.parent)
-        click.echo(f"{spec}: valid ({loaded.model.id} on {loaded.instance.type}, tier "
-                   f"{result.tier})")
-    else:
-        click.echo(f"{spec}: valid")
+    chosen = targets or TARGETS
+    loaded, plan = load(spec, chosen)
+    click.echo(f"{spec}: valid ({loaded.model.id} on {loaded.instance.type}, tier {plan.tier}; "
+               f"renders {', '.join(chosen)})")

@@ -1,0 +1,187 @@
+r"""One acceptance path for a spec file: load it, plan it, and render every target it is for.
+
+``lmikit validate``, ``render``, ``plan`` and ``deploy`` all call :func:`accept_spec`, so they
+cannot disagree: a spec that ``validate`` accepts renders to every target, and a spec that
+``render --target X`` refuses is refused by ``validate`` (and by ``validate --target X``).
+Rendering is the check: each renderer is a pure function of (spec, plan), so running it with
+placeholder deployment inputs (bucket, role, artifact URLs) raises exactly the errors the real
+render would.
+
+The order is that of the data: the file (SpecError), the model and instance catalogs
+(CatalogError), the plan (PlanError), then each target (RenderError, one problem per line,
+each naming the targets that refuse it).
+
+>>> import pathlib, tempfile
+>>> spec = pathlib.Path(tempfile.mkdtemp()) / "docqa.yaml"
+>>> _ = spec.write_text("api_version: v1\nname: docqa\nregion: us-east-1\n"
+...                     "model: {id: Qwen/Qwen2.5-7B-Instruct}\ninstance: {type: ml.g6e.2xlarge}\n")
+>>> accepted = accept_spec(spec, targets=("lmcache", "env"))
+>>> accepted.plan.tier, sorted(accepted.rendered)
+('cpu', ['env', 'lmcache'])
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmikit.errors import RenderError
+
+if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
+    from lmikit.plan import Plan
+    from lmikit.spec import DeploymentSpec
+
+TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch",
+           "grafana")
+# What `lmikit deploy` creates: the SageMaker resources, their LMI configuration and alarms.
+DEPLOY_TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "cloudwatch")
+IMAGE_TARGETS = ("sagemaker", "hyperpod")
+# Stand-ins for what only a deployment knows; renderers treat them as opaque strings.
+PLACEHOLDER_ROLE = "arn:aws:iam::123456789012:role/<execution-role>"
+PLACEHOLDER_IMAGE = "<lmi-image>"
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Target options that are not part of the spec."""
+
+    namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
+    hourly_price: float | None = None  # grafana: on-demand $/hour per instance
+    vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A spec that loaded, planned and rendered to every target asked for."""
+
+    spec: DeploymentSpec
+    plan: Plan
+    rendered: Mapping[str, str] = field(default_factory=dict)  # target -> printed text
+    image_uri: str | None = None  # None: not resolved (not asked for, or no image table here)
+    notes: tuple[str, ...] = ()  # checks that could not run on this machine
+
+    def output(self, target: str) -> str:
+        """The text ``lmikit render --target`` prints for ``target``."""
+        if target in IMAGE_TARGETS and self.image_uri is None:
+            raise RenderError(_NO_IMAGE_TABLE)
+        return self.rendered[target]
+
+
+def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
+                options: RenderOptions | None = None) -> Accepted:
+    """Load, plan and render ``targets`` for the spec at ``path``; raise the first stage's
+    LmikitError, with every refusing target listed once."""
+    chosen = tuple(dict.fromkeys(targets))
+    unknown = [t for t in chosen if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
+    from lmikit.loader import load_spec
+    from lmikit.plan import plan_spec
+
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=Path(path).parent)
+    options = options or RenderOptions()
+    refusals: dict[str, list[str]] = {}  # message -> targets refusing with it
+    image_uri: str | None = None
+    notes: tuple[str, ...] = ()
+    if any(t in IMAGE_TARGETS for t in chosen):
+        try:
+            image_uri, notes = _image_uri(spec)
+        except RenderError as exc:
+            refusals.setdefault(str(exc), []).extend(t for t in chosen if t in IMAGE_TARGETS)
+    refused = {t for ts in refusals.values() for t in ts}
+    rendered: dict[str, str] = {}
+    for target in chosen:
+        if target in refused:
+            continue
+        try:
+            rendered[target] = render_target(target, spec, plan, options,
+                                             image_uri or PLACEHOLDER_IMAGE)
+        except RenderError as exc:
+            targets_for = refusals.setdefault(str(exc), [])
+            if target not in targets_for:
+                targets_for.append(target)
+    if refusals:
+        lines = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
+        fine = [t for t in chosen if t in rendered]
+        hint = f"\n  ({', '.join(fine)} {'renders' if len(fine) == 1 else 'render'} it; use " \
+            "--target to check only the targets you use)" if fine else ""
+        raise RenderError(f"{len(lines)} problem(s) rendering {path}:\n" + "\n".join(lines)
+                          + hint)
+    return Accepted(spec, plan, rendered, image_uri, notes)
+
+
+def render_target(target: str, spec: DeploymentSpec, plan: Plan,
+                  options: RenderOptions | None = None,
+                  image_uri: str = PLACEHOLDER_IMAGE) -> str:
+    """The text of one target (JSON targets end with a newline, as printed)."""
+    options = options or RenderOptions()
+    if target == "lmcache":
+        from lmikit.render.lmcache import render_lmcache_yaml
+
+        return render_lmcache_yaml(plan)
+    if target == "env":
+        from lmikit.render.env import lmi_environment
+
+        return _json(lmi_environment(spec, plan))
+    if target == "serving-properties":
+        from lmikit.render.env import serving_properties
+
+        return serving_properties(spec, plan)
+    if target == "sagemaker":
+        from lmikit.render.sagemaker import render_requests
+
+        urls = {a.name: f"s3://<bucket>/{spec.name}/adapters/{a.name}/<sha256>.tar.gz"
+                for a in spec.adapters}
+        r = render_requests(spec, plan, image_uri=image_uri,
+                            execution_role_arn=PLACEHOLDER_ROLE,
+                            model_artifact_url=f"s3://<bucket>/{spec.name}/model/<sha256>.tar.gz",
+                            adapter_artifact_urls=urls)
+        return _json({"CreateEndpointConfig": r.endpoint_config, "CreateEndpoint": r.endpoint,
+                      "CreateInferenceComponent": r.base_component,
+                      "Adapters": r.adapter_components})
+    if target == "hyperpod":
+        import yaml
+
+        from lmikit.render.hyperpod import hyperpod_manifest, hyperpod_notes
+        from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE
+
+        manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
+                                     namespace=options.namespace,
+                                     vllm_image=options.vllm_image or DEFAULT_VLLM_IMAGE)
+        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec))
+        return notes + yaml.safe_dump(manifest, sort_keys=False)
+    if target == "cloudwatch":
+        from lmikit.render.alarms import put_metric_alarm_requests
+        from lmikit.render.cloudwatch import dashboard_body, dashboard_name
+
+        return _json({"DashboardName": dashboard_name(spec),
+                      "DashboardBody": dashboard_body(spec, plan),
+                      "Alarms": put_metric_alarm_requests(spec, plan)})
+    if target == "grafana":
+        from lmikit.render.grafana import render_grafana_json
+
+        return render_grafana_json(spec, plan, options.hourly_price)
+    raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+
+
+_NO_IMAGE_TABLE = ("resolving the LMI image needs the sagemaker package: "
+                   "pip install 'lmikit[sagemaker]'")
+
+
+def _image_uri(spec: DeploymentSpec) -> tuple[str | None, tuple[str, ...]]:
+    """The pinned LMI image for the spec, or (None, a note) where this machine cannot tell."""
+    if importlib.util.find_spec("sagemaker") is None:
+        return None, (f"the LMI image for engine.lmi_version {spec.engine.lmi_version} in "
+                      f"{spec.region} was not checked: {_NO_IMAGE_TABLE}",)
+    from lmikit.image import lmi_image_uri
+
+    return lmi_image_uri(spec.region, spec.engine.lmi_version), ()
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
