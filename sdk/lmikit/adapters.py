@@ -42,8 +42,10 @@ from lmikit.deploy._aws import (
     error_message,
     no_progress,
 )
+from lmikit.deploy._model import component_environment
 from lmikit.errors import AdapterError, DeployError, LmikitError
 from lmikit.names import ADAPTER_TAG, DEPLOYMENT_TAG, adapter_component_name, base_component_name
+from lmikit.render.env import MODEL_ID_ENV
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
@@ -240,8 +242,7 @@ class AdapterRegistry:
         return self._base
 
     def _env(self) -> dict[str, str]:
-        return dict(self.base().get("Specification", {}).get("Container", {})
-                    .get("Environment", {}))
+        return component_environment(self.clients.sagemaker, self.base())
 
     def max_rank(self) -> int:
         env = self._env()
@@ -252,7 +253,7 @@ class AdapterRegistry:
         return int(env.get("OPTION_MAX_LORA_RANK", "16"))
 
     def package(self, path: str | Path, formatter: str | Path | None = None) -> AdapterPackage:
-        model = self._env().get("HF_MODEL_ID")
+        model = self._env().get(MODEL_ID_ENV)
         return package_adapter(path, formatter=formatter, model_id=model,
                                max_rank=self.max_rank())
 

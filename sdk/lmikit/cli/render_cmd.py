@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from lmikit.cli._common import echo_json, load, spec_argument
+
+if TYPE_CHECKING:
+    from lmikit.render.container import ImageKind
 
 TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch", "grafana"]
 
@@ -22,10 +26,14 @@ TARGETS = ["lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "clo
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "
               "lmikit's small us-east-1 table, where it has the instance type).")
+@click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
+              show_default=True, help="env, serving-properties, sagemaker: the image that "
+              "runs the model (AWS's stock LMI image, or lmikit's container/Dockerfile).")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
-               hourly_price: float | None) -> None:
+               hourly_price: float | None, image_kind: str) -> None:
     """Print the TARGET rendered from SPEC."""
     loaded, plan = load(spec)
+    image: ImageKind = "lmikit" if image_kind == "lmikit" else "stock"
     if target == "lmcache":
         from lmikit.render.lmcache import render_lmcache_yaml
 
@@ -33,11 +41,11 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
     elif target == "env":
         from lmikit.render.env import lmi_environment
 
-        echo_json(lmi_environment(loaded, plan))
+        echo_json(lmi_environment(loaded, plan, image=image))
     elif target == "serving-properties":
         from lmikit.render.env import serving_properties
 
-        click.echo(serving_properties(loaded, plan), nl=False)
+        click.echo(serving_properties(loaded, plan, image=image), nl=False)
     elif target == "sagemaker":
         from lmikit.image import lmi_image_uri
         from lmikit.render.sagemaker import render_requests
@@ -48,10 +56,14 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
             loaded, plan, image_uri=lmi_image_uri(loaded.region, loaded.engine.lmi_version),
             execution_role_arn="arn:aws:iam::123456789012:role/<execution-role>",
             model_artifact_url=f"s3://<bucket>/{loaded.name}/model/<sha256>.tar.gz",
-            adapter_artifact_urls=urls)
-        echo_json({"CreateEndpointConfig": r.endpoint_config, "CreateEndpoint": r.endpoint,
-                   "CreateInferenceComponent": r.base_component,
-                   "Adapters": r.adapter_components})
+            adapter_artifact_urls=urls, image_kind=image)
+        body = {"CreateEndpointConfig": r.endpoint_config, "CreateEndpoint": r.endpoint}
+        if r.model is not None:
+            body["CreateModel"] = r.model
+        echo_json(body | {"CreateInferenceComponent": r.base_component,
+                          "Adapters": r.adapter_components})
+        for warning in r.warnings:
+            click.echo(f"Warning: {warning}", err=True)
     elif target == "hyperpod":
         import yaml
 
