@@ -138,3 +138,17 @@ def test_row_lookup_by_any_name():
     assert row("model_id") is row("option.model_id") is row("OPTION_MODEL_ID")
     with pytest.raises(KeyError, match="no LMI option row"):
         row("option.nope")
+
+
+@pytest.mark.parametrize(("uri", "kind"), [
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130",
+     "stock"),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference@sha256:" + "a" * 64, "stock"),
+    ("111122223333.dkr.ecr.us-east-1.amazonaws.com/cdk-hnb659fds-container-assets:abc",
+     "lmikit"),
+    ("localhost:5000/lmikit-lmi", "lmikit"),
+])
+def test_image_kind_is_read_from_the_repository(uri, kind):
+    from lmikit.render.container import image_kind_of
+
+    assert image_kind_of(uri) == kind

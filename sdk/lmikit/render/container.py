@@ -70,7 +70,9 @@ def image_kind_of(image_uri: str) -> ImageKind:
     >>> image_kind_of("763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29")
     'stock'
     """
-    repo = image_uri.rsplit(":", 1)[0] if re.search(r":[\w.-]+$", image_uri) else image_uri
+    repo = image_uri.split("@", 1)[0]  # a digest reference: <repo>@sha256:<hex>
+    if re.search(r":[\w.-]+$", repo.rsplit("/", 1)[-1]):
+        repo = repo.rsplit(":", 1)[0]  # a tag
     return "stock" if repo.rsplit("/", 1)[-1] == STOCK_REPOSITORY else "lmikit"
 
 
