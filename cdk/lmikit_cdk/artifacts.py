@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from aws_cdk import aws_s3_assets as s3_assets
+import aws_cdk as cdk
 from constructs import Construct
 
 from lmikit.artifact import sha256_hex
@@ -39,17 +39,30 @@ def stage_bytes(data: bytes, suffix: str = ".tar.gz") -> Path:
 
 
 class TarballAsset(Construct):
-    """An S3 asset holding one deterministic tarball; ``s3_url`` is the ArtifactUrl."""
+    """An S3 asset holding one deterministic tarball; ``s3_url`` is the ArtifactUrl.
+
+    SageMaker takes a single gzip-compressed tar whose key ends in ``.tar.gz`` (botocore:
+    ``InferenceComponentContainerSpecification.ArtifactUrl``). A plain ``s3_assets.Asset``
+    names the object ``<hash><extension>``, and the extension of ``x.tar.gz`` is only
+    ``.gz``; so the file is staged with :class:`aws_cdk.AssetStaging` and registered with the
+    stack's synthesizer under the source hash ``<sha256>.tar``, which makes the key
+    ``<sha256>.tar.gz``.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, data: bytes,
                  display_name: str | None = None) -> None:
         super().__init__(scope, construct_id)
         self.sha256 = sha256_hex(data)
-        self.asset = s3_assets.Asset(self, "Asset", path=str(stage_bytes(data)),
-                                     display_name=display_name)
-        self.s3_url: str = self.asset.s3_object_url
-        self.bucket_name: str = self.asset.s3_bucket_name
-        self.object_key: str = self.asset.s3_object_key
+        self.staging = cdk.AssetStaging(self, "Stage", source_path=str(stage_bytes(data)))
+        stack = cdk.Stack.of(self)
+        location = stack.synthesizer.add_file_asset(
+            file_name=self.staging.relative_staged_path(stack),
+            packaging=cdk.FileAssetPackaging.FILE,
+            source_hash=f"{self.staging.asset_hash}.tar",
+            display_name=display_name)
+        self.bucket_name: str = location.bucket_name
+        self.object_key: str = location.object_key
+        self.s3_url: str = location.s3_object_url
 
 
 def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,

@@ -2,12 +2,15 @@
 
 The SageMaker request dicts come from :func:`lmikit.render.sagemaker.render_requests`, the
 same function the boto3 deployer uses, and become the L1 properties unchanged (re-cased for
-jsii only). Tokens fill the fields only CDK knows: the role ARN, the artifact URLs and, for
-lmikit's own image, the image URI.
+jsii only). Tokens fill the fields only CDK knows: the role ARN, the artifact URLs, for
+lmikit's own image the image URI, and the name of the SageMaker Model (with network
+isolation SageMaker copies the S3 weights; CloudFormation names the Model, so a changed one
+is replaced rather than clashing with its own name).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from lmikit.catalog.instances import get_instance
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
 from lmikit.plan import Plan, plan_spec
+from lmikit.render.container import ImageKind
 from lmikit.render.sagemaker import SageMakerRequests, render_requests, volume_kms_key
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
@@ -89,7 +93,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
                                                 build_context=build_context)
         self.execution_role = ExecutionRole(self, "ExecutionRole", spec=spec)
         self.execution_role.add_statements(self.image.pull_statements())
-        data = model_artifact(spec, self.plan, self.base_dir)
+        data = model_artifact(spec, self.plan, self.base_dir, image=self.image_kind)
         self.model_artifact: TarballAsset | None = None
         if data is not None:
             self.model_artifact = TarballAsset(self, "ModelArtifact", data=data,
@@ -112,8 +116,17 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.cfn_endpoint.node.add_dependency(self.cfn_endpoint_config)
         # SageMaker assumes the role when it creates the endpoint: its policy must exist.
         self.cfn_endpoint.node.add_dependency(self.execution_role.policy)
+        self.cfn_model: sagemaker.CfnModel | None = None
+        base_props = self.requests.base_component
+        if self.requests.model is not None:
+            model_props = {k: v for k, v in self.requests.model.items() if k != "ModelName"}
+            self.cfn_model = sagemaker.CfnModel(self, "Model", **l1_kwargs(model_props))
+            # SageMaker checks the role when it creates the Model and copies the weights.
+            self.cfn_model.node.add_dependency(self.execution_role.policy)
+            base_props = copy.deepcopy(base_props)
+            base_props["Specification"]["ModelName"] = self.cfn_model.attr_model_name
         self.cfn_inference_component = sagemaker.CfnInferenceComponent(
-            self, "BaseComponent", **l1_kwargs(self.requests.base_component))
+            self, "BaseComponent", **l1_kwargs(base_props))
         self.cfn_inference_component.node.add_dependency(self.cfn_endpoint)
         self.endpoint_arn: str = self.cfn_endpoint.attr_endpoint_arn
         self.endpoint_config_arn: str = self.cfn_endpoint_config.attr_endpoint_config_arn
@@ -150,7 +163,12 @@ class LmiEndpoint(ComponentMetrics, Construct):
             self.spec, self.plan, image_uri=self.image.image_uri,
             execution_role_arn=self.execution_role.role_arn,
             model_artifact_url=self.model_artifact.s3_url if self.model_artifact else None,
-            adapter_artifact_urls=urls)
+            adapter_artifact_urls=urls, image_kind=self.image_kind)
+
+    @property
+    def image_kind(self) -> ImageKind:
+        """``lmikit`` when this endpoint runs lmikit's image, else ``stock``."""
+        return "lmikit" if self.image.is_custom else "stock"
 
     @property
     def named_resources(self) -> dict[str, Construct]:
@@ -164,10 +182,14 @@ class LmiEndpoint(ComponentMetrics, Construct):
 
     @property
     def props(self) -> dict[str, Any]:
-        """The request dicts by resource, as passed to the L1s (before re-casing)."""
-        return {"endpoint_config": self.requests.endpoint_config,
-                "endpoint": self.requests.endpoint,
-                "base_component": self.requests.base_component}
+        """The request dicts by resource, as passed to the L1s (before re-casing; the
+        Model's name is left to CloudFormation)."""
+        out = {"endpoint_config": self.requests.endpoint_config,
+               "endpoint": self.requests.endpoint,
+               "base_component": self.requests.base_component}
+        if self.requests.model is not None:
+            out["model"] = self.requests.model
+        return out
 
     def _acknowledge(self) -> None:
         if "KmsKeyId" not in self.requests.endpoint_config:

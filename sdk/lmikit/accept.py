@@ -33,6 +33,7 @@ from lmikit.errors import RenderError
 
 if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
     from lmikit.plan import Plan
+    from lmikit.render.container import ImageKind
     from lmikit.spec import DeploymentSpec
 
 TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch",
@@ -52,6 +53,7 @@ class RenderOptions:
     namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
     vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
+    image: ImageKind = "stock"  # env, serving-properties, sagemaker: the image serving it
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Accepted:
     rendered: Mapping[str, str] = field(default_factory=dict)  # target -> printed text
     image_uri: str | None = None  # None: not resolved (not asked for, or no image table here)
     notes: tuple[str, ...] = ()  # checks that could not run on this machine
+    warnings: tuple[str, ...] = ()  # what a renderer says the deployment will lack
 
     def output(self, target: str) -> str:
         """The text ``lmikit render --target`` prints for ``target``."""
@@ -95,12 +98,13 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             refusals.setdefault(str(exc), []).extend(t for t in chosen if t in IMAGE_TARGETS)
     refused = {t for ts in refusals.values() for t in ts}
     rendered: dict[str, str] = {}
+    warnings: list[str] = []
     for target in chosen:
         if target in refused:
             continue
         try:
             rendered[target] = render_target(target, spec, plan, options,
-                                             image_uri or PLACEHOLDER_IMAGE)
+                                             image_uri or PLACEHOLDER_IMAGE, warnings)
         except RenderError as exc:
             targets_for = refusals.setdefault(str(exc), [])
             if target not in targets_for:
@@ -112,13 +116,14 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             "--target to check only the targets you use)" if fine else ""
         raise RenderError(f"{len(lines)} problem(s) rendering {path}:\n" + "\n".join(lines)
                           + hint)
-    return Accepted(spec, plan, rendered, image_uri, notes)
+    return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)))
 
 
 def render_target(target: str, spec: DeploymentSpec, plan: Plan,
                   options: RenderOptions | None = None,
-                  image_uri: str = PLACEHOLDER_IMAGE) -> str:
-    """The text of one target (JSON targets end with a newline, as printed)."""
+                  image_uri: str = PLACEHOLDER_IMAGE, warnings: list[str] | None = None) -> str:
+    """The text of one target (JSON targets end with a newline, as printed); renderer
+    warnings are appended to ``warnings``."""
     options = options or RenderOptions()
     if target == "lmcache":
         from lmikit.render.lmcache import render_lmcache_yaml
@@ -127,11 +132,16 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     if target == "env":
         from lmikit.render.env import lmi_environment
 
-        return _json(lmi_environment(spec, plan))
+        return _json(lmi_environment(spec, plan, image=options.image))
     if target == "serving-properties":
         from lmikit.render.env import serving_properties
+        from lmikit.startup import weights_source
 
-        return serving_properties(spec, plan)
+        if weights_source(spec) == "s3-sagemaker":  # no model artifact: nothing to render
+            return ("# no serving.properties: SageMaker copies the S3 weights into "
+                    "/opt/ml/model, and every LMI option is\n# an OPTION_* variable of the "
+                    "SageMaker Model's environment (lmikit render --target env)\n")
+        return serving_properties(spec, plan, image=options.image)
     if target == "sagemaker":
         from lmikit.render.sagemaker import render_requests
 
@@ -140,10 +150,15 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         r = render_requests(spec, plan, image_uri=image_uri,
                             execution_role_arn=PLACEHOLDER_ROLE,
                             model_artifact_url=f"s3://<bucket>/{spec.name}/model/<sha256>.tar.gz",
-                            adapter_artifact_urls=urls)
-        return _json({"CreateEndpointConfig": r.endpoint_config, "CreateEndpoint": r.endpoint,
-                      "CreateInferenceComponent": r.base_component,
-                      "Adapters": r.adapter_components})
+                            adapter_artifact_urls=urls, image_kind=options.image)
+        if warnings is not None:
+            warnings.extend(r.warnings)
+        body: dict[str, object] = {"CreateEndpointConfig": r.endpoint_config,
+                                   "CreateEndpoint": r.endpoint}
+        if r.model is not None:
+            body["CreateModel"] = r.model
+        return _json(body | {"CreateInferenceComponent": r.base_component,
+                             "Adapters": r.adapter_components})
     if target == "hyperpod":
         import yaml
 

@@ -46,9 +46,11 @@ from lmikit.deploy._aws import (
     error_message,
     no_progress,
 )
+from lmikit.deploy._model import component_environment
 from lmikit.errors import AdapterError, DeployError, LmikitError
 from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.names import ADAPTER_TAG, DEPLOYMENT_TAG, adapter_component_name, base_component_name
+from lmikit.render.env import MODEL_ID_ENV
 
 if TYPE_CHECKING:
     from lmikit.plan import Plan
@@ -287,8 +289,7 @@ class AdapterRegistry:
         return self._base
 
     def _env(self) -> dict[str, str]:
-        return dict(self.base().get("Specification", {}).get("Container", {})
-                    .get("Environment", {}))
+        return component_environment(self.clients.sagemaker, self.base())
 
     def max_rank(self) -> int:
         env = self._env()
@@ -302,7 +303,7 @@ class AdapterRegistry:
                 formatter: str | Path | None = None) -> AdapterPackage:
         """Package adapter ``name``; tagged for cache isolation when the base runs LMCache."""
         env = self._env()
-        return package_adapter(path, formatter=formatter, model_id=env.get("HF_MODEL_ID"),
+        return package_adapter(path, formatter=formatter, model_id=env.get(MODEL_ID_ENV),
                                max_rank=self.max_rank(),
                                cache_tag_name=name if lmcache_in_environment(env) else None)
 

@@ -1,12 +1,16 @@
 """The base model's artifact: a deterministic .tar.gz that LMI unpacks as its model dir.
 
-It carries ``serving.properties`` (the LMI options that are not in the container's
-environment), the LMCache config (OPTION_LMCACHE_CONFIG_FILE is relative to the model dir)
-and the base model's formatters as ``model.py`` (built by
-:func:`lmikit.formatters.build_model_py`: validated, self-contained, raises
-:class:`lmikit.errors.AdapterError` on a bad formatter file). With LoRA and LMCache both on,
-that ``model.py`` also drops client cache tags (:mod:`lmikit.lora_isolation`), so it is
+It carries ``serving.properties`` (the model definition, ``option.model_id``, and the LMI
+options that are not in the container's environment), the LMCache config
+(OPTION_LMCACHE_CONFIG_FILE is relative to the model dir) and the base model's formatters as
+``model.py`` (built by :func:`lmikit.formatters.build_model_py`: validated, self-contained,
+raises :class:`lmikit.errors.AdapterError` on a bad formatter file). With LoRA and LMCache both
+on, that ``model.py`` also drops client cache tags (:mod:`lmikit.lora_isolation`), so it is
 written even without formatters.
+
+There is no artifact when SageMaker copies the S3 weights into /opt/ml/model (network
+isolation): the directory then holds the user's weights, and the options travel in the
+SageMaker Model's environment (:func:`lmikit.render.env.model_environment`).
 """
 
 from __future__ import annotations
@@ -17,14 +21,20 @@ from lmikit.artifact import deterministic_tar
 from lmikit.formatters import build_model_py
 from lmikit.lora_isolation import isolates_base
 from lmikit.plan import Plan
+from lmikit.render.container import ImageKind
 from lmikit.render.env import SERVING_PROPERTIES, serving_properties
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec
+from lmikit.startup import weights_source
 
 
-def model_artifact_files(spec: DeploymentSpec, plan: Plan,
-                         base_dir: str | Path = ".") -> dict[str, bytes]:
-    files: dict[str, bytes] = {SERVING_PROPERTIES: serving_properties(spec, plan).encode()}
+def model_artifact_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,
+                         image: ImageKind = "stock") -> dict[str, bytes]:
+    """File name -> bytes of the artifact; empty when there is no artifact to ship."""
+    if weights_source(spec) == "s3-sagemaker":
+        return {}
+    files: dict[str, bytes] = {
+        SERVING_PROPERTIES: serving_properties(spec, plan, image=image).encode()}
     if plan.uses_lmcache:
         files[LMCACHE_FILE_NAME] = render_lmcache_yaml(plan).encode()
     fmt = spec.formatters
@@ -38,7 +48,8 @@ def model_artifact_files(spec: DeploymentSpec, plan: Plan,
     return files
 
 
-def model_artifact(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".") -> bytes | None:
+def model_artifact(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,
+                   image: ImageKind = "stock") -> bytes | None:
     """The artifact bytes, or None when there is nothing to ship."""
-    files = model_artifact_files(spec, plan, base_dir)
+    files = model_artifact_files(spec, plan, base_dir, image=image)
     return deterministic_tar(files) if files else None

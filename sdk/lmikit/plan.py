@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmikit import fit, sizing
+from lmikit import startup as su
 from lmikit.catalog.instances import InstanceType, get_instance
 from lmikit.catalog.models import ModelGeometry, get_model
 from lmikit.errors import PlanError
@@ -46,6 +47,7 @@ class PlanInputs:
     in_memory_only: bool = False
     max_model_len: int | None = None
     config_path: str | None = None
+    weights_source: str = "hub"
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ class Plan:
     cpu_cores: float
     assumptions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    startup: su.StartupEstimate | None = None
+    volume: su.Volume | None = None
 
     @property
     def uses_lmcache(self) -> bool:
@@ -85,11 +89,17 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["predicted"] = asdict(self.predicted)
+        data["startup"] = self.startup.to_dict() if self.startup else None
         return data
 
 
 def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
-    """Plan a loaded spec; ``base_dir`` resolves ``model.config_path`` (the spec's folder)."""
+    """Plan a loaded spec; ``base_dir`` resolves ``model.config_path`` (the spec's folder).
+
+    Raises :class:`lmikit.errors.SpecError` on ``engine.lmi_version`` when the pinned LMI is
+    older than a feature the spec uses (see :mod:`lmikit.lmi_versions`)."""
+    from lmikit.lmi_versions import check_lmi_version, model_architectures
+
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
@@ -114,8 +124,12 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
         in_memory_only=spec.kv_cache.in_memory_only,
         max_model_len=spec.engine.max_model_len,
         config_path=config_path,
+        weights_source=su.weights_source(spec),
     ))
     check_adapter_sources(spec, result.uses_lmcache)
+    # Refuse an LMI version older than a feature or the model needs (engine.lmi_version).
+    check_lmi_version(spec, uses_lmcache=result.uses_lmcache,
+                      architectures=model_architectures(spec.model.id, config_path))
     return result
 
 
@@ -154,7 +168,13 @@ def _plan(i: PlanInputs) -> Plan:
 
     host = sizing.host_cache_budget(int(inst.host_memory_gib * sizing.GIB), weight_bytes,
                                     i.copies, i.tp)
-    disk = sizing.disk_cache_budget(int(inst.nvme_gb * 1e9), int(inst.nvme_gb * 1e9),
+    volume = su.instance_volume(inst.nvme_gb, weight_bytes, i.copies)
+    problem = su.volume_problem(volume)
+    if problem:
+        raise PlanError(f"{inst.name}: {problem}")
+    # The disk tier gets what every copy's downloaded weights leave of the NVMe: the sizes
+    # written into the LMCache file must fit without the container's own start-up sizing.
+    disk = sizing.disk_cache_budget(volume.free_bytes, int(inst.nvme_gb * 1e9),
                                     i.copies, i.tp, is_nvme=inst.has_nvme)
     per_copy_bytes = kv_bpt * replication  # bytes one cached token costs a copy, all ranks
     cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
@@ -176,6 +196,8 @@ def _plan(i: PlanInputs) -> Plan:
                         f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; lower "
                         "kv_cache.cpu_size_gb or instance.copies_per_instance")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
+    start = su.estimate_startup(weight_bytes, _source(i.weights_source))
+    late = su.startup_warning(start)
 
     return Plan(
         model_id=geo.model_id, instance_type=inst.name, tp=i.tp, copies=i.copies,
@@ -184,9 +206,19 @@ def _plan(i: PlanInputs) -> Plan:
         disk_capacity_tokens=disk_tokens_used, working_set_tokens=i.context_tokens,
         tier=tier, lmcache=lmcache, predicted=predicted, max_model_len=max_len,
         min_memory_mb=min_memory_mb, cpu_cores=cpu_cores,
-        assumptions=_assumptions(i, inst, geo, replication), warnings=warnings + list(
-            f"model: {n}" for n in geo.notes if "sliding" in n),
+        assumptions=_assumptions(i, inst, geo, replication, volume),
+        warnings=warnings + [f"model: {n}" for n in geo.notes if "sliding" in n]
+        + ([late] if late else []),
+        startup=start, volume=volume,
     )
+
+
+def _source(name: str) -> su.WeightsSource:
+    if name == "s3":
+        return "s3"
+    if name == "s3-sagemaker":
+        return "s3-sagemaker"
+    return "hub"
 
 
 def _check_fit(i: PlanInputs, inst: InstanceType, geo: ModelGeometry) -> None:
@@ -343,7 +375,7 @@ def _retrieve_efficiency() -> float:
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
-                 replication: int) -> list[str]:
+                 replication: int, volume: su.Volume) -> list[str]:
     s = sizing
     out = [
         f"KV per token = {geo.num_layers} layers x "
@@ -377,5 +409,11 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         "host->GPU copy",
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
+        f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "
+        "of downloaded weights (every copy keeps its own)",
+        f"start-up: Hub download {su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 "
+        f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, load "
+        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; timeouts = "
+        f"{su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
     ]
     return out

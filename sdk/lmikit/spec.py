@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
+from lmikit.render.container import reserved_path_problem
+
 # SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
 # name becomes a prefix of longer names (endpoint config, components), so it is shorter.
 NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
@@ -137,7 +139,8 @@ class LoraSpec(_Model):
 
 class EngineSpec(_Model):
     lmi_version: str = Field(default=DEFAULT_LMI_VERSION, pattern=r"^\d+\.\d+\.\d+$",
-                             description="LMI (djl-inference) container version to pin.")
+                             description="LMI (djl-inference) container version to pin; "
+                             "versions older than a feature in the spec needs are refused.")
     tensor_parallel_degree: int = Field(default=1, ge=1, le=8,
                                         description="GPUs per model copy.")
     max_model_len: int | None = Field(default=None, ge=256, le=2_097_152,
@@ -297,11 +300,20 @@ class ObservabilitySpec(_Model):
     metric_publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
         default=60, description="How often SageMaker publishes the scraped metrics.")
     metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]*$",
-                              description="Container path serving Prometheus metrics.")
+                              description="Path lmikit's image serves vLLM/LMCache Prometheus "
+                              "metrics at (the stock image serves only DJL's /server/metrics); "
+                              "never a path djl-serving answers (/ping, /invocations, ...).")
     dashboard: bool = Field(default=True, description="Create the CloudWatch dashboard.")
     client_ttft_metrics: bool = Field(default=False, description="Runtime client publishes "
                                       "TTFT and tokens/s as custom metrics.")
     alarms: AlarmsSpec = Field(default_factory=AlarmsSpec, description="Default alarms.")
+
+    @model_validator(mode="after")
+    def _metrics_path(self) -> ObservabilitySpec:
+        problem = reserved_path_problem(self.metrics_path)
+        if problem:
+            _fail([("observability.metrics_path", problem)])
+        return self
 
 
 class VpcSpec(_Model):
@@ -317,7 +329,8 @@ class SecuritySpec(_Model):
                                     "the instance type allows it).")
     vpc: VpcSpec | None = Field(default=None, description="Run the endpoint inside a VPC.")
     network_isolation: bool = Field(default=False, description="No outbound network from the "
-                                    "container; needs s3:// weights (no Hub download).")
+                                    "container; needs s3:// weights, which SageMaker copies "
+                                    "into /opt/ml/model (no Hub download).")
     kms_volume_encryption: Literal["auto", "required", "off"] = Field(
         default="auto", description="Use kms_key_arn for the instance volume: auto where the "
         "instance type allows it (not on types with local NVMe, whose instance store is "
@@ -370,6 +383,7 @@ class DeploymentSpec(_Model):
         if self.security.network_isolation and not self.model.is_s3:
             errors.append(("security.network_isolation", "blocks the Hugging Face download; set "
                            "model.id to an s3:// URI of the weights"))
+        errors += self._isolation_problems()
         lora = self.engine.lora
         if lora.enabled is False and self.adapters:
             errors.append(("engine.lora.enabled", "is false but adapters are listed; remove "
@@ -384,6 +398,45 @@ class DeploymentSpec(_Model):
                            "served model.id"))
         _fail(errors)
         return self
+
+    def _isolation_problems(self) -> list[tuple[str, str]]:
+        """What cannot work when the container has no network (EnableNetworkIsolation: no
+        Hub, no S3, no AWS API) and SageMaker copies the S3 weights into /opt/ml/model, or
+        with a draft model LMI does not download."""
+        errors: list[tuple[str, str]] = []
+        sp = self.engine.speculative
+        draft = sp.draft_model if sp else ""
+        if not self.security.network_isolation:
+            if draft.startswith("s3://"):
+                errors.append(("engine.speculative.draft_model", "LMI does not download a draft "
+                               "named in speculative_config from S3; use a Hugging Face id, or "
+                               "put the draft under model.id's S3 prefix and turn on "
+                               "security.network_isolation (SageMaker then copies both)"))
+            return errors
+        why = "security.network_isolation leaves the container without network"
+        if self.security.hf_token_secret_arn:
+            errors.append(("security.hf_token_secret_arn", f"{why} (no Secrets Manager); the "
+                           "weights come from S3, so remove this field"))
+        if self.kv_cache.remote_url:
+            errors.append(("kv_cache.remote_url", f"{why}: a remote KV tier is unreachable; "
+                           "remove it"))
+        for key in ("input", "output"):
+            if getattr(self.formatters, key):
+                errors.append((f"formatters.{key}", "with security.network_isolation SageMaker "
+                               "copies the S3 weights into /opt/ml/model, where lmikit cannot add "
+                               "model.py; put model.py under model.id's prefix yourself and "
+                               "remove this field, or use adapter formatters"))
+        if draft and self.model.is_s3:
+            prefix = self.model.id.rstrip("/") + "/"
+            if not draft.startswith("s3://"):
+                errors.append(("engine.speculative.draft_model", f"{why}: a Hugging Face draft "
+                               f"cannot be downloaded; put it under {prefix} and name its "
+                               "s3:// prefix"))
+            elif not draft.startswith(prefix) or not draft[len(prefix):].strip("/"):
+                errors.append(("engine.speculative.draft_model", f"must lie under model.id's "
+                               f"prefix {prefix} (SageMaker copies only that prefix into "
+                               "/opt/ml/model)"))
+        return errors
 
     @property
     def lora_enabled(self) -> bool:

@@ -15,8 +15,9 @@ from lmikit.image import lmi_image_uri
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests
 
-ROLE, ARTIFACT, IMAGE = "<token:role>", "<token:artifact>", "<token:image>"
-SENTINELS = (ROLE, ARTIFACT, IMAGE)
+ROLE, IMAGE, MODEL = "<token:role>", "<token:image>", "<token:model-name>"
+ARTIFACT = "s3://<token:artifact>.tar.gz"
+SENTINELS = (ROLE, ARTIFACT, IMAGE, MODEL)
 NAMES = ["chat-small", "claims-llama8b", "docqa-qwen7b", "rag-qwen72b", "docqa-lora"]
 
 
@@ -52,11 +53,17 @@ def expected_requests(synth: Any) -> Any:
     spec, endpoint = stack.spec, stack.endpoint
     image = IMAGE if endpoint.image.is_custom else lmi_image_uri(spec.region,
                                                                  spec.engine.lmi_version)
-    return render_requests(
+    req = render_requests(
         spec, plan_spec(spec, endpoint.base_dir), image_uri=image, execution_role_arn=ROLE,
         model_artifact_url=ARTIFACT if endpoint.model_artifact else None,
         adapter_artifact_urls={a.name: a.source if a.source.startswith("s3://") else ARTIFACT
-                               for a in spec.adapters})
+                               for a in spec.adapters}, image_kind=endpoint.image_kind)
+    if req.model is not None:
+        # CloudFormation names the Model (a changed Model is replaced, not renamed in place);
+        # the component refers to it by Fn::GetAtt.
+        req.model.pop("ModelName")
+        req.base_component["Specification"]["ModelName"] = MODEL
+    return req
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -69,6 +76,12 @@ def test_template_equals_render_requests_field_by_field(synths: dict[str, Any],
     components = {r["Properties"]["InferenceComponentName"]: r["Properties"]
                   for r in synth.resources("AWS::SageMaker::InferenceComponent").values()}
     problems = diff(req.endpoint_config, config["Properties"], "EndpointConfig")
+    models = synth.resources("AWS::SageMaker::Model")
+    if req.model is None:
+        assert models == {}
+    else:
+        ((_, model),) = models.items()
+        problems += diff(req.model, model["Properties"], "Model")
     problems += diff(req.endpoint, endpoint["Properties"], "Endpoint")
     expected_components = {req.base_component["InferenceComponentName"]: req.base_component}
     expected_components |= {c["InferenceComponentName"]: c

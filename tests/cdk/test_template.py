@@ -30,7 +30,43 @@ def test_variant_has_no_model_name(synths: dict[str, Any]) -> None:
     for synth in synths.values():
         _, config = synth.one("AWS::SageMaker::EndpointConfig")
         assert all("ModelName" not in v for v in config["Properties"]["ProductionVariants"])
-    assert not any(s.resources("AWS::SageMaker::Model") for s in synths.values())
+    # Only the isolated spec has a Model: SageMaker copies its S3 weights.
+    assert sorted(n for n, s in synths.items() if s.resources("AWS::SageMaker::Model")) == [
+        "claims-llama8b"]
+
+
+def test_isolated_component_names_the_model_sagemaker_fills_from_s3(
+        synths: dict[str, Any]) -> None:
+    synth = synths["claims-llama8b"]
+    model_id, model = synth.one("AWS::SageMaker::Model")
+    (base,) = synth.resources("AWS::SageMaker::InferenceComponent").values()
+    spec = base["Properties"]["Specification"]
+    assert spec["ModelName"] == {"Fn::GetAtt": [model_id, "ModelName"]}
+    assert "Container" not in spec
+    props = model["Properties"]
+    assert "ModelName" not in props  # named by CloudFormation: a changed Model is replaced
+    assert props["PrimaryContainer"]["ModelDataSource"] == {"S3DataSource": {
+        "S3Uri": "s3://example-models-bucket/meta-llama/Llama-3.1-8B-Instruct/",
+        "S3DataType": "S3Prefix", "CompressionType": "None"}}
+    assert props["EnableNetworkIsolation"] is True
+    policy_id, _ = synth.one("AWS::IAM::ManagedPolicy")
+    assert policy_id in model["DependsOn"]
+    assert synth.stack.endpoint.model_artifact is None  # /opt/ml/model holds the weights
+
+
+def test_artifact_objects_are_tar_gz(synths: dict[str, Any]) -> None:
+    """SageMaker takes a single .tar.gz as ArtifactUrl; CDK would otherwise name the object
+    <hash>.gz (the extension of x.tar.gz)."""
+    import json
+
+    keys = []
+    for synth in synths.values():
+        manifest = synth.path.with_name(synth.path.name.replace(".template.json",
+                                                                ".assets.json"))
+        for asset in json.loads(manifest.read_text())["files"].values():
+            if asset["source"]["path"].endswith(".tar.gz"):
+                keys += [d["objectKey"] for d in asset["destinations"].values()]
+    assert keys and all(k.endswith(".tar.gz") for k in keys)
 
 
 def test_endpoint_config_execution_role_is_the_deployment_role(

@@ -71,7 +71,8 @@ def test_sagemaker_properties_pass_botocore_model_validation(synths: dict[str, A
     model = botocore.session.get_session().get_service_model("sagemaker")
     shapes = {"AWS::SageMaker::EndpointConfig": "CreateEndpointConfig",
               "AWS::SageMaker::Endpoint": "CreateEndpoint",
-              "AWS::SageMaker::InferenceComponent": "CreateInferenceComponent"}
+              "AWS::SageMaker::InferenceComponent": "CreateInferenceComponent",
+              "AWS::SageMaker::Model": "CreateModel"}
     validator = ShapeValidator()
     problems = []
     for name, synth in synths.items():
@@ -79,6 +80,8 @@ def test_sagemaker_properties_pass_botocore_model_validation(synths: dict[str, A
             if res["Type"] in shapes:
                 shape = model.operation_model(shapes[res["Type"]]).input_shape
                 request = _sample_tokens(res["Properties"])
+                if res["Type"] == "AWS::SageMaker::Model":
+                    request.setdefault("ModelName", "lmikit-model")  # CloudFormation names it
                 problems += [f"{name}/{logical_id}: {p}"
                              for p in validator.validate(shape, request)]
     assert problems == []
@@ -87,7 +90,8 @@ def test_sagemaker_properties_pass_botocore_model_validation(synths: dict[str, A
 def _sample_tokens(value: Any, key: str = "") -> Any:
     samples = {"ExecutionRoleArn": "arn:aws:iam::123456789012:role/lmikit",
                "ArtifactUrl": "s3://cdk-assets-123456789012-us-east-1/a.tar.gz",
-               "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-assets:abc"}
+               "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-assets:abc",
+               "ModelName": "lmikit-model"}
     if isinstance(value, dict):
         if len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
             return samples[key]

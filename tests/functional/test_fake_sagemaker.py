@@ -13,15 +13,21 @@ from botocore.exceptions import ClientError
 from lmikit.render.sagemaker import render_requests
 from lmikit.testing import FakeSageMaker, compile_java_pattern
 
-from .conftest import IMAGE, ROLE
+from .conftest import BUCKET, IMAGE, ROLE
+
+ARTIFACT_KEY = "lmikit/docqa/model/abc.tar.gz"
 
 
 @pytest.fixture
-def requests(spec: Any) -> Any:
+def requests(spec: Any, fake: FakeSageMaker) -> Any:
+    import boto3
+
     from lmikit.plan import plan_spec
 
+    boto3.client("s3", region_name="us-east-1").put_object(Bucket=BUCKET, Key=ARTIFACT_KEY,
+                                                            Body=b"model")
     return render_requests(spec, plan_spec(spec), image_uri=IMAGE, execution_role_arn=ROLE,
-                           model_artifact_url=None)
+                           model_artifact_url=f"s3://{BUCKET}/{ARTIFACT_KEY}")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""LMIKIT_EMF: rendered with detailed metrics into the SageMaker container Environment, read by
-the container's own parser, and left out of the HyperPod manifest."""
+"""LMIKIT_EMF: rendered with detailed metrics into the SageMaker container Environment of
+lmikit's image (the stock image has no emitter), read by the container's own parser, and left
+out of the HyperPod manifest."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lmikit.render.env import (
 )
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.render.sagemaker import base_component_name
+from lmikit.startup import weights_source
 
 from .conftest import load_example
 
@@ -31,7 +33,7 @@ def _observability(spec, **changes):  # type: ignore[no-untyped-def]
 
 def test_emf_config_names_endpoint_base_component_and_interval(example) -> None:
     spec, plan = example
-    env = container_environment(spec, plan)
+    env = container_environment(spec, plan, image="lmikit")
     assert len(env) <= CFN_ENVIRONMENT_MAX
     if not spec.observability.detailed_metrics:
         assert mc.EMF_CONFIG_ENV not in env
@@ -46,30 +48,38 @@ def test_emf_config_names_endpoint_base_component_and_interval(example) -> None:
 
 def test_emf_config_absent_without_detailed_metrics() -> None:
     spec, plan = load_example("docqa-qwen7b")
-    assert mc.EMF_CONFIG_ENV in container_environment(spec, plan)
+    assert mc.EMF_CONFIG_ENV in container_environment(spec, plan, image="lmikit")
     off = _observability(spec, detailed_metrics=False)
-    assert mc.EMF_CONFIG_ENV not in container_environment(off, plan)
+    assert mc.EMF_CONFIG_ENV not in container_environment(off, plan, image="lmikit")
 
 
 def test_emf_config_is_sagemaker_only(example) -> None:
     """Not in the generic LMI environment (HyperPod, serving.properties, CDK's count)."""
     spec, plan = example
-    assert mc.EMF_CONFIG_ENV not in lmi_environment(spec, plan)
-    assert mc.EMF_CONFIG_ENV not in serving_properties(spec, plan)
+    assert mc.EMF_CONFIG_ENV not in lmi_environment(spec, plan, image="lmikit")
+    if weights_source(spec) != "s3-sagemaker":
+        assert mc.EMF_CONFIG_ENV not in serving_properties(spec, plan, image="lmikit")
+
+
+def test_emf_config_never_on_the_stock_image(example) -> None:
+    """The stock image has no emitter: rendering LMIKIT_EMF for it would promise metrics."""
+    spec, plan = example
+    assert mc.EMF_CONFIG_ENV not in container_environment(spec, plan, image="stock")
 
 
 @pytest.mark.parametrize(("frequency", "interval"), [(10, 60), (60, 60), (300, 300)])
 def test_emf_interval_never_below_60_s(frequency: int, interval: int) -> None:
     spec, plan = load_example("docqa-qwen7b")
     env = container_environment(
-        _observability(spec, metric_publish_frequency_seconds=frequency), plan)
+        _observability(spec, metric_publish_frequency_seconds=frequency), plan,
+        image="lmikit")
     assert json.loads(env[mc.EMF_CONFIG_ENV])["interval_s"] == interval
 
 
 def test_container_parses_what_the_sdk_renders(example) -> None:
     """No drift: the emitter's own parser accepts the rendered value with the shared table."""
     spec, plan = example
-    raw = container_environment(spec, plan).get(mc.EMF_CONFIG_ENV)
+    raw = container_environment(spec, plan, image="lmikit").get(mc.EMF_CONFIG_ENV)
     if raw is None:
         return
     if str(CONTAINER) not in sys.path:

@@ -127,7 +127,7 @@ def test_cli_render_hyperpod_vllm_image_option(run):
 
 
 def test_cli_render_sagemaker_requests(run):
-    data = json.loads(run("render", str(DEFAULT_SPEC), "-t", "sagemaker").output)
+    data = json.loads(run("render", str(DEFAULT_SPEC), "-t", "sagemaker").stdout)
     assert "ModelName" not in data["CreateEndpointConfig"]["ProductionVariants"][0]
     assert data["CreateInferenceComponent"]["Specification"]["Container"]["Image"].startswith(
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0")

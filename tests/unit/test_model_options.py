@@ -29,6 +29,7 @@ from lmikit.errors import PlanError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan, plan_spec
 from lmikit.render.env import lmi_environment, serving_properties
+from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 from tests.unit.test_render_hyperpod import crd_validator  # noqa: F401  (fixture)
 
@@ -45,7 +46,10 @@ TABLE_ENV_NAMES = {r.env_name for r in OPTION_ROWS}
 def _rendered(path: Path) -> tuple[dict[str, str], str]:
     spec = load_spec(path)
     plan_ = plan_spec(spec, base_dir=path.parent)
-    return lmi_environment(spec, plan_), serving_properties(spec, plan_)
+    # No serving.properties where SageMaker copies S3 weights (network isolation): every
+    # option is then in the Model's environment, which lmi_environment already holds.
+    props = "" if weights_source(spec) == "s3-sagemaker" else serving_properties(spec, plan_)
+    return lmi_environment(spec, plan_), props
 
 
 # --- the table ------------------------------------------------------------------------------

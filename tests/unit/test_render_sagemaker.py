@@ -14,7 +14,8 @@ from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests
 from lmikit.testing import ShapeValidator
-from tests.conftest import EXAMPLE_SPECS, assert_golden
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from tests.unit.test_render_env import ISOLATED as ISOLATED_ENV
 from tests.unit.test_spec import BASE
 
 ROLE = "arn:aws:iam::111122223333:role/lmikit-exec"
@@ -27,7 +28,7 @@ def _validate(operation: str, request: dict) -> list[str]:
 
 
 def _render(spec, plan=None, **kw):
-    plan = plan or plan_spec(spec)
+    plan = plan or plan_spec(spec, base_dir=ROOT)
     urls = {a.name: f"s3://b/adapters/{a.name}.tar.gz" for a in spec.adapters}
     return render_requests(spec, plan, image_uri=kw.pop("image", "img:1"),
                            execution_role_arn=ROLE, model_artifact_url=ARTIFACT,
@@ -35,7 +36,8 @@ def _render(spec, plan=None, **kw):
 
 
 def _all_errors(r) -> list[str]:
-    errors = _validate("CreateEndpointConfig", r.endpoint_config)
+    errors = _validate("CreateModel", r.model) if r.model is not None else []
+    errors += _validate("CreateEndpointConfig", r.endpoint_config)
     errors += _validate("CreateEndpoint", r.endpoint)
     errors += _validate("CreateInferenceComponent", r.base_component)
     for req in r.adapter_components.values():
@@ -51,6 +53,8 @@ def test_requests_for_examples_pass_botocore_model(path):
     assert _all_errors(r) == []
     body = {"endpoint_config": r.endpoint_config, "endpoint": r.endpoint,
             "base_component": r.base_component, "adapters": r.adapter_components}
+    if r.model is not None:
+        body["model"] = r.model
     assert_golden(f"sagemaker-{path.stem}.json", json.dumps(body, indent=2, sort_keys=True) + "\n")
 
 
@@ -114,6 +118,8 @@ def test_startup_timeouts_grow_with_the_model():
     big = _render(big_spec).base_component["Specification"]["StartupParameters"]
     for key in small:
         assert 60 <= small[key] <= big[key] <= 3600
+    # 145 GB from the Hub at 100 MB/s alone is ~24 min: far beyond a 600 s default.
+    assert big["ContainerStartupHealthCheckTimeoutInSeconds"] >= 3000
 
 
 def test_adapters_reference_the_base_by_literal_name():
@@ -163,3 +169,85 @@ def test_image_uri_is_pinned_and_regional():
     assert ".dkr.ecr.eu-west-1.amazonaws.com/djl-inference:0.38.0-lmi" in uri
     with pytest.raises(RenderError, match="lmi_version"):
         lmi_image_uri("us-east-1", "0.1.0")
+
+
+ISOLATED = ISOLATED_ENV.replace("name: iso-env", "name: iso")
+
+
+def test_network_isolation_names_a_model_that_sagemaker_fills_from_s3():
+    spec = load_spec_text(ISOLATED)
+    r = _render(spec)
+    assert _all_errors(r) == []
+    model = r.model
+    assert model is not None
+    assert model["PrimaryContainer"]["ModelDataSource"] == {"S3DataSource": {
+        "S3Uri": "s3://example-models-bucket/meta-llama/Llama-3.1-8B-Instruct/",
+        "S3DataType": "S3Prefix", "CompressionType": "None"}}
+    assert model["EnableNetworkIsolation"] is True
+    assert {"Key": "lmikit:deployment", "Value": "iso"} in model["Tags"]
+    spec_ = r.base_component["Specification"]
+    assert spec_["ModelName"] == model["ModelName"] == r.names.model
+    assert "Container" not in spec_
+    assert "OPTION_MODEL_ID" not in model["PrimaryContainer"]["Environment"]
+
+
+def test_model_name_changes_with_its_content():
+    a = _render(load_spec_text(ISOLATED)).model
+    b = _render(load_spec_text(ISOLATED + "engine:\n  max_batch_size: 8\n")).model
+    assert a and b and a["ModelName"] != b["ModelName"]
+    assert len(a["ModelName"]) <= 63
+
+
+@pytest.mark.parametrize(("image", "path", "env"), [
+    ("stock", "/server/metrics", "SERVING_PROMETHEUS"),
+    ("lmikit", "/metrics", "LMIKIT_METRICS_PATH"),
+])
+def test_scraped_metrics_path_is_one_the_image_serves(image, path, env):
+    r = _render(load_spec_text(BASE), image_kind=image)
+    container = r.base_component["Specification"]["Container"]
+    (endpoint,) = container["ContainerMetricsConfig"]["MetricsEndpoints"]
+    assert endpoint["MetricsEndpointPath"] == path
+    assert env in container["Environment"]
+
+
+def test_stock_image_metrics_come_with_a_warning():
+    assert any("lmikit's image" in w for w in _render(load_spec_text(BASE)).warnings)
+    assert _render(load_spec_text(BASE), image_kind="lmikit").warnings == ()
+
+
+def test_stock_image_on_sagemaker_copied_weights_turns_detailed_metrics_off():
+    r = _render(load_spec_text(ISOLATED))
+    assert r.endpoint_config["MetricsConfig"]["EnableDetailedObservability"] is False
+    assert any("detailed observability is off" in w for w in r.warnings)
+    lmikit = _render(load_spec_text(ISOLATED), image_kind="lmikit")
+    assert lmikit.endpoint_config["MetricsConfig"]["EnableDetailedObservability"] is True
+
+
+def test_custom_metrics_path_with_sagemaker_copied_weights_is_refused():
+    spec = load_spec_text(ISOLATED + "observability:\n  metrics_path: /stats\n")
+    with pytest.raises(RenderError, match="metrics_path '/stats'.*Use /metrics"):
+        _render(spec, image_kind="lmikit")
+
+
+def test_hf_token_secret_needs_lmikits_image():
+    arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"
+    spec = load_spec_text(BASE + f"security:\n  hf_token_secret_arn: {arn}\n")
+    with pytest.raises(RenderError, match="stock LMI image cannot read a Secrets Manager"):
+        _render(spec)
+    env = _render(spec, image_kind="lmikit").base_component["Specification"]["Container"][
+        "Environment"]
+    assert env["LMIKIT_HF_TOKEN_SECRET_ARN"] == arn
+
+
+def test_model_artifact_must_be_a_single_tar_gz():
+    spec = load_spec_text(BASE)
+    with pytest.raises(RenderError, match=r"single \.tar\.gz"):
+        render_requests(spec, plan_spec(spec), image_uri="i", execution_role_arn=ROLE,
+                        model_artifact_url="s3://b/model.gz")
+
+
+def test_nvme_instances_request_no_ebs_volume():
+    """SageMaker mounts the instance store where there is one; VolumeSizeInGB is only for
+    EBS-only instance types."""
+    (variant,) = _render(load_spec_text(BASE)).endpoint_config["ProductionVariants"]
+    assert "VolumeSizeInGB" not in variant

@@ -132,6 +132,17 @@ def print_plan(p: Any) -> None:
                   f"{_tokens(p.disk_capacity_tokens)} tokens")
     t.add_row("Max model len", f"{p.max_model_len:,}")
     t.add_row("Component memory", f"{p.min_memory_mb:,} MB, {p.cpu_cores:g} vCPU per copy")
+    if p.volume is not None:
+        t.add_row("Volume", f"{p.volume.kind} {p.volume.size_gb:g} GB, weights "
+                  f"{p.volume.weights_gb:g} GB")
+    if p.startup is not None:
+        st = p.startup
+        t.add_row("Expected start", f"{st.expected_s / 60:.0f} min ({st.source}: download "
+                  f"{(st.sagemaker_download_s + st.container_download_s) / 60:.0f} min, load "
+                  f"{st.load_s / 60:.0f} min, warm-up {st.warmup_s / 60:.0f} min)")
+        t.add_row("Start-up timeouts", f"download {st.download_timeout_s} s, health check "
+                  f"{st.health_check_timeout_s} s, LMI model loading "
+                  f"{st.model_loading_timeout_s} s" + (" (capped)" if st.capped else ""))
     pr = p.predicted
     t.add_row("TTFT on a miss", _secs(pr.ttft_miss_s))
     for tier in ("gpu", "cpu", "disk"):

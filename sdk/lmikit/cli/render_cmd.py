@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from lmikit.accept import TARGETS
 from lmikit.cli._common import spec_argument
+
+if TYPE_CHECKING:
+    from lmikit.render.container import ImageKind
 
 
 @click.command("render")
@@ -25,13 +29,20 @@ from lmikit.cli._common import spec_argument
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "
               "lmikit's small us-east-1 table, where it has the instance type).")
+@click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
+              show_default=True, help="env, serving-properties, sagemaker: the image that "
+              "runs the model (AWS's stock LMI image, or lmikit's container/Dockerfile).")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
-               vllm_image: str | None, hourly_price: float | None) -> None:
+               vllm_image: str | None, hourly_price: float | None, image_kind: str) -> None:
     """Print the TARGET rendered from SPEC (what `lmikit validate --target TARGET` checks)."""
     from lmikit.accept import RenderOptions, accept_spec
 
-    accepted = accept_spec(spec, (target,), RenderOptions(namespace, hourly_price, vllm_image))
+    image: ImageKind = "lmikit" if image_kind == "lmikit" else "stock"
+    accepted = accept_spec(spec, (target,),
+                           RenderOptions(namespace, hourly_price, vllm_image, image))
     text = accepted.output(target)
+    for warning in accepted.warnings:
+        click.echo(f"Warning: {warning}", err=True)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -32,8 +32,10 @@ from lmikit.deploy._aws import (
     describe_or_none,
     no_progress,
 )
+from lmikit.deploy._model import delete_model_if_ours, ensure_model
 from lmikit.errors import DeployError, LmikitError
 from lmikit.names import DEPLOYMENT_TAG, base_component_name
+from lmikit.render.container import ImageKind, image_kind_of
 from lmikit.render.sagemaker import SageMakerRequests, render_requests
 from lmikit.spec import DeploymentSpec
 
@@ -94,6 +96,9 @@ class Deployment:
     ``session`` is a boto3 session (one is created for ``spec.region`` if omitted);
     ``clock`` and ``poll_seconds`` control waiting (tests pass the fake's clock);
     ``retry_mode`` is botocore's (adaptive by default: it also slows down after throttling).
+    ``image_uri`` defaults to the stock LMI image of ``engine.lmi_version``; ``image_kind``
+    (``stock`` or ``lmikit``) says what it is, by default read from the URI (an AWS
+    ``djl-inference`` repository is the stock image).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
@@ -102,13 +107,15 @@ class Deployment:
                  plan: Any = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 15.0,
                  timeout_seconds: float = 3600.0, max_workers: int = 16,
-                 retry_mode: str = "adaptive") -> None:
+                 retry_mode: str = "adaptive", image_kind: ImageKind | None = None) -> None:
         self.spec = spec
         self.clients = Clients(session, spec.region, retry_mode)
         self.role_arn = role_arn
         self._bucket = bucket
         self.base_dir = Path(base_dir)
         self._image_uri = image_uri
+        self.image_kind: ImageKind = image_kind or (
+            image_kind_of(image_uri) if image_uri else "stock")
         self._plan = plan
         self.clock = clock or RealClock()
         self.progress = progress
@@ -151,7 +158,7 @@ class Deployment:
         kms = self.spec.security.kms_key_arn
         s3 = self.clients.s3
         artifacts: list[StoredArtifact] = []
-        data = model_artifact(self.spec, self.plan, self.base_dir)
+        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
         if data is not None or any(not a.source.startswith("s3://")
                                    for a in self.spec.adapters):
             ensure_bucket(s3, self.bucket, self.spec.region)
@@ -176,7 +183,7 @@ class Deployment:
             run.uploaded += [s for s in artifacts if s.uploaded]
         return render_requests(self.spec, self.plan, image_uri=self.image_uri,
                                execution_role_arn=self.role_arn, model_artifact_url=model_url,
-                               adapter_artifact_urls=adapter_urls)
+                               adapter_artifact_urls=adapter_urls, image_kind=self.image_kind)
 
     # --- deploy ----------------------------------------------------------------------
 
@@ -207,9 +214,18 @@ class Deployment:
             record(Change("endpoint-config", names.endpoint_config, "unchanged"))
         # 2. endpoint
         self._ensure_endpoint(req, run)
-        # 3. base component
+        # 3. the SageMaker Model, when SageMaker copies the weights (immutable, hashed name)
+        if req.model is not None:
+            name = req.model["ModelName"]
+            created = ensure_model(sm, req.model)
+            if created:
+                run.created.append(("model", name))
+            self._note("model", name, "create" if created else "unchanged",
+                       "created" if created else "exists")
+            record(Change("model", name, "create" if created else "unchanged"))
+        # 4. base component
         self._ensure_base(req, run)
-        # 4. adapters, in parallel
+        # 5. adapters, in parallel
         if req.adapter_components:
             self._parallel([(self._ensure_adapter, (name, body, run))
                             for name, body in req.adapter_components.items()])
@@ -282,10 +298,12 @@ class Deployment:
             }
             call(sm, "update_inference_component", **update)
             detail = "changed: " + ", ".join(spec_diff)
+            old_model = desc.get("Specification", {}).get("ModelName")
         else:
             call(sm, "update_inference_component_runtime_config", InferenceComponentName=name,
                  DesiredRuntimeConfig={"CopyCount": want_copies})
             detail = f"copies {have_copies} -> {want_copies}"
+            old_model = None
         run.updated.append(("inference-component", name))
         after = self.waiter.in_service("inference-component", name, "update")
         if _spec_differences(body["Specification"], after.get("Specification", {})) or \
@@ -294,6 +312,10 @@ class Deployment:
                               f"{after.get('FailureReason', 'no reason given')}; it keeps its "
                               "previous specification")
         record(Change("inference-component", name, "update", detail))
+        new_model = body["Specification"].get("ModelName")
+        if old_model and old_model != new_model and delete_model_if_ours(sm, old_model,
+                                                                          self.spec.name):
+            record(Change("model", old_model, "delete", "replaced"))
 
     def _rolling_config(self, base_name: str) -> dict[str, Any]:
         config: dict[str, Any] = {"RollingUpdatePolicy": {
@@ -388,6 +410,8 @@ class Deployment:
                     self.waiter.gone("endpoint", name)
                 elif kind == "endpoint-config":
                     call(sm, "delete_endpoint_config", EndpointConfigName=name)
+                elif kind == "model":
+                    call(sm, "delete_model", ModelName=name)
                 else:
                     continue
                 removed.append(f"{kind} {name}")
@@ -446,8 +470,12 @@ class Deployment:
         components = self._components(name)
         adapters = [c for c in components if c[1]]
         bases = [c for c in components if not c[1]]
+        models = [self._model_of(n) for n, _ in bases]
         for group in (adapters, bases):
             self._parallel([(self._delete_component, (n, result)) for n, _ in group])
+        for model in models:
+            if delete_model_if_ours(sm, model, name):
+                result.changes.append(Change("model", str(model), "delete"))
         desc = describe_or_none(sm, "describe_endpoint", EndpointName=name)
         configs = self._our_configs()
         if desc is not None:
@@ -472,6 +500,11 @@ class Deployment:
                 call(self.clients.cloudwatch, "delete_alarms", AlarmNames=[alarm])
                 result.changes.append(Change("alarm", alarm, "delete"))
         return result
+
+    def _model_of(self, component: str) -> str | None:
+        desc = describe_or_none(self.clients.sagemaker, "describe_inference_component",
+                                InferenceComponentName=component)
+        return (desc or {}).get("Specification", {}).get("ModelName")
 
     def _delete_component(self, name: str, result: DeployResult) -> None:
         self._settled_component(name)
@@ -618,6 +651,8 @@ def _spec_differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
                        ("ContainerMetricsConfig", "metrics")):
         if (wc.get(key) or None) != (hc.get(key) or None):
             diff.append(label)
+    if want.get("ModelName") != have.get("ModelName"):
+        diff.append("model")
     for key, label in (("StartupParameters", "startup timeouts"),
                        ("ComputeResourceRequirements", "compute")):
         if _norm(want.get(key)) != _norm(have.get(key)):

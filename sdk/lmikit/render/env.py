@@ -1,97 +1,192 @@
-"""LMI container environment (``OPTION_*`` and friends) for the base inference component.
+"""LMI settings for the base model: ``serving.properties``, ``OPTION_*`` and process env.
+
+One model definition, never two (djl-serving@master ``ModelStore.initialize``: a file in
+``/opt/ml/model`` registers that directory as a model, and ``HF_MODEL_ID`` would register a
+second one). So:
+
+- weights from the Hub or copied by LMI from S3: the model artifact's ``serving.properties``
+  names them with ``option.model_id`` (and ``option.revision``); no ``HF_MODEL_ID``;
+- weights copied by SageMaker into ``/opt/ml/model`` (network isolation): no
+  ``serving.properties`` and no ``model_id``; LMI loads the directory itself and every
+  option is an ``OPTION_*`` variable of the SageMaker Model.
+
+Requests go to vLLM's async service (``rolling_batch=disable``, ``async_mode=true``,
+``entryPoint=djl_python.lmi_vllm.vllm_async_service``), which also serves streaming and
+stateful sessions. Every key rendered here has a row in :mod:`lmikit.render.lmi_options`.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "d", "region":
 ...     "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
->>> lmi_environment(spec, plan_spec(spec))["OPTION_ENABLE_STATEFUL_SESSIONS"]
-'true'
+>>> env = lmi_environment(spec, plan_spec(spec))
+>>> env["OPTION_ROLLING_BATCH"], env["OPTION_ENABLE_STATEFUL_SESSIONS"], "HF_MODEL_ID" in env
+('disable', 'true', False)
 """
 
 from __future__ import annotations
 
 import json
 
-from lmikit.catalog import model_options
+from lmikit.catalog import model_options as catalog_model_options
+from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import base_component_name
 from lmikit.plan import Plan
-from lmikit.render.lmcache import LMCACHE_FILE_NAME
+from lmikit.render.container import MODEL_DIR, ImageKind, metrics_endpoint
+from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
+from lmikit.render.lmi_options import row
 from lmikit.spec import DeploymentSpec
+from lmikit.startup import estimate_startup, weights_source
 
 DEFAULT_MAX_LORAS = 4
 MIN_LORA_RANK = 16
+ASYNC_ENTRYPOINT = "djl_python.lmi_vllm.vllm_async_service"
 SERVING_PROPERTIES = "serving.properties"
-# What stays in the container's environment: process-level settings, what our start-up step,
-# the adapter registry and the session client read back (LoRA limits, sessions), and the model
-# id for people reading the console. Every other LMI option goes to serving.properties in the
-# model artifact, because CloudFormation caps an inference component's Environment at 16
-# entries (the API allows 100).
+MODEL_ID_ENV = "LMIKIT_MODEL_ID"
+# What stays in the inference component's environment: process-level settings, what lmikit's
+# start-up step replaces at start (OPTION_LMCACHE_CONFIG_FILE: an env value yields to the
+# exported one, a serving.properties line would not), what the adapter registry and the
+# session client read back (LoRA limits, sessions, the model id), and the entry point. Every
+# other option goes to serving.properties, because CloudFormation caps an inference
+# component's Environment at 16 entries (the API allows 100).
 CONTAINER_ENV_KEYS = frozenset({
-    "HF_MODEL_ID", "PYTHONHASHSEED", "OPTION_ENTRYPOINT", "OPTION_ENABLE_LORA",
-    "OPTION_MAX_LORA_RANK", "OPTION_LMCACHE_CONFIG_FILE", "OPTION_ENABLE_STATEFUL_SESSIONS",
-    "OPTION_SESSIONS_EXPIRATION",
+    "PYTHONHASHSEED", "OPTION_ENTRYPOINT", "OPTION_ENABLE_LORA", "OPTION_MAX_LORA_RANK",
+    "OPTION_LMCACHE_CONFIG_FILE", "OPTION_ENABLE_STATEFUL_SESSIONS",
+    "OPTION_SESSIONS_EXPIRATION", "SERVING_PROMETHEUS", MODEL_ID_ENV,
 })
 CFN_ENVIRONMENT_MAX = 16
 EMF_MIN_INTERVAL_S = 60
 
 
 def _flag(value: bool) -> str:
-    # LMI compares these to the exact lowercase string "true".
+    # LMI compares some of these to the exact lowercase string "true".
     return "true" if value else "false"
 
 
-def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
-                    lmcache_config_file: str = LMCACHE_FILE_NAME) -> dict[str, str]:
-    """Environment for the LMI container. Never holds a secret: the HF token is fetched
-    from Secrets Manager at container start (``LMIKIT_HF_TOKEN_SECRET_ARN``)."""
-    e = spec.engine
-    env: dict[str, str] = {
-        "HF_MODEL_ID": spec.model.id,
-        "PYTHONHASHSEED": "0",
-        "OPTION_ROLLING_BATCH": "vllm",
-        "OPTION_ASYNC_MODE": "true",
-        "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
-        "OPTION_TENSOR_PARALLEL_DEGREE": str(e.tensor_parallel_degree),
-        "OPTION_MAX_MODEL_LEN": str(plan.max_model_len),
-        "OPTION_GPU_MEMORY_UTILIZATION": f"{e.gpu_memory_utilization:g}",
-        "OPTION_MAX_ROLLING_BATCH_SIZE": str(e.max_batch_size),
-        "OPTION_ENABLE_PREFIX_CACHING": _flag(e.enable_prefix_caching),
-    }
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def model_options(spec: DeploymentSpec) -> dict[str, str]:
+    """The model definition (``option.<key>`` names), empty when SageMaker puts the weights
+    in /opt/ml/model and LMI loads that directory."""
+    if weights_source(spec) == "s3-sagemaker":
+        return {}
+    out = {"model_id": spec.model.id}
     if spec.model.revision:
-        env["OPTION_REVISION"] = spec.model.revision
+        out["revision"] = spec.model.revision
+    return out
+
+
+def draft_model_location(spec: DeploymentSpec) -> str | None:
+    """What ``speculative_config.model`` names: the draft's hub id, or its path inside
+    /opt/ml/model when it lies under the S3 weights SageMaker copies there."""
+    sp = spec.engine.speculative
+    if sp is None:
+        return None
+    if not sp.draft_model.startswith("s3://"):
+        return sp.draft_model
+    prefix = spec.model.id.rstrip("/") + "/"
+    if weights_source(spec) == "s3-sagemaker" and sp.draft_model.startswith(prefix):
+        rest = sp.draft_model[len(prefix):].strip("/")
+        if rest:
+            return f"{MODEL_DIR}/{rest}"
+    raise RenderError(
+        f"engine.speculative.draft_model {sp.draft_model!r}: LMI does not download a draft "
+        "named in speculative_config. Put the draft under model.id's S3 prefix with "
+        "security.network_isolation on (SageMaker then copies both into /opt/ml/model), or "
+        "use a Hugging Face id")
+
+
+def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
+    """Every LMI option but the model definition, by ``option.<key>`` name."""
+    e = spec.engine
+    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    opts: dict[str, str] = {
+        "entryPoint": ASYNC_ENTRYPOINT,
+        "rolling_batch": "disable",
+        "async_mode": "true",
+        # The async path reads max_rolling_batch_size (-> vLLM max_num_seqs); unset it is
+        # 32 there, not the 256 of rolling_batch=vllm.
+        "max_rolling_batch_size": str(e.max_batch_size),
+        "tensor_parallel_degree": str(e.tensor_parallel_degree),
+        "max_model_len": str(plan.max_model_len),
+        "gpu_memory_utilization": f"{e.gpu_memory_utilization:g}",
+        "enable_prefix_caching": _flag(e.enable_prefix_caching),
+        "model_loading_timeout": str(start.model_loading_timeout_s),
+    }
     if e.kv_cache_dtype != "auto":
-        env["OPTION_KV_CACHE_DTYPE"] = e.kv_cache_dtype
+        opts["kv_cache_dtype"] = e.kv_cache_dtype
     if plan.uses_lmcache:
-        env["OPTION_KV_TRANSFER_CONFIG"] = json.dumps(
-            {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, separators=(",", ":"))
-        env["OPTION_LMCACHE_CONFIG_FILE"] = lmcache_config_file
-        env["LMIKIT_PLAN"] = plan_contract(spec, plan)
+        opts["kv_transfer_config"] = _json({"kv_connector": "LMCacheConnectorV1",
+                                            "kv_role": "kv_both"})
+        if weights_source(spec) != "s3-sagemaker":
+            opts["lmcache_config_file"] = LMCACHE_FILE_NAME  # in the model artifact
     if spec.sessions_enabled:
-        env["OPTION_ENABLE_STATEFUL_SESSIONS"] = "true"
-        env["OPTION_SESSIONS_EXPIRATION"] = str(spec.sessions.expiration_seconds)
+        # Only ever "true": the async service leaves sessions unset on any other value.
+        opts["enable_stateful_sessions"] = "true"
+        opts["sessions_expiration"] = str(spec.sessions.expiration_seconds)
     if spec.lora_enabled:
         lora = e.lora
         ranks = [a.rank for a in spec.adapters if a.rank]
         rank = max([lora.max_rank or MIN_LORA_RANK, *ranks])
         loras = lora.max_adapters or max(DEFAULT_MAX_LORAS, min(len(spec.adapters), 64))
-        env["OPTION_ENABLE_LORA"] = "true"
-        env["OPTION_MAX_LORAS"] = str(loras)
-        env["OPTION_MAX_LORA_RANK"] = str(_lora_rank_limit(rank))
-        env["OPTION_MAX_CPU_LORAS"] = str(max(len(spec.adapters), loras))
+        opts["enable_lora"] = "true"
+        opts["max_loras"] = str(loras)
+        opts["max_lora_rank"] = str(lora_rank_limit(rank))
+        opts["max_cpu_loras"] = str(max(len(spec.adapters), loras))
     if e.speculative:
-        env["OPTION_SPECULATIVE_CONFIG"] = json.dumps({
-            "method": e.speculative.method,
-            "model": e.speculative.draft_model,
-            "num_speculative_tokens": e.speculative.num_speculative_tokens,
-        }, separators=(",", ":"))
-    if spec.security.hf_token_secret_arn:
-        env["LMIKIT_HF_TOKEN_SECRET_ARN"] = spec.security.hf_token_secret_arn
-    if spec.observability.detailed_metrics:
-        env["LMIKIT_METRICS_PATH"] = spec.observability.metrics_path
-    env.update(model_options.lmi_options(spec.model.id, e.tensor_parallel_degree))
+        opts["speculative_config"] = _json({
+            "method": e.speculative.method, "model": draft_model_location(spec),
+            "num_speculative_tokens": e.speculative.num_speculative_tokens})
+    # What this model needs (tokenizer/config/load format, multimodal limits, ...): rows of
+    # lmikit.catalog.model_options, each with its source.
+    opts |= {r.option: r.value for r in catalog_model_options.option_rows(
+        spec.model.id, e.tensor_parallel_degree)}
+    return opts
+
+
+def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                    ) -> dict[str, str]:
+    """Every LMI option as ``OPTION_*`` plus the process environment the image needs.
+
+    The model definition is not in it (see :func:`model_options`). Never holds a secret: with
+    lmikit's image the HF token is fetched from Secrets Manager at start
+    (``LMIKIT_HF_TOKEN_SECRET_ARN``); the stock image cannot read one (the SageMaker renderer
+    refuses that combination).
+    """
+    env = {"PYTHONHASHSEED": "0"}
+    env |= {row(k).env_name: v for k, v in lmi_options(spec, plan).items()}
+    obs = spec.observability
+    if obs.detailed_metrics:
+        env |= metrics_endpoint(obs.metrics_path, image).env
+    if image == "lmikit":
+        if plan.uses_lmcache:
+            env["LMIKIT_PLAN"] = plan_contract(spec, plan)
+        if spec.security.hf_token_secret_arn:
+            env["LMIKIT_HF_TOKEN_SECRET_ARN"] = spec.security.hf_token_secret_arn
+    elif plan.uses_lmcache and weights_source(spec) == "s3-sagemaker":
+        env |= lmcache_environment(plan)
     return dict(sorted(env.items()))
+
+
+def lmcache_environment(plan: Plan) -> dict[str, str]:
+    """The planned LMCache settings as LMCache's own ``LMCACHE_<KEY>`` variables (read when
+    no config file is named: LMCache 0.5.6 ``lmcache_get_or_create_config`` ->
+    ``LMCacheEngineConfig.from_env``)."""
+    out = {}
+    for key, value in lmcache_config(plan).items():
+        if isinstance(value, bool):
+            text = _flag(value)
+        elif isinstance(value, dict):
+            text = _json(value)
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = str(value)
+        out[f"LMCACHE_{key.upper()}"] = text
+    return out
 
 
 def emf_config(spec: DeploymentSpec) -> str:
@@ -105,33 +200,49 @@ def emf_config(spec: DeploymentSpec) -> str:
                        "interval_s": interval}, separators=(",", ":"))
 
 
-def container_environment(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
-    """The inference component's ``Container.Environment`` (at most 16 entries).
+def _sagemaker_extras(spec: DeploymentSpec, image: ImageKind) -> dict[str, str]:
+    """SageMaker-only variables: the model id for the adapter registry and, with lmikit's
+    image, ``LMIKIT_EMF`` (its dimensions name a SageMaker endpoint and component, so the
+    HyperPod manifest, built from ``lmi_environment``, never gets it)."""
+    out = {MODEL_ID_ENV: spec.model.id}
+    if image == "lmikit" and spec.observability.detailed_metrics:
+        out[EMF_CONFIG_ENV] = emf_config(spec)
+    return out
 
-    Adds ``LMIKIT_EMF`` (with detailed metrics) here rather than in :func:`lmi_environment`:
-    its dimensions name the SageMaker endpoint and inference component, so it belongs to
-    the SageMaker container only (the HyperPod manifest, built from ``lmi_environment``,
-    has no such component).
-    """
-    env = {k: v for k, v in lmi_environment(spec, plan).items()
+
+def container_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                          ) -> dict[str, str]:
+    """The inference component's ``Container.Environment`` (at most 16 entries) when the
+    model artifact carries ``serving.properties``."""
+    env = {k: v for k, v in lmi_environment(spec, plan, image=image).items()
            if k in CONTAINER_ENV_KEYS or k.startswith("LMIKIT_")}
-    if spec.observability.detailed_metrics:
-        env[EMF_CONFIG_ENV] = emf_config(spec)
+    env |= _sagemaker_extras(spec, image)
     return dict(sorted(env.items()))
 
 
-def serving_properties(spec: DeploymentSpec, plan: Plan) -> str:
-    """The LMI options not in the environment, as the model dir's ``serving.properties``.
+def model_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                      ) -> dict[str, str]:
+    """The SageMaker Model's ``PrimaryContainer.Environment`` when SageMaker copies the
+    weights into /opt/ml/model: every option as ``OPTION_*`` (there is no serving.properties;
+    CloudFormation's AWS::SageMaker::Model has no 16-entry cap)."""
+    env = lmi_environment(spec, plan, image=image) | _sagemaker_extras(spec, image)
+    return dict(sorted(env.items()))
 
-    ``OPTION_FOO_BAR`` becomes ``option.foo_bar`` (LMI's own mapping); values are escaped for
-    java.util.Properties.
-    """
-    env = container_environment(spec, plan)
+
+def serving_properties(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock") -> str:
+    """The model artifact's ``serving.properties``: the model definition and every option
+    not in :func:`container_environment`. Values are escaped for java.util.Properties."""
+    if weights_source(spec) == "s3-sagemaker":
+        raise RenderError("no serving.properties when SageMaker copies the weights into "
+                          "/opt/ml/model: the options are the Model's environment")
+    in_env = container_environment(spec, plan, image=image)
     lines = ["# LMI options rendered by lmikit from the deployment spec", "engine=Python"]
-    for key, value in lmi_environment(spec, plan).items():
-        if key in env or not key.startswith("OPTION_"):
+    options = model_options(spec) | lmi_options(spec, plan)
+    for key, value in options.items():
+        option = row(key)
+        if option.env_name in in_env:
             continue
-        lines.append(f"option.{key[len('OPTION_'):].lower()}={_escape_property(value)}")
+        lines.append(f"{option.property_name}={_escape_property(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -155,8 +266,13 @@ def plan_contract(spec: DeploymentSpec, plan: Plan) -> str:
     }, separators=(",", ":"), sort_keys=True)
 
 
-def _lora_rank_limit(rank: int) -> int:
-    """vLLM accepts max_lora_rank from a fixed set; take the smallest that fits."""
+def lora_rank_limit(rank: int) -> int:
+    """vLLM accepts max_lora_rank from a fixed set (vllm/config/lora.py MaxLoRARanks); take
+    the smallest that fits, never below 16 (vLLM's default).
+
+    >>> lora_rank_limit(8), lora_rank_limit(17), lora_rank_limit(300)
+    (16, 32, 320)
+    """
     for allowed in (8, 16, 32, 64, 128, 256, 320, 512):
         if rank <= allowed:
             return max(allowed, MIN_LORA_RANK)

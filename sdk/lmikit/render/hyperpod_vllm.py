@@ -135,6 +135,9 @@ NOT_FOR_VLLM: dict[str, str] = {
     "OPTION_LMCACHE_CONFIG_FILE": "the operator configures LMCache from kvCacheSpec",
     "OPTION_ENABLE_STATEFUL_SESSIONS": "LMI sessions; the operator's session routing pins them",
     "OPTION_SESSIONS_EXPIRATION": "LMI sessions; the operator's session routing pins them",
+    "OPTION_MODEL_LOADING_TIMEOUT": "LMI's own model-loading limit; vLLM's server has none "
+                                    "(the pod's readiness check on /health bounds start-up)",
+    "SERVING_PROMETHEUS": "DJL's metrics switch; vLLM serves /metrics on its port itself",
 }
 # Carried into the worker environment unchanged.
 VLLM_ENV_KEYS = frozenset({"PYTHONHASHSEED"})

@@ -3,6 +3,18 @@
 Rendered once, used twice: the boto3 deployer sends them as they are, and the CDK
 constructs pass the same dicts to the L1 resources as CloudFormation properties.
 
+The base component runs one of two ways:
+
+- the model artifact (a single .tar.gz, botocore: ``Container.ArtifactUrl``) holds
+  ``serving.properties``, the LMCache file and formatters; LMI fetches the weights itself;
+- with network isolation the container reaches neither the Hub nor S3, so SageMaker copies
+  the S3 weights into /opt/ml/model: a SageMaker Model (``CreateModel``,
+  ``ModelDataSource.S3DataSource{S3Prefix, CompressionType None}``) that the component names
+  with ``Specification.ModelName``, every option in the Model's environment.
+
+``image_kind`` says which image runs (``stock`` LMI or ``lmikit``'s): the metrics path
+scraped is one that image serves (:func:`lmikit.render.container.metrics_endpoint`).
+
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
@@ -20,7 +32,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +41,19 @@ from lmikit.names import DEPLOYMENT_TAG, VARIANT_NAME, deployment_tags
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
 from lmikit.plan import Plan
-from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment
+from lmikit.render.container import (
+    SCRAPE_DEFAULT_PATH,
+    ImageKind,
+    metrics_endpoint,
+    stock_metrics_note,
+)
+from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.spec import DeploymentSpec
+from lmikit.startup import estimate_startup, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
-           "adapter_component_name", "base_component_name", "render_requests", "tags"]
+           "adapter_component_name", "base_component_name", "render_requests",
+           "startup_timeouts", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
@@ -52,6 +71,7 @@ class ResourceNames:
     variant: str
     base_component: str
     adapters: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,8 @@ class SageMakerRequests:
     endpoint: dict[str, Any]
     base_component: dict[str, Any]
     adapter_components: dict[str, dict[str, Any]]
+    model: dict[str, Any] | None = None  # CreateModel, when SageMaker copies S3 weights
+    warnings: tuple[str, ...] = ()
 
 
 def adapter_component_name(spec: DeploymentSpec, adapter: str) -> str:
@@ -77,17 +99,12 @@ def tags(spec: DeploymentSpec) -> list[dict[str, str]]:
     return deployment_tags(spec.name, spec.tags)
 
 
-def startup_timeouts(plan: Plan) -> dict[str, int]:
-    """Download and health-check timeouts sized for the weights (60..3600 s each).
-
-    Assumes >= 100 MB/s from the Hub or S3 and ~1 GB/s into GPU memory, plus warm-up
-    (CUDA graphs, LMCache allocation) with a 2x margin.
-    """
-    gb = plan.weight_bytes / 1e9
-    download = min(3600, max(600, math.ceil(2 * gb / 0.1 / 60) * 60))
-    health = min(3600, max(600, math.ceil((2 * gb / 1.0 + 300) / 60) * 60))
-    return {"ModelDataDownloadTimeoutInSeconds": download,
-            "ContainerStartupHealthCheckTimeoutInSeconds": health}
+def startup_timeouts(spec: DeploymentSpec, plan: Plan) -> dict[str, int]:
+    """Download and health-check timeouts sized from the weights and where they come from
+    (:func:`lmikit.startup.estimate_startup`: rates, margin, 600..3600 s)."""
+    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    return {"ModelDataDownloadTimeoutInSeconds": start.download_timeout_s,
+            "ContainerStartupHealthCheckTimeoutInSeconds": start.health_check_timeout_s}
 
 
 def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
@@ -121,13 +138,26 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
 
 def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                     execution_role_arn: str, model_artifact_url: str | None,
-                    adapter_artifact_urls: dict[str, str] | None = None) -> SageMakerRequests:
-    """All request dicts for one deployment."""
+                    adapter_artifact_urls: dict[str, str] | None = None,
+                    image_kind: ImageKind = "stock") -> SageMakerRequests:
+    """All request dicts for one deployment.
+
+    ``image_kind`` is the image ``image_uri`` names: ``stock`` (AWS's LMI image) or
+    ``lmikit`` (``container/Dockerfile``); it decides which metrics path is scraped and
+    which variables the container gets.
+    """
     adapter_artifact_urls = adapter_artifact_urls or {}
     missing = [a.name for a in spec.adapters if a.name not in adapter_artifact_urls]
     if missing:
         raise RenderError(f"no artifact URL for adapter(s): {', '.join(missing)}")
-    timeouts = startup_timeouts(plan)
+    if image_kind == "stock" and spec.security.hf_token_secret_arn:
+        raise RenderError(
+            "security.hf_token_secret_arn: the stock LMI image cannot read a Secrets Manager "
+            "secret; deploy lmikit's image (container/Dockerfile, passed as image_uri with "
+            "image_kind 'lmikit'; CDK picks it for this spec) or remove the field")
+    sagemaker_copies = weights_source(spec) == "s3-sagemaker"
+    warnings: list[str] = []
+    timeouts = startup_timeouts(spec, plan)
     variant: dict[str, Any] = {
         "VariantName": VARIANT_NAME,
         "InstanceType": spec.instance.type,
@@ -140,6 +170,9 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         "RoutingConfig": routing_config(spec),
         **timeouts,
     }
+    if plan.volume is not None and plan.volume.volume_size_in_gb:
+        variant["VolumeSizeInGB"] = plan.volume.volume_size_in_gb
+    metrics_config = _container_metrics(spec, image_kind, sagemaker_copies, warnings)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],
         "ExecutionRoleArn": execution_role_arn,
@@ -148,7 +181,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     obs = spec.observability
     config["MetricsConfig"] = {
         "EnableEnhancedMetrics": True,
-        "EnableDetailedObservability": obs.detailed_metrics,
+        "EnableDetailedObservability": obs.detailed_metrics and (
+            metrics_config is not None or (sagemaker_copies and image_kind == "lmikit")),
         "MetricPublishFrequencyInSeconds": obs.metric_publish_frequency_seconds,
     }
     kms = volume_kms_key(spec)
@@ -164,25 +198,36 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     config_name = endpoint_config_name(spec, config)
     config = {"EndpointConfigName": config_name, **config}
 
-    container: dict[str, Any] = {"Image": image_uri,
-                                 "Environment": container_environment(spec, plan)}
-    if model_artifact_url:
-        container["ArtifactUrl"] = model_artifact_url
-    if obs.detailed_metrics:
-        container["ContainerMetricsConfig"] = {"MetricsEndpoints": [{
-            "MetricsEndpointPath": obs.metrics_path,
-            "MetricPublishFrequencyInSeconds": obs.metric_publish_frequency_seconds,
-        }]}
-    if len(container["Environment"]) > CFN_ENVIRONMENT_MAX:
-        raise RenderError(f"the container environment has {len(container['Environment'])} "
-                          f"variables; CloudFormation accepts {CFN_ENVIRONMENT_MAX}")
     base_name = base_component_name(spec)
+    model: dict[str, Any] | None = None
+    specification: dict[str, Any]
+    if sagemaker_copies:
+        model = model_request(spec, plan, image_uri=image_uri,
+                              execution_role_arn=execution_role_arn, image_kind=image_kind)
+        specification = {"ModelName": model["ModelName"]}
+    else:
+        if not model_artifact_url:
+            raise RenderError("the base component needs its model artifact (serving.properties "
+                              "names the model): no model_artifact_url was given")
+        # An unresolved CDK token is checked where CDK names the object (TarballAsset).
+        if "${Token[" not in model_artifact_url and not model_artifact_url.endswith(".tar.gz"):
+            raise RenderError(f"model artifact {model_artifact_url!r}: SageMaker takes a single "
+                              ".tar.gz (botocore: Container.ArtifactUrl)")
+        container: dict[str, Any] = {
+            "Image": image_uri, "ArtifactUrl": model_artifact_url,
+            "Environment": container_environment(spec, plan, image=image_kind)}
+        if metrics_config:
+            container["ContainerMetricsConfig"] = metrics_config
+        if len(container["Environment"]) > CFN_ENVIRONMENT_MAX:
+            raise RenderError(f"the container environment has {len(container['Environment'])} "
+                              f"variables; CloudFormation accepts {CFN_ENVIRONMENT_MAX}")
+        specification = {"Container": container}
     base = {
         "InferenceComponentName": base_name,
         "EndpointName": spec.name,
         "VariantName": VARIANT_NAME,
         "Specification": {
-            "Container": container,
+            **specification,
             "StartupParameters": dict(timeouts),
             "ComputeResourceRequirements": {
                 "NumberOfAcceleratorDevicesRequired": float(plan.tp),
@@ -211,10 +256,74 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     endpoint = {"EndpointName": spec.name, "EndpointConfigName": config_name,
                 "Tags": tags(spec)}
     return SageMakerRequests(
-        names=ResourceNames(spec.name, config_name, VARIANT_NAME, base_name, names),
+        names=ResourceNames(spec.name, config_name, VARIANT_NAME, base_name, names,
+                            model["ModelName"] if model else None),
         endpoint_config=config, endpoint=endpoint, base_component=base,
-        adapter_components=adapters,
+        adapter_components=adapters, model=model, warnings=tuple(warnings),
     )
+
+
+def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind, sagemaker_copies: bool,
+                       warnings: list[str]) -> dict[str, Any] | None:
+    """``ContainerMetricsConfig`` for a path the image serves, or None.
+
+    A component that names a SageMaker Model has no ``Container`` (and CloudFormation's
+    AWS::SageMaker::Model has no ContainerMetricsConfig), so SageMaker scrapes its default
+    /metrics: lmikit's image serves it there; the stock image serves nothing there, so
+    detailed observability stays off.
+    """
+    obs = spec.observability
+    if not obs.detailed_metrics:
+        return None
+    endpoint = metrics_endpoint(obs.metrics_path, image_kind)
+    if image_kind == "stock":
+        warnings.append(stock_metrics_note(obs.metrics_path))
+    if sagemaker_copies:
+        if image_kind == "stock":
+            warnings.append("detailed observability is off: with weights copied by SageMaker "
+                            "the component names a SageMaker Model, whose scrape path cannot "
+                            f"be set (SageMaker scrapes {SCRAPE_DEFAULT_PATH}, which the stock "
+                            "image does not serve)")
+        elif endpoint.path != SCRAPE_DEFAULT_PATH:
+            raise RenderError(
+                f"observability.metrics_path {obs.metrics_path!r}: with weights copied by "
+                "SageMaker (security.network_isolation) the component names a SageMaker "
+                f"Model, whose scrape path cannot be set; SageMaker scrapes "
+                f"{SCRAPE_DEFAULT_PATH}. Use {SCRAPE_DEFAULT_PATH}")
+        return None
+    return {"MetricsEndpoints": [{
+        "MetricsEndpointPath": endpoint.path,
+        "MetricPublishFrequencyInSeconds": obs.metric_publish_frequency_seconds,
+    }]}
+
+
+def model_request(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
+                  execution_role_arn: str, image_kind: ImageKind = "stock") -> dict[str, Any]:
+    """``CreateModel`` for weights SageMaker copies from ``model.id`` into /opt/ml/model.
+
+    ``S3DataType`` S3Prefix with ``CompressionType`` None copies every object under the
+    prefix as it is (botocore: S3ModelDataSource). The name carries a hash of the content:
+    a Model cannot change, a changed one is a new Model the component is updated to. (The
+    CDK construct leaves the name to CloudFormation, which replaces a changed Model.)
+    """
+    prefix = spec.model.id.rstrip("/") + "/"
+    body: dict[str, Any] = {
+        "PrimaryContainer": {
+            "Image": image_uri,
+            "ModelDataSource": {"S3DataSource": {
+                "S3Uri": prefix, "S3DataType": "S3Prefix", "CompressionType": "None"}},
+            "Environment": model_environment(spec, plan, image=image_kind),
+        },
+        "ExecutionRoleArn": execution_role_arn,
+        "EnableNetworkIsolation": spec.security.network_isolation,
+    }
+    if spec.security.vpc:
+        body["VpcConfig"] = {"SecurityGroupIds": list(spec.security.vpc.security_group_ids),
+                             "Subnets": list(spec.security.vpc.subnet_ids)}
+    content = copy.deepcopy(body)
+    content.pop("ExecutionRoleArn", None)  # a token under CDK; one role per deployment
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
+    return {"ModelName": f"{spec.name}-model-{digest}", **body, "Tags": tags(spec)}
 
 
 def endpoint_config_name(spec: DeploymentSpec, config: dict[str, Any]) -> str:

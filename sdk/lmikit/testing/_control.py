@@ -1,4 +1,4 @@
-"""The fake SageMaker control plane: endpoint configs, endpoints and inference components.
+"""The fake SageMaker control plane: endpoint configs, endpoints, inference components, models.
 
 State moves on the fake's clock: ``Creating -> InService`` (or ``Failed`` with a reason),
 ``Updating -> InService`` (a failed update rolls back and sets ``FailureReason``) and
@@ -16,23 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmikit.testing._models import ModelsMixin
+from lmikit.testing._service import ServiceError, validation
+
+__all__ = ["ControlPlane", "Resource", "ServiceError", "Timings", "validation"]
+
 ACCOUNT = "123456789012"
-
-
-class ServiceError(Exception):
-    """An error the fake answers with, in the service's own terms."""
-
-    def __init__(self, code: str, message: str, status: int = 400,
-                 extra: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.status = status
-        self.extra = extra or {}
-
-
-def validation(message: str) -> ServiceError:
-    return ServiceError("ValidationException", message)
 
 
 @dataclass
@@ -61,7 +50,7 @@ class Resource:
     pending: Callable[[], None] | None = field(default=None, repr=False)
 
 
-class ControlPlane:
+class ControlPlane(ModelsMixin):
     """State and operations. Callers hold no locks; every public method takes the lock."""
 
     def __init__(self, region: str, clock: Any, timings: Timings,
@@ -74,6 +63,7 @@ class ControlPlane:
         self.configs: dict[str, Resource] = {}
         self.endpoints: dict[str, Resource] = {}
         self.components: dict[str, Resource] = {}
+        self.models: dict[str, Any] = {}
         self.tags: dict[str, dict[str, str]] = {}
 
     # --- helpers ---------------------------------------------------------------------
@@ -306,8 +296,10 @@ class ControlPlane:
             raise validation(f'Variant "{variant}" does not exist on endpoint '
                              f'"{endpoint.arn}".')
         if "ModelName" in spec:
-            raise validation(f'Could not find model "{self.arn("model", spec["ModelName"])}".')
-        if "Container" not in spec or "Image" not in spec["Container"]:
+            if spec["ModelName"] not in self.models:
+                raise validation(
+                    f'Could not find model "{self.arn("model", spec["ModelName"])}".')
+        elif "Container" not in spec or "Image" not in spec["Container"]:
             raise validation("Specification.Container.Image (or ModelName) is required.")
         if "ComputeResourceRequirements" not in spec:
             raise validation("Specification.ComputeResourceRequirements is required for an "

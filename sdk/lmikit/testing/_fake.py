@@ -59,10 +59,12 @@ _READS = {
     "DeleteInferenceComponent": "delete_inference_component",
     "ListInferenceComponents": "list_inference_components",
     "ListTags": "list_tags", "AddTags": "add_tags",
+    "CreateModel": "create_model", "DescribeModel": "describe_model",
+    "DeleteModel": "delete_model",
 }
 SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
                                "InvokeEndpointWithResponseStream"])
-_NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName")
+_NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName", "ModelName")
 
 
 def s3_artifact_exists(s3: Any) -> Callable[[str], bool]:
@@ -163,6 +165,7 @@ class FakeSageMaker:
             self.control.tick()
             return {
                 "endpoint-config": {n: None for n in self.control.configs},
+                "model": {n: None for n in self.control.models},
                 "endpoint": {n: r.status for n, r in self.control.endpoints.items()},
                 "inference-component": {n: r.status
                                         for n, r in self.control.components.items()},

@@ -89,9 +89,11 @@ class Runtime:
         return self.control.components[base] if base else res
 
     def _env(self, res: Resource) -> dict[str, str]:
-        env = self._base(res).request["Specification"].get("Container", {}).get(
-            "Environment", {})
-        return dict(env)
+        spec = self._base(res).request["Specification"]
+        env = spec.get("Container", {}).get("Environment")
+        if not env and spec.get("ModelName"):
+            return self.control.model_environment(spec["ModelName"])
+        return dict(env or {})
 
     # --- invoke ----------------------------------------------------------------------
 

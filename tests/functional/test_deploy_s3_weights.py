@@ -1,0 +1,151 @@
+"""Network isolation: SageMaker copies the S3 weights through a Model the component names.
+
+The deployer creates the Model (tagged like the other resources), the component refers to it,
+a changed spec moves the component to a new Model and deletes the old one, a failed run and
+``destroy`` delete it, and the adapter registry reads the base's settings from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmikit.adapters import AdapterRegistry
+from lmikit.errors import DeployError
+from lmikit.loader import load_spec_text
+from lmikit.spec import DeploymentSpec
+from lmikit.testing import FakeSageMaker, VirtualClock
+from tests.conftest import ROOT
+
+from .conftest import BUCKET, deployment, live, make_adapter
+
+ISOLATED = f"""
+api_version: v1
+name: docqa
+region: us-east-1
+model:
+  id: s3://example-models-bucket/meta-llama/Llama-3.1-8B-Instruct/
+  config_path: {ROOT / "examples" / "models" / "llama-3.1-8b-config.json"}
+instance:
+  type: ml.g6e.4xlarge
+kv_cache:
+  mode: cpu
+  in_memory_only: true
+security:
+  network_isolation: true
+"""
+
+
+def _spec(extra: str = "") -> DeploymentSpec:
+    return load_spec_text(ISOLATED + extra)
+
+
+def test_deploy_creates_a_tagged_model_the_component_names(fake: FakeSageMaker, session: Any,
+                                                           clock: VirtualClock,
+                                                           tmp_path: Path) -> None:
+    result = deployment(_spec(), session, clock, tmp_path).deploy()
+    assert ("model", "create") in {(c.kind, c.action) for c in result.changes}
+    sm = session.client("sagemaker")
+    (model,) = live(fake)["model"]
+    desc = sm.describe_model(ModelName=model)
+    assert desc["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3DataType"] == \
+        "S3Prefix"
+    assert "OPTION_MODEL_ID" not in desc["PrimaryContainer"]["Environment"]
+    tags = sm.list_tags(ResourceArn=desc["ModelArn"])["Tags"]
+    assert {"Key": "lmikit:deployment", "Value": "docqa"} in tags
+    base = sm.describe_inference_component(InferenceComponentName="docqa-base")
+    assert base["Specification"]["ModelName"] == model
+    assert base["InferenceComponentStatus"] == "InService"
+    s3 = session.client("s3")
+    assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 0  # no model artifact to ship
+
+
+def test_deploy_again_changes_nothing(fake: FakeSageMaker, session: Any, clock: VirtualClock,
+                                      tmp_path: Path) -> None:
+    deployment(_spec(), session, clock, tmp_path).deploy()
+    result = deployment(_spec(), session, clock, tmp_path).deploy()
+    assert not result.changed
+
+
+def test_changed_spec_moves_to_a_new_model_and_deletes_the_old(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    deployment(_spec(), session, clock, tmp_path).deploy()
+    (old,) = live(fake)["model"]
+    result = deployment(_spec("engine:\n  max_batch_size: 16\n"), session, clock,
+                        tmp_path).deploy()
+    (new,) = live(fake)["model"]
+    assert new != old
+    assert ("model", old, "delete") in {(c.kind, c.name, c.action) for c in result.changes}
+    desc = session.client("sagemaker").describe_inference_component(
+        InferenceComponentName="docqa-base")
+    assert desc["Specification"]["ModelName"] == new
+
+
+def test_failed_component_rolls_the_model_back(fake: FakeSageMaker, session: Any,
+                                               clock: VirtualClock, tmp_path: Path) -> None:
+    fake.inject("CreateInferenceComponent", "failed", name="docqa-base",
+                reason="injected: weights failed to load")
+    with pytest.raises(DeployError, match="Rolled back.*model docqa-model-"):
+        deployment(_spec(), session, clock, tmp_path).deploy()
+    assert "model" not in live(fake)
+
+
+def test_destroy_deletes_the_model(fake: FakeSageMaker, session: Any, clock: VirtualClock,
+                                   tmp_path: Path) -> None:
+    d = deployment(_spec(), session, clock, tmp_path)
+    d.deploy()
+    result = d.destroy()
+    assert "model" in {c.kind for c in result.changes if c.action == "delete"}
+    assert live(fake) == {}
+
+
+def test_adapter_registry_reads_the_base_settings_from_the_model(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    deployment(_spec("engine:\n  lora: {enabled: true, max_rank: 32}\n"), session, clock,
+               tmp_path).deploy()
+    registry = AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock,
+                               poll_seconds=1)
+    assert registry.max_rank() == 32
+    info = registry.register("legal", make_adapter(tmp_path / "a", "legal", rank=16,
+                                                   base="meta-llama/Llama-3.1-8B-Instruct"))
+    assert info.status == "InService"
+
+
+def test_fake_refuses_a_component_naming_a_missing_model(fake: FakeSageMaker,
+                                                         session: Any) -> None:
+    from lmikit.plan import plan_spec
+    from lmikit.render.sagemaker import render_requests
+
+    from .conftest import IMAGE, ROLE
+
+    spec = _spec()
+    r = render_requests(spec, plan_spec(spec), image_uri=IMAGE, execution_role_arn=ROLE,
+                        model_artifact_url=None)
+    sm = session.client("sagemaker")
+    sm.create_endpoint_config(**r.endpoint_config)
+    sm.create_endpoint(**r.endpoint)
+    fake.settle()
+    with pytest.raises(sm.exceptions.ClientError, match="Could not find model"):
+        sm.create_inference_component(**r.base_component)
+
+
+def test_fake_model_rules_follow_the_service_model(fake: FakeSageMaker, session: Any) -> None:
+    sm = session.client("sagemaker")
+    container = {"Image": "img:1", "ModelDataSource": {"S3DataSource": {
+        "S3Uri": "s3://b/weights", "S3DataType": "S3Prefix", "CompressionType": "None"}}}
+    with pytest.raises(sm.exceptions.ClientError, match="must end with '/'"):
+        sm.create_model(ModelName="m", PrimaryContainer=container)
+    with pytest.raises(sm.exceptions.ClientError, match="'Zip' is not one of"):
+        sm.create_model(ModelName="m", PrimaryContainer={**container, "ModelDataSource": {
+            "S3DataSource": {"S3Uri": "s3://b/w/", "S3DataType": "S3Prefix",
+                             "CompressionType": "Zip"}}})
+    container["ModelDataSource"]["S3DataSource"]["S3Uri"] = "s3://b/weights/"
+    sm.create_model(ModelName="m", PrimaryContainer=container)
+    with pytest.raises(sm.exceptions.ClientError, match="already existing model"):
+        sm.create_model(ModelName="m", PrimaryContainer=container)
+    assert sm.describe_model(ModelName="m")["PrimaryContainer"]["Image"] == "img:1"
+    sm.delete_model(ModelName="m")
+    with pytest.raises(sm.exceptions.ClientError, match="Could not find model"):
+        sm.describe_model(ModelName="m")

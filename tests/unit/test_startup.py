@@ -1,0 +1,116 @@
+"""Start-up timeouts and the instance volume: each rule stated and checked on numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lmikit import startup as st
+from lmikit.plan import plan
+
+GB = 10**9
+
+
+def _expected_timeout(seconds: float) -> int:
+    """The rule: 1.5x, rounded up to a minute, never below 600 s nor above 3600 s."""
+    return min(3600, max(600, math.ceil(1.5 * seconds / 60) * 60))
+
+
+@pytest.mark.parametrize("weight_gb", [1, 15, 60, 145, 400, 1400])
+@pytest.mark.parametrize("source", ["hub", "s3", "s3-sagemaker"])
+def test_startup_timeouts_follow_the_stated_rule(weight_gb, source):
+    e = st.estimate_startup(weight_gb * GB, source)
+    rate = {"hub": 100e6, "s3": 250e6, "s3-sagemaker": 0}[source]
+    in_container = weight_gb * GB / rate if rate else 0
+    load, warmup = weight_gb * GB / 500e6, 300
+    assert e.health_check_timeout_s == _expected_timeout(in_container + load + warmup)
+    sm = weight_gb * GB / 250e6 if source == "s3-sagemaker" else 0
+    assert e.download_timeout_s == _expected_timeout(sm)
+    assert 60 <= e.download_timeout_s <= 3600 and 60 <= e.health_check_timeout_s <= 3600
+
+
+def test_startup_72b_from_the_hub_needs_far_more_than_600_s():
+    """Qwen2.5-72B: ~145 GB; at 100 MB/s the download alone is ~24 min."""
+    e = st.estimate_startup(145_408_131_072, "hub")
+    assert e.container_download_s == pytest.approx(1454, abs=1)
+    assert e.health_check_timeout_s == 3120
+    assert not e.capped
+
+
+def test_startup_model_loading_timeout_never_below_the_health_check_or_the_image():
+    """LMI must not give up before SageMaker does; the image's 1200 s is only ever raised."""
+    small = st.estimate_startup(3 * GB, "hub")
+    assert small.health_check_timeout_s == 600
+    assert small.model_loading_timeout_s == 1200
+    big = st.estimate_startup(145 * GB, "hub")
+    assert big.model_loading_timeout_s == big.health_check_timeout_s > 1200
+
+
+def test_startup_beyond_the_api_maximum_is_capped_and_warned():
+    e = st.estimate_startup(1350 * GB, "hub")  # a 675B model in bf16
+    assert e.capped
+    assert e.health_check_timeout_s == 3600
+    warning = st.startup_warning(e)
+    assert warning and "exceeds SageMaker's 3600 s limit" in warning
+    assert st.startup_warning(st.estimate_startup(15 * GB, "hub")) is None
+
+
+def test_startup_sagemaker_copy_counts_against_the_download_timeout_only():
+    e = st.estimate_startup(145 * GB, "s3-sagemaker")
+    assert e.container_download_s == 0
+    assert e.sagemaker_download_s == pytest.approx(580)
+    assert e.download_timeout_s == _expected_timeout(580)
+    assert e.health_check_timeout_s == _expected_timeout(145 * GB / 500e6 + 300)
+
+
+def test_startup_rejects_negative_weights():
+    with pytest.raises(ValueError, match="weight_bytes"):
+        st.estimate_startup(-1, "hub")
+
+
+def test_volume_on_nvme_is_the_instance_store_less_every_copy():
+    v = st.instance_volume(nvme_gb=450, weight_bytes=15 * GB, copies=2)
+    assert (v.kind, v.size_gb, v.volume_size_in_gb) == ("nvme", 450, None)
+    assert v.weights_gb == pytest.approx(1.1 * 30)
+    assert v.free_bytes == int((450 - 33) * GB)
+
+
+def test_volume_without_nvme_requests_an_ebs_volume_sized_for_the_weights():
+    """1.1x the weights of every copy, over the 0.9 usable share, 30..512 GB."""
+    v = st.instance_volume(nvme_gb=0, weight_bytes=16 * GB, copies=2)
+    assert v.kind == "ebs"
+    assert v.volume_size_in_gb == math.ceil(1.1 * 32 / 0.9)
+    assert st.instance_volume(0, 1 * GB, 1).volume_size_in_gb == 30
+    assert st.volume_problem(v) is None
+
+
+def test_volume_problem_when_the_weights_cannot_fit():
+    too_big = st.instance_volume(nvme_gb=0, weight_bytes=300 * GB, copies=2)
+    assert too_big.volume_size_in_gb == 512
+    assert "largest EBS volume" in (st.volume_problem(too_big) or "")
+    nvme = st.instance_volume(nvme_gb=250, weight_bytes=300 * GB, copies=1)
+    assert "instance's NVMe" in (st.volume_problem(nvme) or "")
+
+
+def test_plan_disk_tier_fits_what_the_weights_leave():
+    """A disk tier written into the LMCache file (stock image: nobody re-sizes it at start)
+    plus every copy's weights fits the instance's NVMe."""
+    p = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p4de.24xlarge", tp=4, copies=2,
+             context_tokens=8_000_000)
+    assert p.tier == "cpu+disk" and p.volume is not None
+    disk_total = p.lmcache["max_local_disk_size_gb"] * 2**30 * p.lmcache["workers"]
+    weights = p.volume.weights_gb * GB
+    assert disk_total <= 0.9 * (8000 * GB - weights)  # 90% of what the weights leave
+    assert disk_total + weights <= 8000 * GB
+    assert disk_total > 0.85 * (8000 * GB - weights)  # and not much less
+
+
+def test_plan_shows_expected_start_and_warns_past_the_cap():
+    p = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p4de.24xlarge", tp=4)
+    assert p.startup is not None and p.startup.expected_s > 1800
+    assert p.to_dict()["startup"]["health_check_timeout_s"] == 3120
+    assert any("start-up: Hub download 100 MB/s" in a for a in p.assumptions)
+    huge = plan("deepseek-ai/DeepSeek-V3.2", "ml.p5e.48xlarge", tp=8)
+    assert huge.startup is not None and huge.startup.capped
+    assert any("exceeds SageMaker's 3600 s limit" in w for w in huge.warnings)
