@@ -130,13 +130,17 @@ def event_text(event: Any) -> str:
     choices = event.get("choices")
     if isinstance(choices, list) and choices:
         c = choices[0]
-        delta = c.get("delta") if isinstance(c, dict) else None
-        if isinstance(delta, dict):
-            return str(delta.get("content") or "")
-        return str(c.get("text") or "") if isinstance(c, dict) else ""
+        if not isinstance(c, dict):
+            return ""
+        for key in ("delta", "message"):  # a chunk, or a whole reply sent unstreamed
+            if isinstance(c.get(key), dict):
+                return str(c[key].get("content") or "")
+        return str(c.get("text") or "")
     token = event.get("token")
     if isinstance(token, dict):
         return "" if token.get("special") else str(token.get("text") or "")
+    if isinstance(event.get("generated_text"), str):  # LMI's reply to an unstreamed body
+        return str(event["generated_text"])
     return ""
 
 
