@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lmikit.errors import InvokeError
-from lmikit.names import base_component_name
+from lmikit.names import adapter_component_name, base_component_name
 
 if TYPE_CHECKING:
+    import openai
+
     from lmikit.metrics_publisher import TtftPublisher
 
 logger = logging.getLogger(__name__)
@@ -269,6 +271,7 @@ class Endpoint:
         self.component = component or base_component_name(name)
         self.max_tokens = max_tokens
         self.clock = clock or PerfClock()
+        self.region = region
         if client is None or (publish_metrics and cloudwatch_client is None):
             from botocore.config import Config
 
@@ -285,6 +288,7 @@ class Endpoint:
                 cloudwatch_client = session.client("cloudwatch", region_name=region,
                                                    config=config)
         self.client = client
+        self._boto_session = session
         self._owns_publisher = publish_metrics
         if publish_metrics:
             from lmikit.metrics_publisher import TtftPublisher
@@ -323,7 +327,23 @@ class Endpoint:
         return record
 
     def component_for(self, adapter: str | None) -> str:
-        return f"{self.name}-{adapter}" if adapter else self.component
+        return adapter_component_name(self.name, adapter) if adapter else self.component
+
+    def openai(self, **kwargs: Any) -> openai.OpenAI:
+        """An ``openai.OpenAI`` client for this endpoint, sharing its boto3 clients;
+        ``model=`` picks the component (an adapter's name, the endpoint's name or the base
+        model's id). Keyword arguments as for :func:`lmikit.openai_compat.openai_client`
+        (``adapters``, ``base_model``, ``session_id``, ``prefix_id``, ...); needs the
+        ``openai`` extra.
+
+        >>> client = Endpoint("docqa-qwen7b").openai(prefix_id="contract-42")  # doctest: +SKIP
+        >>> client.chat.completions.create(model="legal", messages=[...])  # doctest: +SKIP
+        """
+        from lmikit.openai_compat import openai_client
+
+        kwargs.setdefault("base_component", self.component)
+        return openai_client(self.name, region=self.region, session=self._boto_session,
+                             runtime_client=self.client, **kwargs)
 
     def payload(self, prompt: str | dict[str, Any], *, stream: bool = False,
                 max_tokens: int | None = None) -> dict[str, Any]:
@@ -489,6 +509,17 @@ class Session:
         sid = self._live_id()
         kwargs.setdefault("adapter", self.adapter)
         return self.endpoint.stream(prompt, session_id=sid, **kwargs)
+
+    def openai(self, **kwargs: Any) -> openai.OpenAI:
+        """An ``openai.OpenAI`` client whose every request carries this session's id,
+        opening the session on first use and reopening it when it has expired (calling
+        ``on_reopen``). ``model=`` still picks the component.
+
+        >>> with Endpoint("docqa-qwen7b").session() as s:  # doctest: +SKIP
+        ...     client = s.openai()
+        ...     client.chat.completions.create(model="docqa-qwen7b", messages=[...])
+        """
+        return self.endpoint.openai(session_id=self._live_id, **kwargs)
 
 
 def parse_new_session_id(header: str) -> tuple[str, dt.datetime | None]:

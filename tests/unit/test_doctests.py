@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
            "lmikit.catalog.models", "lmikit.render.env", "lmikit.render.lmcache",
-           "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench"]
+           "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
+           "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat"]
 
 
 @pytest.mark.parametrize("name", MODULES)
