@@ -35,7 +35,7 @@ from lmikit.errors import InvokeError
 from lmikit.names import adapter_component_name, base_component_name
 
 if TYPE_CHECKING:
-    import openai
+    from openai import AsyncOpenAI, OpenAI
 
     from lmikit.metrics_publisher import TtftPublisher
 
@@ -329,7 +329,7 @@ class Endpoint:
     def component_for(self, adapter: str | None) -> str:
         return adapter_component_name(self.name, adapter) if adapter else self.component
 
-    def openai(self, **kwargs: Any) -> openai.OpenAI:
+    def openai(self, **kwargs: Any) -> OpenAI:
         """An ``openai.OpenAI`` client for this endpoint, sharing its boto3 clients;
         ``model=`` picks the component (an adapter's name, the endpoint's name or the base
         model's id). Keyword arguments as for :func:`lmikit.openai_compat.openai_client`
@@ -344,6 +344,15 @@ class Endpoint:
         kwargs.setdefault("base_component", self.component)
         return openai_client(self.name, region=self.region, session=self._boto_session,
                              runtime_client=self.client, **kwargs)
+
+    def async_openai(self, **kwargs: Any) -> AsyncOpenAI:
+        """:meth:`openai` for asyncio code: an ``openai.AsyncOpenAI`` whose boto3 calls run
+        in worker threads (:func:`lmikit.openai_compat.async_openai_client`)."""
+        from lmikit.openai_compat import async_openai_client
+
+        kwargs.setdefault("base_component", self.component)
+        return async_openai_client(self.name, region=self.region, session=self._boto_session,
+                                   runtime_client=self.client, **kwargs)
 
     def payload(self, prompt: str | dict[str, Any], *, stream: bool = False,
                 max_tokens: int | None = None) -> dict[str, Any]:
@@ -510,7 +519,7 @@ class Session:
         kwargs.setdefault("adapter", self.adapter)
         return self.endpoint.stream(prompt, session_id=sid, **kwargs)
 
-    def openai(self, **kwargs: Any) -> openai.OpenAI:
+    def openai(self, **kwargs: Any) -> OpenAI:
         """An ``openai.OpenAI`` client whose every request carries this session's id,
         opening the session on first use and reopening it when it has expired (calling
         ``on_reopen``). ``model=`` still picks the component.

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .conftest import adapter_dir
-from .conftest import lmikit
+from .conftest import adapter_dir, lmikit
 
 SPEC = """api_version: v1
 name: demo

@@ -415,3 +415,49 @@ def test_a_framework_that_builds_its_own_client_from_http_client(served: Served)
     client = openai.OpenAI(api_key="unused", base_url=base_url("docqa"), http_client=http)
     reply = client.chat.completions.create(model="medical", messages=USER)
     assert reply.choices[0].message.content.startswith("[docqa-medical]")
+
+
+# --- asyncio --------------------------------------------------------------------------------
+
+def test_async_client_answers_and_streams(served: Served) -> None:
+    import asyncio
+
+    async def main() -> tuple[str, str, int]:
+        client = served.endpoint.async_openai(prefix_id="doc-9")
+        assert isinstance(client, openai.AsyncOpenAI)
+        reply = await client.chat.completions.create(model="legal", messages=USER)
+        pieces = []
+        usage = 0
+        stream = await client.completions.create(model=BASE_MODEL, prompt="a b c", stream=True,
+                                                 stream_options={"include_usage": True})
+        async for chunk in stream:
+            if chunk.choices:
+                pieces.append(chunk.choices[0].text)
+            elif chunk.usage is not None:
+                usage = chunk.usage.completion_tokens
+        return reply.choices[0].message.content or "", "".join(pieces), usage
+
+    served.fake.runtime.stream_part_bytes = 3
+    text, streamed, usage = asyncio.run(main())
+    assert text == "[docqa-legal] summarise clause four"
+    assert streamed == "[docqa-base] a b c "
+    assert usage == 4
+    assert last_call(served)["prefix_aware_id"] == "doc-9"
+
+
+def test_async_client_maps_errors_like_the_sync_one(served: Served) -> None:
+    import asyncio
+
+    async def main() -> None:
+        client = served.endpoint.async_openai()
+        with pytest.raises(openai.NotFoundError, match="model 'nope' is not served"):
+            await client.chat.completions.create(model="nope", messages=USER)
+        served.fake.inject("InvokeEndpointWithResponseStream", "stream_error",
+                           reason="CUDA out of memory", after_tokens=1)
+        stream = await client.chat.completions.create(model="docqa", messages=USER,
+                                                      stream=True)
+        with pytest.raises(openai.APIError, match="ModelStreamError: CUDA out of memory"):
+            async for _ in stream:
+                pass
+
+    asyncio.run(main())
