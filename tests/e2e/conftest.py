@@ -1,5 +1,5 @@
-"""The sandbox (``lmikit sandbox serve``) as a subprocess, shared by the end-to-end tests,
-and a runner for the real ``lmikit`` CLI against it."""
+"""The sandbox (``lmikit sandbox serve``) as a subprocess, one per test module, and a runner
+for the real ``lmikit`` CLI against it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def adapter_dir(root: Path, name: str) -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     port = _free_port_pair()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

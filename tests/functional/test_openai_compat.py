@@ -388,6 +388,19 @@ def test_a_timeout_is_the_openai_timeout_error() -> None:
         client.chat.completions.create(model="docqa", messages=USER)
 
 
+def test_a_connection_failure_is_the_openai_connection_error() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    class Unreachable:
+        def invoke_endpoint_with_response_stream(self, **kwargs: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="https://runtime.sagemaker/invocations")
+
+    client = openai_client("docqa", runtime_client=Unreachable(), adapters=[],
+                           base_model=BASE_MODEL)
+    with pytest.raises(openai.APIConnectionError, match="Connection error"):
+        client.chat.completions.create(model="docqa", messages=USER, stream=True)
+
+
 # --- a framework-style consumer -------------------------------------------------------------
 
 def summarise(llm: openai.OpenAI, text: str, *, model: str) -> str:
