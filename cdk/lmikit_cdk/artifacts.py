@@ -56,18 +56,13 @@ def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,
                      base_dir: str | Path = ".", plan: Plan | None = None) -> bytes:
     """The adapter directory (weights, adapter_config.json[, model.py]) as a tarball.
 
-    Packaged by :func:`lmikit.adapters.package_adapter`, the function ``lmikit deploy`` uses,
-    so the SDK and CDK paths ship the same bytes and check the same things (config, base
-    model, rank within the endpoint's OPTION_MAX_LORA_RANK, weights, formatter).
+    Packaged by :func:`lmikit.adapters.package_spec_adapter`, the function ``lmikit deploy``
+    uses, so the SDK and CDK paths ship the same bytes and check the same things (config,
+    base model, rank within the endpoint's OPTION_MAX_LORA_RANK, weights, formatter, and the
+    cache-isolating model.py while LMCache is on).
     """
-    from lmikit.adapters import package_adapter
+    from lmikit.adapters import package_spec_adapter
     from lmikit.plan import plan_spec
-    from lmikit.render.env import lmi_environment
 
-    base = Path(base_dir)
-    env = lmi_environment(spec, plan or plan_spec(spec, base))
-    package = package_adapter(base / adapter.source,
-                              formatter=base / adapter.formatter if adapter.formatter else None,
-                              model_id=spec.model.id,
-                              max_rank=int(env.get("OPTION_MAX_LORA_RANK", "0")) or None)
-    return package.data
+    return package_spec_adapter(spec, plan or plan_spec(spec, base_dir), adapter,
+                                base_dir).data

@@ -10,6 +10,10 @@ Before anything is uploaded the adapter is checked: ``adapter_config.json`` is p
 valid, its base model is the endpoint's model, its rank fits the endpoint's
 ``OPTION_MAX_LORA_RANK``, weights are present and the formatter file (if any) compiles and
 defines a formatter. A registration that fails leaves no component behind.
+
+While the endpoint runs LMCache, every adapter gets a ``model.py`` that tags its requests'
+cache keys with its name and a digest of its files (:mod:`lmikit.lora_isolation`), so
+adapters never reuse each other's KV cache.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
 from lmikit.deploy._artifacts import (
@@ -43,7 +47,12 @@ from lmikit.deploy._aws import (
     no_progress,
 )
 from lmikit.errors import AdapterError, DeployError, LmikitError
+from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.names import ADAPTER_TAG, DEPLOYMENT_TAG, adapter_component_name, base_component_name
+
+if TYPE_CHECKING:
+    from lmikit.plan import Plan
+    from lmikit.spec import AdapterSpec, DeploymentSpec
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
@@ -60,6 +69,7 @@ class AdapterPackage:
     base_model: str | None
     formatters: list[str]
     files: list[str]
+    cache_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,8 +132,14 @@ def _same_model(a: str, b: str) -> bool:
 
 
 def package_adapter(path: str | Path, *, formatter: str | Path | None = None,
-                    model_id: str | None = None, max_rank: int | None = None) -> AdapterPackage:
-    """Validate an adapter directory and package it (collects every problem first)."""
+                    model_id: str | None = None, max_rank: int | None = None,
+                    cache_tag_name: str | None = None) -> AdapterPackage:
+    """Validate an adapter directory and package it (collects every problem first).
+
+    ``cache_tag_name`` (the adapter's name, given while LMCache is on) adds a ``model.py``
+    whose input handling tags every request with that name and a digest of the adapter's
+    files, after the adapter's own input formatter if it has one.
+    """
     root = Path(path)
     if not root.is_dir():
         raise AdapterError(f"adapter path {str(root)!r} is not a directory")
@@ -176,12 +192,43 @@ def package_adapter(path: str | Path, *, formatter: str | Path | None = None,
             formatters = check_formatter_file(root / "model.py")
         except AdapterError as exc:
             problems.append(str(exc))
+    tag = None
+    if cache_tag_name is not None and not problems:
+        tag = adapter_cache_tag(cache_tag_name, files)
+        own = Path(formatter) if formatter is not None else (
+            root / "model.py" if "model.py" in files else None)
+        try:
+            from lmikit.formatters import build_model_py
+
+            files["model.py"] = build_model_py(*([own] if own else []),
+                                               adapter_tag=tag).encode()
+        except AdapterError as exc:
+            problems.append(str(exc))
     if problems:
         raise AdapterError(f"adapter {str(root)!r} is not valid:\n"
                            + "\n".join(f"  - {p}" for p in problems))
     data = deterministic_tar(files)
     return AdapterPackage(data, sha256_hex(data), rank if isinstance(rank, int) else None,
-                          base if isinstance(base, str) else None, formatters, sorted(files))
+                          base if isinstance(base, str) else None, formatters, sorted(files),
+                          tag)
+
+
+def package_spec_adapter(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
+                         base_dir: str | Path = ".") -> AdapterPackage:
+    """Package one of the spec's local adapters, as ``lmikit deploy`` and the CDK
+    ``LoraAdapter`` both do (same checks, same bytes): rank within the endpoint's
+    OPTION_MAX_LORA_RANK, and a cache tag while the plan uses LMCache."""
+    from lmikit.render.env import lmi_environment
+
+    base = Path(base_dir)
+    env = lmi_environment(spec, plan)
+    return package_adapter(base / adapter.source,
+                           formatter=base / adapter.formatter if adapter.formatter else None,
+                           model_id=spec.model.id,
+                           max_rank=int(env.get("OPTION_MAX_LORA_RANK", "0")) or None,
+                           cache_tag_name=adapter.name if plan.uses_lmcache else None)
+
+
 
 
 class AdapterRegistry:
@@ -251,10 +298,13 @@ class AdapterRegistry:
                                "to the spec's adapters list and redeploy")
         return int(env.get("OPTION_MAX_LORA_RANK", "16"))
 
-    def package(self, path: str | Path, formatter: str | Path | None = None) -> AdapterPackage:
-        model = self._env().get("HF_MODEL_ID")
-        return package_adapter(path, formatter=formatter, model_id=model,
-                               max_rank=self.max_rank())
+    def package(self, name: str, path: str | Path,
+                formatter: str | Path | None = None) -> AdapterPackage:
+        """Package adapter ``name``; tagged for cache isolation when the base runs LMCache."""
+        env = self._env()
+        return package_adapter(path, formatter=formatter, model_id=env.get("HF_MODEL_ID"),
+                               max_rank=self.max_rank(),
+                               cache_tag_name=name if lmcache_in_environment(env) else None)
 
     # --- operations --------------------------------------------------------------------
 
@@ -288,7 +338,7 @@ class AdapterRegistry:
                  wait: bool = True) -> AdapterInfo:
         """Validate, upload and create the adapter component. Idempotent for equal weights."""
         comp = self.component_name(name)
-        package = self.package(path, formatter)
+        package = self.package(name, path, formatter)
         stored = upload_artifact(self.clients.s3, self.bucket,
                                  f"lmikit/{self.endpoint}/adapters/{name}", package.data,
                                  self.kms_key_arn)
@@ -391,7 +441,7 @@ class AdapterRegistry:
         if existing is None:
             raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; use "
                                "'register'")
-        package = self.package(path, formatter)
+        package = self.package(name, path, formatter)
         stored = upload_artifact(self.clients.s3, self.bucket,
                                  f"lmikit/{self.endpoint}/adapters/{name}", package.data,
                                  self.kms_key_arn)

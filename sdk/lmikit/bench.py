@@ -91,6 +91,8 @@ class RoundResult:
     round_time_s: float
     ttfts_s: list[float] = field(default_factory=list)
     output_tokens: int = 0
+    starts_s: list[float] = field(default_factory=list)  # from the benchmark's start
+    measurements: list[Measurement] = field(default_factory=list)
 
     @property
     def mean_ttft_s(self) -> float:
@@ -130,15 +132,28 @@ class BenchResult:
 
 
 def run_round(name: str, prompts: Iterable[str], send: Send, in_flight: int,
-              on_done: Callable[[str, int, Measurement], None] | None = None) -> RoundResult:
-    """Send prompts with ``in_flight`` requests at a time; a failed request fails the round."""
+              on_done: Callable[[str, int, Measurement], None] | None = None,
+              origin: float | None = None) -> RoundResult:
+    """Send prompts with ``in_flight`` requests at a time; a failed request fails the round.
+
+    Each request's start is recorded in seconds from ``origin`` (a ``perf_counter`` value;
+    default the round's start), so a bench file can replay the run.
+    """
     items = list(prompts)
     start = time.perf_counter()
+    origin = start if origin is None else origin
     result = RoundResult(name, len(items), 0.0)
+
+    def timed(prompt: str) -> tuple[float, Measurement]:
+        began = time.perf_counter() - origin
+        return began, send(prompt)
+
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        for i, m in enumerate(pool.map(send, items)):
+        for i, (began, m) in enumerate(pool.map(timed, items)):
             result.ttfts_s.append(m.ttft_s)
             result.output_tokens += m.output_tokens
+            result.starts_s.append(began)
+            result.measurements.append(m)
             if on_done:
                 on_done(name, i, m)
     result.round_time_s = time.perf_counter() - start
@@ -150,12 +165,50 @@ def run_long_doc_qa(workload: LongDocQA, send: Send,
                     ) -> BenchResult:
     """Run pre-warmup, warmup and query rounds against ``send``."""
     rounds = []
+    origin = time.perf_counter()
     if workload.pre_warmup:
         rounds.append(run_round("pre-warmup", [f"Say hello {i}." for i in
                                                range(workload.pre_warmup)],
-                                send, workload.in_flight, on_done))
+                                send, workload.in_flight, on_done, origin))
     rounds.append(run_round("warmup", [p for _, p in workload.warmup_prompts()], send,
-                            workload.in_flight, on_done))
+                            workload.in_flight, on_done, origin))
     rounds.append(run_round("query", [p for _, p in workload.query_prompts()], send,
-                            workload.in_flight, on_done))
+                            workload.in_flight, on_done, origin))
     return BenchResult(workload, rounds)
+
+
+QUESTION_TOKENS = 12  # the question and separators, as lmikit.sim.workloads counts them
+PRE_WARMUP_TOKENS = 6
+
+
+def bench_file(result: BenchResult, *, model: str | None = None, instance: str | None = None,
+               tp: int | None = None, chunk_size: int = 256, kv_cache: str | None = None,
+               hit_tier: str | None = None) -> dict[str, Any]:
+    """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
+
+    One row per request: round, start (s from the benchmark start), TTFT and total time
+    (s from the request's start), prompt tokens (the document's ``hi`` tokens plus the id
+    and question, an estimate: the client does not tokenize), output tokens, and whether it
+    is expected to hit: warm-up rows miss; query rows hit ``hit_tier`` when the deployment
+    has one (the client cannot see which tier served it, nor how many tokens were cached).
+
+    >>> w = LongDocQA(num_documents=1, document_tokens=10, pre_warmup=0)
+    >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
+    ...                                 [Measurement(0.5, 0.9, 3)])])
+    >>> bench_file(r, kv_cache="cpu", hit_tier="cpu")["requests"][0]["hit"]
+    False
+    """
+    rows = []
+    for rnd in result.rounds:
+        prompt = PRE_WARMUP_TOKENS if rnd.name == "pre-warmup" \
+            else result.workload.document_tokens + QUESTION_TOKENS
+        for began, m in zip(rnd.starts_s, rnd.measurements, strict=True):
+            hit = rnd.name == "query" and hit_tier is not None
+            rows.append({"round": rnd.name, "start_s": round(began, 6),
+                         "ttft_s": round(m.ttft_s, 6), "total_s": round(m.total_s, 6),
+                         "prompt_tokens": prompt, "output_tokens": max(1, m.output_tokens),
+                         "hit": hit, "tier": hit_tier if hit else None,
+                         "cached_tokens": None})
+    return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
+            "chunk_size": chunk_size, "kv_cache": kv_cache,
+            "workload": asdict(result.workload), "requests": rows}

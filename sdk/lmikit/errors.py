@@ -7,6 +7,7 @@ caller (and the CLI) can catch one type::
      +-- SpecError          the YAML spec is invalid (lists every problem)
      +-- CatalogError       unknown model or instance type, unreadable config.json
      +-- PlanError          the spec cannot be served as asked (does not fit)
+     |    +-- SimulationError  a workload, trace or bench file cannot be simulated
      +-- RenderError        a target cannot be rendered from this spec
      +-- DeployError        a call to AWS failed; says what was rolled back or left
      |    +-- WaitTimeout   a resource did not reach its state in time
@@ -88,3 +89,9 @@ class AdapterError(LmikitError, ValueError):
 
 class InvokeError(LmikitError, RuntimeError):
     kind = "InvokeError"
+
+
+class SimulationError(PlanError):
+    """A workload, trace or calibration (bench) file cannot be simulated as given."""
+
+    kind = "SimulationError"

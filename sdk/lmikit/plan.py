@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmikit import sizing
+from lmikit import fit, sizing
 from lmikit.catalog.instances import InstanceType, get_instance
-from lmikit.catalog.models import DTYPE_BYTES, ModelGeometry, get_model
+from lmikit.catalog.models import ModelGeometry, get_model
 from lmikit.errors import PlanError
+from lmikit.lora_isolation import check_adapter_sources
 
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
@@ -92,7 +93,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
-    return _plan(PlanInputs(
+    result = _plan(PlanInputs(
         model_id=spec.model.id,
         instance_type=spec.instance.type,
         tp=spec.engine.tensor_parallel_degree,
@@ -114,6 +115,8 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
         max_model_len=spec.engine.max_model_len,
         config_path=config_path,
     ))
+    check_adapter_sources(spec, result.uses_lmcache)
+    return result
 
 
 def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
@@ -137,26 +140,12 @@ def _plan(i: PlanInputs) -> Plan:
 
     kv_dtype_bytes = 1 if i.kv_cache_dtype == "fp8" else 2
     weight_dtype = geo.weight_dtype if i.weight_dtype == "auto" else i.weight_dtype
-    weight_bytes = int(geo.total_params * DTYPE_BYTES.get(weight_dtype, 2))
+    weight_bytes = geo.weight_bytes_for(weight_dtype)
     kv_bpt = geo.kv_bytes_per_token(kv_dtype_bytes)
     replication = geo.kv_replication(i.tp)
 
-    gpu_tokens = sizing.gpu_kv_capacity_tokens(
-        inst.gpu.memory_gib, i.gpu_memory_utilization, i.tp, weight_bytes,
-        geo.gpu_kv_bytes_per_token(kv_dtype_bytes), replication)
-    if gpu_tokens <= 0:
-        raise PlanError(
-            f"{geo.model_id} weights ({weight_bytes / sizing.GIB:.1f} GiB) leave no KV cache "
-            f"room on {i.tp} x {inst.gpu.name} at gpu_memory_utilization "
-            f"{i.gpu_memory_utilization}; raise engine.tensor_parallel_degree (max "
-            f"{inst.gpu_count // i.copies} here) or choose a larger instance.type")
-    max_len = i.max_model_len or geo.max_position_embeddings or 32768
-    if i.max_model_len is None:
-        max_len = min(max_len, gpu_tokens)
-    if max_len > gpu_tokens:
-        raise PlanError(
-            f"engine.max_model_len {max_len} does not fit the GPU KV cache of one copy "
-            f"({gpu_tokens} tokens); lower max_model_len or raise tensor_parallel_degree")
+    gpu_tokens = _check_holds(i, inst, geo, weight_bytes, kv_dtype_bytes)
+    max_len = i.max_model_len or min(geo.max_position_embeddings or 32768, gpu_tokens)
     in_flight = i.concurrency * i.request_tokens
     if in_flight > gpu_tokens:
         warnings.append(f"{i.concurrency} requests of {i.request_tokens} tokens need "
@@ -177,7 +166,7 @@ def _plan(i: PlanInputs) -> Plan:
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
         // per_copy_bytes
 
-    predicted = _predict(i, inst, geo, kv_bpt, replication)
+    predicted = _predict(i, inst, geo, weight_bytes)
     cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
     min_memory = (cache_bytes_per_copy + weight_bytes
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
@@ -210,6 +199,20 @@ def _check_fit(i: PlanInputs, inst: InstanceType, geo: ModelGeometry) -> None:
                  and t <= inst.gpu_count]
         raise PlanError(f"engine.tensor_parallel_degree {i.tp} must divide the model's "
                         f"{geo.num_attention_heads} attention heads; valid: {valid}")
+
+
+def _check_holds(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, weight_bytes: int,
+                 kv_dtype_bytes: int) -> int:
+    """One copy's GPU KV capacity in tokens. It must hold engine.max_model_len when set, else
+    one typical request; a PlanError says why not and what would (lmikit.fit)."""
+    if i.max_model_len:
+        need = fit.Need(i.max_model_len, "engine.max_model_len", max_model_len=True)
+    else:
+        need = fit.Need(min(i.request_tokens, geo.max_position_embeddings or i.request_tokens),
+                        "one typical request (workload.typical_request_tokens)")
+    return fit.check_holds(geo, inst, tp=i.tp, weight_bytes=weight_bytes, need=need,
+                           kv_dtype_bytes=kv_dtype_bytes,
+                           gpu_memory_utilization=i.gpu_memory_utilization, copies=i.copies)
 
 
 def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: int,
@@ -298,34 +301,45 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
     return out
 
 
-def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, kv_bpt: int,
-             replication: int) -> Predicted:
-    tflops = inst.gpu.bf16_dense_tflops
-    miss_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
-                                      i.request_tokens, 0)
-    miss = sizing.prefill_seconds(miss_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
-    matched = sizing.chunk_aligned(i.request_tokens - i.suffix_tokens, i.chunk_size)
-    rest = i.request_tokens - matched
-    rest_flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
-                                      rest, matched)
-    gpu_hit = sizing.prefill_seconds(rest_flops, tflops, i.tp) + sizing.REQUEST_OVERHEAD_S
-    per_gpu_bytes = matched * kv_bpt * replication / i.tp
-    cpu_hit = gpu_hit + sizing.transfer_seconds(per_gpu_bytes, inst.host_to_gpu_gbps)
-    disk_hit = None
-    if inst.has_nvme:
-        disk_hit = cpu_hit + sizing.transfer_seconds(matched * kv_bpt * replication,
-                                                     inst.nvme_read_gbps)
+def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
+             weight_bytes: int) -> Predicted:
+    """One request alone on an idle copy, costed by the simulator's engine model."""
+    from lmikit.sim.engine import engine_for
+
+    engine = engine_for(geo.model_id, inst.name, i.tp,
+                        kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
+                        weight_bytes=weight_bytes,
+                        config_path=i.config_path)
+    return predicted_from(engine, i.request_tokens, i.suffix_tokens, i.chunk_size,
+                          inst.has_nvme)
+
+
+def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_size: int,
+                   has_nvme: bool) -> Predicted:
+    """The plan's TTFT block from an engine model (``lmikit plan --calibrate`` passes a
+    calibrated one)."""
+    from lmikit.sim.engine import single_request
+
+    one = single_request(engine, request_tokens, suffix_tokens, chunk_size)
+    miss = one.miss_s
+    hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
+            "disk": one.hit_s["disk"] if has_nvme else None}
 
     def _r(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
 
     return Predicted(
         ttft_miss_s=_r(miss) or 0.0,
-        ttft_hit_s={"gpu": _r(gpu_hit), "cpu": _r(cpu_hit), "disk": _r(disk_hit)},
-        speedup={"gpu": _r(miss / gpu_hit), "cpu": _r(miss / cpu_hit),
-                 "disk": _r(miss / disk_hit) if disk_hit else None},
-        matched_tokens=matched, remainder_tokens=rest,
+        ttft_hit_s={k: _r(v) for k, v in hits.items()},
+        speedup={k: (_r(miss / v) if v else None) for k, v in hits.items()},
+        matched_tokens=one.matched_tokens, remainder_tokens=one.remainder_tokens,
     )
+
+
+def _retrieve_efficiency() -> float:
+    from lmikit.sim.coefficients import Coefficients
+
+    return Coefficients().cpu_retrieve_efficiency
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
@@ -337,11 +351,15 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            if geo.attention == "mla" else f"2 x {geo.num_kv_heads} KV heads x {geo.head_dim}")
         + f" x {'1 byte (fp8)' if i.kv_cache_dtype == 'fp8' else '2 bytes (bf16)'}",
         f"weights = {geo.total_params / 1e9:.2f}B params from config.json shapes "
-        f"({geo.weight_dtype})",
+        f"({geo.weight_dtype}" + ("; embeddings, LM head and vision encoder in bf16)"
+                                  if geo.weight_dtype == "fp8" else ")"),
         f"GPU: {inst.gpu_count} x {inst.gpu.name} {inst.gpu.memory_gib} GiB; vLLM uses "
         f"{i.gpu_memory_utilization:.0%} minus {s.GPU_RUNTIME_OVERHEAD_GIB} GiB runtime overhead "
         "per GPU",
         f"each cached token is held by {replication} tensor-parallel rank(s)",
+        *([f"DeepSeek sparse attention: {geo.index_kv_bytes_per_layer} more bytes of indexer "
+           "keys per token and layer on the GPU; an fp8 KV cache is vLLM's fp8_ds_mla "
+           f"({geo.kv_layer_bytes(1)} bytes per token and layer)"] if geo.sparse_attention else []),
         f"GPU prefix cache counted on for {s.GPU_CACHE_RELIABLE_FRACTION:.0%} of the KV pool "
         "left after in-flight requests (vLLM evicts it for running sequences)",
         f"host reserve = max({s.HOST_RESERVE_FRACTION:.0%} of RAM, {s.WEIGHT_LOAD_FACTOR:g}x "
@@ -352,7 +370,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"prefill at {s.PREFILL_MFU:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per "
         "GPU, with the causal attention term; fixed overhead "
         f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request",
-        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU (ranks load in parallel); NVMe "
+        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
+        f"{_retrieve_efficiency():.0%} of it "
+        "(ranks load in parallel); NVMe "
         f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT, not overlapped with the "
         "host->GPU copy",
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -57,16 +58,25 @@ def test_kv_aware_and_required_key_are_reported_together() -> None:
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
-def test_feature_rich_spec_fits_cloudformation_environment_cap() -> None:
+def _local_adapter(root: Path, name: str = "a") -> str:
+    adapter = root / name
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8}))
+    (adapter / "adapter_model.safetensors").write_bytes(b"w")
+    return name
+
+
+def test_feature_rich_spec_fits_cloudformation_environment_cap(tmp_path: Path) -> None:
     """CloudFormation caps Container.Environment at 16; engine options go to
     serving.properties in the model artifact, so every feature at once still fits."""
     spec = _spec(observability={"detailed_metrics": True}, kv_cache={"mode": "cpu"},
-                 adapters=[{"name": "a", "source": "s3://b/a.tar.gz"}],
+                 adapters=[{"name": "a", "source": _local_adapter(tmp_path)}],
                  engine={"speculative": {"method": "eagle3", "draft_model": "org/draft"}},
                  security={"hf_token_secret_arn":
                            "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"})
     stack = _stack()
-    endpoint = LmiEndpoint(stack, "E", spec=spec, build_context=REPO)
+    endpoint = LmiEndpoint(stack, "E", spec=spec, build_context=REPO, base_dir=tmp_path)
     template = cdk.assertions.Template.from_stack(stack).to_json()
     (component,) = [r for r in template["Resources"].values()
                     if r["Type"] == "AWS::SageMaker::InferenceComponent"
@@ -149,6 +159,20 @@ def test_adapter_artifact_is_byte_identical_across_calls(adapter_spec_path: Path
     os.utime(adapter_spec_path.parent / "adapters" / "legal" / "adapter_config.json",
              (0, 1_000_000_000))
     assert adapter_artifact(spec, spec.adapters[0], adapter_spec_path.parent) == first
+
+
+def test_adapter_artifact_is_the_sdks_with_the_cache_tag(tmp_path: Path) -> None:
+    """With LMCache on, the CDK ships the bytes ``lmikit deploy`` ships: the adapter plus a
+    model.py that tags its requests' cache keys."""
+    from lmikit.adapters import package_spec_adapter
+    from lmikit.plan import plan_spec
+
+    spec = _spec(kv_cache={"mode": "cpu"}, workload={"reused_context_tokens": 460000},
+                 adapters=[{"name": "a", "source": _local_adapter(tmp_path)}])
+    sdk = package_spec_adapter(spec, plan_spec(spec, tmp_path), spec.adapters[0], tmp_path)
+    assert sdk.cache_tag is not None and sdk.cache_tag.startswith("a.")
+    assert "model.py" in sdk.files
+    assert adapter_artifact(spec, spec.adapters[0], tmp_path) == sdk.data
 
 
 def test_adapter_without_config_is_refused(tmp_path: Path) -> None:

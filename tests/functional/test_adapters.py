@@ -98,6 +98,35 @@ def test_register_twice_is_idempotent(registry: AdapterRegistry, fake: FakeSageM
                 if c.params["InferenceComponentName"] == "docqa-tax"]) == 1
 
 
+def _model_py_at(url: str) -> str | None:
+    bucket, key = url[5:].split("/", 1)
+    body = boto3.client("s3", region_name="us-east-1").get_object(Bucket=bucket, Key=key)
+    with tarfile.open(fileobj=BytesIO(body["Body"].read())) as tar:
+        member = tar.extractfile("model.py") if "model.py" in tar.getnames() else None
+        return member.read().decode() if member else None
+
+
+def test_register_on_an_lmcache_endpoint_tags_the_adapters_cache(registry: AdapterRegistry,
+                                                                 tmp_path: Path) -> None:
+    info = registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    text = _model_py_at(info.artifact_url)  # type: ignore[arg-type]
+    assert text is not None and "= _lk_isolating_input(None, 'tax." in text
+
+
+def test_register_after_deploy_ships_the_deployed_bytes(registry: AdapterRegistry,
+                                                       fake: FakeSageMaker,
+                                                       tmp_path: Path) -> None:
+    """The registry and ``lmikit deploy`` package an adapter the same way, cache tag
+    included: registering a deployed adapter again finds nothing to change."""
+    before = registry._settled("docqa-legal")
+    assert before is not None
+    info = registry.register("legal", tmp_path / "adapters" / "legal")
+    assert info.artifact_url == before["Specification"]["Container"]["ArtifactUrl"]
+    assert "= _lk_isolating_input(None, 'legal." in (_model_py_at(info.artifact_url) or "")
+    assert not [c for c in fake.operations("UpdateInferenceComponent")
+                if c.params["InferenceComponentName"] == "docqa-legal"]
+
+
 def test_register_rejects_a_rank_above_the_endpoint_limit(registry: AdapterRegistry,
                                                           tmp_path: Path) -> None:
     with pytest.raises(AdapterError, match="exceeds the endpoint's max LoRA rank 16"):

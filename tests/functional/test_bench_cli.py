@@ -112,6 +112,26 @@ def test_bench_takes_the_endpoint_from_a_spec_and_prints_a_table(
         assert name in r.stdout
 
 
+def test_bench_output_is_a_calibration_file_of_every_request(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    from lmikit.sim.calibrate import load_bench
+
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    out = tmp_path / "bench.json"
+    r = lmikit("bench", str(spec), *SMALL, "--output", str(out))
+    assert r.exit_code == 0, r.output
+    bench = load_bench(out)
+    assert [x.round for x in bench.records] == ["pre-warmup"] * 2 + ["warmup"] * 4 \
+        + ["query"] * 4
+    assert bench.model and bench.instance and bench.kv_cache
+    warm = [x.start_s for x in bench.records if x.round == "warmup"]
+    query = [x.start_s for x in bench.records if x.round == "query"]
+    assert min(query) >= max(warm) >= 0  # one clock for the whole run, rounds in order
+    assert all(not x.hit for x in bench.records if x.round != "query")
+    assert all(x.prompt_tokens == 50 + 12 for x in bench.records if x.round == "warmup")
+
+
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)

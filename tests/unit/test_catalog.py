@@ -58,6 +58,29 @@ def test_vision_language_reads_text_config():
     assert geo.kv_bytes_per_token(2) == 2 * 36 * 8 * 128 * 2
 
 
+def test_fp8_checkpoint_keeps_embeddings_and_vision_encoder_in_bf16():
+    geo = get_model("mistralai/Ministral-3-8B-Instruct-2512")
+    kept = geo.embedding_params + geo.vision_params
+    assert geo.weight_dtype == "fp8" and kept > 10**9
+    assert geo.weight_bytes == (geo.total_params - kept) + 2 * kept
+    bf16 = get_model("Qwen/Qwen3-VL-8B-Instruct")
+    assert bf16.weight_bytes == 2 * bf16.total_params
+
+
+def test_sparse_attention_indexer_keys_add_gpu_bytes_per_layer():
+    geo = get_model("deepseek-ai/DeepSeek-V3.2")
+    assert geo.sparse_attention and geo.index_kv_bytes_per_layer == 128 + 4
+    assert geo.gpu_kv_bytes_per_token(2) == 61 * ((512 + 64) * 2 + 132)
+    assert geo.kv_bytes_per_token(2) == 61 * (512 + 64) * 2
+
+
+def test_sparse_attention_fp8_kv_uses_the_656_byte_layout():
+    # vLLM 0.23.0 flashmla_sparse.py: 512 fp8 latent values, 4 float32 scales, 64 bf16 rope
+    assert get_model("deepseek-ai/DeepSeek-V3.2").kv_layer_bytes(1) == 512 + 4 * 4 + 64 * 2
+    plain_mla = get_model("mistralai/Mistral-Large-3-675B-Instruct-2512")
+    assert plain_mla.kv_layer_bytes(1) == 512 + 64
+
+
 def test_gqa_replicates_kv_when_heads_fewer_than_ranks():
     geo = get_model("Qwen/Qwen2.5-1.5B-Instruct")  # 2 KV heads
     assert geo.kv_replication(2) == 1

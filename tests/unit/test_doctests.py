@@ -8,8 +8,12 @@ import importlib
 import pytest
 
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
-           "lmikit.catalog.models", "lmikit.render.env", "lmikit.render.lmcache",
+           "lmikit.catalog.models", "lmikit.catalog.model_options", "lmikit.fit",
+           "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
+           "lmikit.catalog.prices", "lmikit.sim", "lmikit.sim.coefficients",
+           "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",
+           "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
            "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat"]
 
 

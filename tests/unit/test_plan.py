@@ -85,8 +85,14 @@ def test_plan_refuses_more_gpus_than_instance_has():
 
 
 def test_plan_refuses_weights_that_do_not_fit():
-    with pytest.raises(PlanError, match="raise engine.tensor_parallel_degree"):
+    with pytest.raises(PlanError, match=r"does not fit ml.g6e.2xlarge .* 135.4 GiB.*"
+                       r"choose one of the instance types that hold it: ml.p5.48xlarge"):
         plan("Qwen/Qwen2.5-72B-Instruct", "ml.g6e.2xlarge")
+
+
+def test_plan_refusal_suggests_a_tp_degree_that_fits_the_same_instance():
+    with pytest.raises(PlanError, match="raise engine.tensor_parallel_degree to 4"):
+        plan("Qwen/Qwen2.5-72B-Instruct", "ml.g6e.12xlarge", tp=1)
 
 
 def test_plan_refuses_tp_that_does_not_divide_heads():

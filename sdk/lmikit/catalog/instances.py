@@ -21,6 +21,7 @@ class Gpu:
     memory_gib: float
     bf16_dense_tflops: float
     source: str
+    compute_capability: tuple[int, int]  # CUDA (major, minor): which kernels vLLM can run
 
 
 @dataclass(frozen=True)
@@ -50,22 +51,27 @@ class InstanceType:
 
 
 # --- GPUs -------------------------------------------------------------------------------
-# bf16 dense tensor throughput (no sparsity) from NVIDIA's data sheets.
+# bf16 dense tensor throughput (no sparsity) from NVIDIA's data sheets; compute capability
+# from NVIDIA's "CUDA GPU Compute Capability" table (https://developer.nvidia.com/cuda-gpus).
 A10G = Gpu("NVIDIA A10G", 22.5, 125.0,
-           "NVIDIA A10 data sheet (BF16 tensor 125 TFLOPS dense); A10G reports 23028 MiB")
+           "NVIDIA A10 data sheet (BF16 tensor 125 TFLOPS dense); A10G reports 23028 MiB",
+           (8, 6))
 L4 = Gpu("NVIDIA L4", 22.5, 121.0,
-         "NVIDIA L4 data sheet (BF16 242 TFLOPS with sparsity -> 121 dense); 23034 MiB")
+         "NVIDIA L4 data sheet (BF16 242 TFLOPS with sparsity -> 121 dense); 23034 MiB", (8, 9))
 L40S = Gpu("NVIDIA L40S", 45.0, 362.0,
-           "NVIDIA L40S data sheet (BF16 733 TFLOPS with sparsity -> 362 dense); 46068 MiB")
-A100_40 = Gpu("NVIDIA A100 40GB", 40.0, 312.0, "NVIDIA A100 data sheet (BF16 312 TFLOPS dense)")
+           "NVIDIA L40S data sheet (BF16 733 TFLOPS with sparsity -> 362 dense); 46068 MiB",
+           (8, 9))
+A100_40 = Gpu("NVIDIA A100 40GB", 40.0, 312.0, "NVIDIA A100 data sheet (BF16 312 TFLOPS dense)",
+              (8, 0))
 A100_80 = Gpu("NVIDIA A100 80GB", 80.0, 312.0,
-              "NVIDIA A100 data sheet (BF16 312 TFLOPS dense); 81920 MiB")
+              "NVIDIA A100 data sheet (BF16 312 TFLOPS dense); 81920 MiB", (8, 0))
 H100 = Gpu("NVIDIA H100 SXM 80GB", 79.6, 989.0,
-           "NVIDIA H100 data sheet (SXM BF16 1979 TFLOPS with sparsity -> 989 dense); 81559 MiB")
+           "NVIDIA H100 data sheet (SXM BF16 1979 TFLOPS with sparsity -> 989 dense); 81559 MiB",
+           (9, 0))
 H200 = Gpu("NVIDIA H200 141GB", 140.4, 989.0,
-           "NVIDIA H200 data sheet (BF16 as H100 SXM, 989 dense); 143771 MiB")
+           "NVIDIA H200 data sheet (BF16 as H100 SXM, 989 dense); 143771 MiB", (9, 0))
 B200 = Gpu("NVIDIA B200 180GB", 179.0, 2250.0,
-           "NVIDIA DGX B200 data sheet (BF16 2.25 PFLOPS dense per GPU); 183359 MiB")
+           "NVIDIA DGX B200 data sheet (BF16 2.25 PFLOPS dense per GPU); 183359 MiB", (10, 0))
 
 # Effective host->GPU copy bandwidth per GPU, as measured by pinned-memory cudaMemcpy:
 # PCIe Gen4 x16 ~25 GB/s of the 32 GB/s raw; Gen5 x16 ~50 GB/s of 64.

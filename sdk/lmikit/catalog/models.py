@@ -7,7 +7,11 @@ Standard library only (the container imports it). Handles:
   ``kv_lora_rank + qk_rope_head_dim`` values per layer per token;
 - sliding-window layers (``layer_types`` / ``use_sliding_window`` + ``max_window_layers``):
   LMCache stores them per token like any layer, but vLLM keeps only the window on the GPU;
-- vision-language models: the language model's geometry lives in ``text_config``.
+- vision-language models: the language model's geometry lives in ``text_config``;
+- DeepSeek sparse attention (``index_topk``, DeepSeek V3.2): each layer also keeps an
+  indexer key cache on the GPU, and an fp8 KV cache uses vLLM's ``fp8_ds_mla`` layout;
+- FP8 checkpoints: vLLM quantizes linear and expert layers only, so the embeddings, the
+  LM head and the vision encoder stay in bf16 (see :meth:`ModelGeometry.weight_bytes_for`).
 
 >>> g = get_model("Qwen/Qwen2.5-7B-Instruct")
 >>> g.kv_bytes_per_token(2)
@@ -47,6 +51,10 @@ class ModelGeometry:
     active_params: int = 0
     weight_dtype: str = "bfloat16"
     is_vision_language: bool = False
+    embedding_params: int = 0  # input embeddings + LM head (once when tied)
+    vision_params: int = 0
+    sparse_attention: bool = False  # DeepSeek sparse attention (an indexer picks the keys)
+    index_kv_bytes_per_layer: int = 0  # the indexer's key cache, bytes per token per layer
     source: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -61,13 +69,26 @@ class ModelGeometry:
             return self.kv_lora_rank + self.qk_rope_head_dim
         return 2 * self.num_kv_heads * self.head_dim
 
+    def kv_layer_bytes(self, dtype_bytes: int) -> int:
+        """Bytes of KV one layer keeps per token.
+
+        Sparse MLA with an fp8 cache uses vLLM's ``fp8_ds_mla`` layout (vLLM 0.23.0,
+        v1/attention/backends/mla/flashmla_sparse.py): the latent in fp8, one float32 scale
+        per 128 latent values, and the RoPE part left in bf16 (656 bytes for DeepSeek V3.2).
+        """
+        if self.sparse_attention and self.attention == "mla" and dtype_bytes == 1:
+            return self.kv_lora_rank + self.kv_lora_rank // 128 * 4 + self.qk_rope_head_dim * 2
+        return self.kv_values_per_layer * dtype_bytes
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """Bytes of KV per token across all layers: what LMCache stores per token."""
-        return self.num_layers * self.kv_values_per_layer * dtype_bytes
+        return self.num_layers * self.kv_layer_bytes(dtype_bytes)
 
     def gpu_kv_bytes_per_token(self, dtype_bytes: int) -> int:
-        """Bytes per token that grow with context on the GPU (full-attention layers)."""
-        return self.full_attention_layers * self.kv_values_per_layer * dtype_bytes
+        """Bytes per token that grow with context on the GPU (full-attention layers, plus the
+        sparse-attention indexer's key cache, which every layer keeps)."""
+        return (self.full_attention_layers * self.kv_layer_bytes(dtype_bytes)
+                + self.num_layers * self.index_kv_bytes_per_layer)
 
     def kv_replication(self, tp: int) -> int:
         """How many tensor-parallel ranks hold a copy of each KV value.
@@ -85,7 +106,26 @@ class ModelGeometry:
 
     @property
     def weight_bytes(self) -> int:
-        return int(self.total_params * self.weight_bytes_per_param)
+        return self.weight_bytes_for(self.weight_dtype)
+
+    def weight_bytes_for(self, dtype: str) -> int:
+        """GPU bytes of the weights when the checkpoint is stored in ``dtype``.
+
+        An 8-bit checkpoint is 8-bit only where vLLM quantizes: linear and expert layers
+        (vLLM 0.23.0 model_executor/layers/quantization/fp8.py ``Fp8Config.get_quant_method``).
+        The embeddings and LM head (vocabulary-parallel, not linear layers) and the vision
+        encoder (left out of the FP8 checkpoints of Ministral 3 and Mistral Large 3) stay in
+        bf16. Scales (one float32 per 128x128 block or per channel) are left out.
+
+        >>> g = get_model("mistralai/Ministral-3-8B-Instruct-2512")
+        >>> g.weight_bytes_for("fp8") - g.total_params == g.embedding_params + g.vision_params
+        True
+        """
+        per_param = DTYPE_BYTES.get(dtype, 2)
+        if per_param >= 2:
+            return int(self.total_params * per_param)
+        kept = min(self.total_params, self.embedding_params + self.vision_params)
+        return int((self.total_params - kept) * per_param + kept * 2)
 
     @property
     def attention_dim(self) -> int:
@@ -185,12 +225,24 @@ def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | N
 
     total, active = count_params(cfg, mla=mla, head_dim=head_dim, kv_heads=kv_heads)
     vision = top.get("vision_config") if is_vl else None
+    vision_params = 0
     if isinstance(vision, dict):
         v_hidden = vision.get("hidden_size") or 0
         v_depth = vision.get("depth") or vision.get("num_hidden_layers") or 0
         vision_params = 12 * v_hidden * v_hidden * v_depth
         total += vision_params
         active += vision_params
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    embedding_params = int(cfg.get("vocab_size") or 0) * hidden * (1 if tied else 2)
+    # DeepSeek sparse attention: vLLM 0.23.0 (model_executor/models/deepseek_v2.py, Indexer)
+    # caches one key of index_head_dim fp8 values plus a float32 scale per 128 values, per
+    # token and layer, replicated on every tensor-parallel rank like the MLA latent.
+    sparse = mla and bool(cfg.get("index_topk"))
+    index_dim = int(cfg.get("index_head_dim") or 0) if sparse else 0
+    index_bytes = index_dim + index_dim // 128 * 4
+    if sparse:
+        notes.append(f"DeepSeek sparse attention: an indexer keeps {index_bytes} more bytes of "
+                     "keys per token and layer on the GPU")
 
     return ModelGeometry(
         model_id=model_id,
@@ -210,6 +262,10 @@ def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | N
         active_params=active,
         weight_dtype=dtype,
         is_vision_language=is_vl,
+        embedding_params=embedding_params,
+        vision_params=vision_params,
+        sparse_attention=sparse,
+        index_kv_bytes_per_layer=index_bytes,
         source=source,
         notes=tuple(notes),
     )

@@ -35,10 +35,14 @@ if TYPE_CHECKING:
                    "instance (needs stateful sessions on the endpoint).")
 @click.option("--region", envvar="AWS_DEFAULT_REGION",
               help="AWS region (default: the spec's, else the environment's).")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every request (start, TTFT, total, tokens, expected hit) to this "
+                   "file for lmikit simulate/plan --calibrate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_cmd(target: str, num_documents: int, document_tokens: int, output_tokens: int,
               repeat_count: int, repeat_mode: str, in_flight: int, adapter: str | None,
-              session_per_document: bool, region: str | None, as_json: bool) -> None:
+              session_per_document: bool, region: str | None, output_path: Path | None,
+              as_json: bool) -> None:
     """Run Long-Doc-QA against SPEC_OR_ENDPOINT (a spec file or an endpoint name).
 
     Rounds: pre-warmup, warmup (each document once: cache misses), query (documents again:
@@ -61,6 +65,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             runner.close_sessions()
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
+    if output_path is not None:
+        _write_bench_file(output_path, result, target)
     if as_json:
         echo_json(data)
     else:
@@ -80,6 +86,30 @@ def _resolve(target: str, adapter: str | None) -> tuple[str, str | None]:
                                  f"({', '.join(a.name for a in spec.adapters) or 'none'})",
                                  param_hint="--adapter")
     return spec.name, spec.region
+
+
+def _write_bench_file(path: Path, result: BenchResult, target: str) -> None:
+    """The calibration file; a spec target names the model, instance and cache tier."""
+    import json
+
+    from lmikit.bench import bench_file
+
+    meta: dict[str, object] = {}
+    spec_path = Path(target)
+    if spec_path.suffix in (".yaml", ".yml", ".json") or spec_path.is_file():
+        from lmikit.cli._common import load
+
+        spec, plan = load(spec_path)
+        tier = {"none": "off"}.get(plan.tier, plan.tier)
+        meta = {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
+                "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
+                "hit_tier": "gpu" if tier == "off" else "cpu"}
+    data = bench_file(result, **meta)  # type: ignore[arg-type]
+    try:
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
+                                 param_hint="--output") from exc
 
 
 class _Runner:

@@ -22,27 +22,68 @@ from lmikit.cli._common import echo_json
               show_default=True, help="Reused working set in tokens one copy keeps hot.")
 @click.option("--request-tokens", type=click.IntRange(1), default=10_000, show_default=True,
               help="Prompt length of a typical request.")
+@click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
+                                                           path_type=Path),
+              help="Predict TTFT with coefficients fitted to this lmikit bench --output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
-             copies: int, context_tokens: int, request_tokens: int, as_json: bool) -> None:
+             copies: int, context_tokens: int, request_tokens: int, bench_path: Path | None,
+             as_json: bool) -> None:
     """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT."""
     from lmikit.plan import plan
 
+    loaded = None
     if spec is not None:
         if model_id or instance_type:
             raise click.UsageError("give either SPEC or --model/--instance, not both")
         from lmikit.cli._common import load
 
-        _, result = load(spec)
+        loaded, result = load(spec)
     else:
         if not (model_id and instance_type):
             raise click.UsageError("give a SPEC file, or both --model and --instance")
         result = plan(model_id, instance_type, tp=tp, copies=copies,
                       context_tokens=context_tokens, request_tokens=request_tokens)
+    calibration = None
+    if bench_path is not None:
+        result, calibration = _calibrated(result, loaded, spec, bench_path, request_tokens)
     if as_json:
-        echo_json(result.to_dict())
+        data = result.to_dict()
+        if calibration is not None:
+            data["calibration"] = calibration.to_dict()
+        echo_json(data)
     else:
         print_plan(result)
+        if calibration is not None:
+            click.echo(f"Calibrated on {calibration.requests} measured requests: TTFT error "
+                       f"{calibration.ttft_error_before:.1%} -> "
+                       f"{calibration.ttft_error_after:.1%} (fitted "
+                       f"{', '.join(calibration.fitted)})")
+
+
+def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
+                request_tokens: int) -> tuple[Any, Any]:
+    """The plan with its TTFT block predicted by coefficients fitted to a bench file."""
+    import dataclasses
+
+    from lmikit.catalog.instances import get_instance
+    from lmikit.plan import predicted_from
+    from lmikit.sim.calibrate import fit, load_bench
+    from lmikit.sim.scenario import deployment, deployment_from_spec
+
+    if loaded is not None and spec is not None:
+        dep = deployment_from_spec(loaded, spec.parent)
+        tokens = loaded.workload.typical_request_tokens
+        suffix = loaded.workload.unique_suffix_tokens
+    else:
+        dep = deployment(result.model_id, result.instance_type, tp=result.tp,
+                         copies=result.copies)
+        tokens, suffix = request_tokens, min(100, request_tokens)
+    calibration = fit(dep, load_bench(bench_path))
+    engine = dep.engine.with_coefficients(calibration.coefficients)
+    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size,
+                               get_instance(dep.instance_type).has_nvme)
+    return dataclasses.replace(result, predicted=predicted), calibration
 
 
 def _tokens(n: int) -> str:

@@ -142,7 +142,7 @@ class Deployment:
 
     def requests(self, run: _Run | None = None) -> SageMakerRequests:
         """Package and upload artifacts (content-addressed), then render every request."""
-        from lmikit.adapters import package_adapter
+        from lmikit.adapters import package_spec_adapter
         from lmikit.model_artifact import model_artifact
 
         if not self.role_arn:
@@ -162,17 +162,11 @@ class Deployment:
             artifacts.append(stored)
             model_url = stored.url
         adapter_urls: dict[str, str] = {}
-        from lmikit.render.env import lmi_environment
-
-        env = lmi_environment(self.spec, self.plan)
         for a in self.spec.adapters:
             if a.source.startswith("s3://"):
                 adapter_urls[a.name] = a.source
                 continue
-            fmt = self.base_dir / a.formatter if a.formatter else None
-            package = package_adapter(self.base_dir / a.source, formatter=fmt,
-                                      model_id=self.spec.model.id,
-                                      max_rank=int(env.get("OPTION_MAX_LORA_RANK", "0")) or None)
+            package = package_spec_adapter(self.spec, self.plan, a, self.base_dir)
             stored = upload_artifact(s3, self.bucket,
                                      f"lmikit/{self.spec.name}/adapters/{a.name}",
                                      package.data, kms)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from lmikit.catalog import model_options
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import base_component_name
 from lmikit.plan import Plan
@@ -89,6 +90,7 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *,
         env["LMIKIT_HF_TOKEN_SECRET_ARN"] = spec.security.hf_token_secret_arn
     if spec.observability.detailed_metrics:
         env["LMIKIT_METRICS_PATH"] = spec.observability.metrics_path
+    env.update(model_options.lmi_options(spec.model.id, e.tensor_parallel_degree))
     return dict(sorted(env.items()))
 
 

@@ -28,18 +28,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
+from lmikit.catalog.prices import PRICES
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 
-# SageMaker real-time inference on-demand $/hour, us-east-1. Only prices with a public source
-# are listed; anything else renders "no price" unless hourly_price_usd is passed.
+# SageMaker on-demand $/hour in us-east-1, read from lmikit's one dated price table
+# (lmikit.catalog.prices); anything not listed renders "no price" unless hourly_price_usd is
+# passed.
 HOURLY_PRICE_USD: dict[str, tuple[float, str]] = {
-    "ml.g5.xlarge": (1.41, "zircon.tech 'Real cost of running AI models on SageMaker', "
-                           "us-east-1, Oct 2025"),
-    "ml.g5.2xlarge": (1.52, "wring.co 'AWS SageMaker inference guide' table"),
-    "ml.p4d.24xlarge": (37.69, "wring.co 'AWS SageMaker inference guide' table"),
+    instance: (price.usd, price.source)
+    for (region, instance), price in PRICES.items() if region == "us-east-1"
 }
 DECODE_TOKENS_PER_S_ASSUMED = 30.0
 """Per-sequence decode speed assumed by the *plan* cost estimate (not measured)."""

@@ -25,6 +25,8 @@ import math
 import re
 from typing import Any
 
+from lmikit.catalog import model_options
+from lmikit.catalog.model_options import option_rows
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG
 from lmikit.plan import Plan
@@ -32,6 +34,7 @@ from lmikit.render.env import lmi_environment
 from lmikit.render.hyperpod_vllm import (
     DEFAULT_VLLM_IMAGE,
     VLLM_PORT,
+    VLLM_VERSION,
     check_image,
     vllm_spec_fields,
     vllm_worker,
@@ -221,4 +224,12 @@ def hyperpod_notes(spec: DeploymentSpec) -> list[str]:
     if spec.security.hf_token_secret_arn:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
+    rows = option_rows(spec.model.id, spec.engine.tensor_parallel_degree)
+    if rows:
+        names = ", ".join(r.option for r in rows)
+        notes.append(f"{spec.model.id}'s options ({names}) were checked against vLLM "
+                     f"{model_options.VLLM_VERSION}, LMI's; with the operator's KV cache or "
+                     f"routing the worker runs the vLLM image instead (default: vLLM "
+                     f"{VLLM_VERSION}): pass a --vllm-image whose vLLM serves this model with "
+                     "them")
     return notes

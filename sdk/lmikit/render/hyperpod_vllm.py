@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lmikit.catalog.model_options import option_rows
 from lmikit.errors import RenderError
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
@@ -170,6 +171,15 @@ def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
         args += [flag, env[option]]
     if not plan.uses_lmcache and not spec.engine.enable_prefix_caching:
         args.append("--no-enable-prefix-caching")
+    return args + model_option_args(spec)
+
+
+def model_option_args(spec: DeploymentSpec) -> list[str]:
+    """The model's own options (:mod:`lmikit.catalog.model_options`). Each is named after a
+    vLLM ``EngineArgs`` field, which vLLM's server takes as ``--<name with dashes>``."""
+    args: list[str] = []
+    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+        args += ["--" + row.option.replace("_", "-"), row.value]
     return args
 
 

@@ -329,6 +329,9 @@ def _fault_error(fault: Fault) -> WireResponse:
                       f"exceeded: {fault.reason}", 400)
 
 
+_MOTO_LOCK = threading.Lock()
+
+
 def _shield_from_moto(events: Any) -> None:
     """moto's in-process stub answers every AWS call it knows, SageMaker included (and it
     has no inference components). Keep it for the other services, off for SageMaker."""
@@ -340,7 +343,9 @@ def _shield_from_moto(events: Any) -> None:
     def moto_except_sagemaker(event_name: str, request: Any, **kwargs: Any) -> Any:
         if event_name.startswith(("before-send.sagemaker.", "before-send.sagemaker-runtime.")):
             return None
-        return stubber(event_name=event_name, request=request, **kwargs)
+        with _MOTO_LOCK:  # moto's backends are not thread-safe: two concurrent PutObjects
+            # of one key can close each other's body ("I/O operation on closed file")
+            return stubber(event_name=event_name, request=request, **kwargs)
 
     events.unregister("before-send", stubber)
     events.register("before-send", moto_except_sagemaker, unique_id="lmikit-fake-moto-shield")

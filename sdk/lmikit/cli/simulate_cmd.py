@@ -1,0 +1,251 @@
+"""``lmikit simulate``: what users will see, and what it costs, per routing x KV-cache mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from click.core import ParameterSource
+
+from lmikit.cli._common import echo_json
+
+if TYPE_CHECKING:
+    from lmikit.sim.scenario import Deployment, ScenarioResult
+    from lmikit.sim.workloads import Workload
+
+WORKLOADS = ("long-doc-qa", "multi-turn-chat", "rag", "trace")
+ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
+MODES = ("off", "cpu", "cpu+disk", "remote")
+# flag (click parameter name) -> workloads it applies to
+WORKLOAD_FLAGS: dict[str, tuple[str, ...]] = {
+    "documents": ("long-doc-qa",),
+    "document_tokens": ("long-doc-qa",),
+    "context_tokens": ("multi-turn-chat",),
+    "turns": ("multi-turn-chat",),
+    "think_time": ("multi-turn-chat",),
+    "corpus_chunks": ("rag",),
+    "chunk_tokens": ("rag",),
+    "chunks_per_request": ("rag",),
+    "zipf": ("rag",),
+    "requests": ("multi-turn-chat", "rag"),
+    "output_tokens": ("long-doc-qa", "multi-turn-chat", "rag"),
+    "concurrency": ("long-doc-qa", "multi-turn-chat", "rag"),
+    "trace": ("trace",),
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@click.command("simulate")
+@click.argument("spec", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", "model_id", help="Model id (what-if form, instead of SPEC).")
+@click.option("--instance", "instance_type", help="Instance type, e.g. ml.p4de.24xlarge.")
+@click.option("--tp", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Tensor parallel degree (GPUs per copy).")
+@click.option("--instances", type=click.IntRange(1, 512), default=None,
+              help="Model copies requests are routed across [default: the spec's "
+                   "min_count x copies_per_instance, else 1].")
+@click.option("--workload", type=click.Choice(WORKLOADS), required=True, help="What users send.")
+@click.option("--documents", type=click.IntRange(1), default=46, show_default=True,
+              help="long-doc-qa: distinct documents.")
+@click.option("--document-tokens", type=click.IntRange(1), default=10_000, show_default=True,
+              help="long-doc-qa: tokens per document.")
+@click.option("--context-tokens", type=click.IntRange(2), default=8_000, show_default=True,
+              help="multi-turn-chat: the history a session reaches at its last turn.")
+@click.option("--turns", type=click.IntRange(1), default=8, show_default=True,
+              help="multi-turn-chat: turns per session.")
+@click.option("--think-time", type=click.FloatRange(0), default=5.0, show_default=True,
+              help="multi-turn-chat: seconds a user waits between turns.")
+@click.option("--corpus-chunks", type=click.IntRange(1), default=1_000, show_default=True,
+              help="rag: chunks in the corpus.")
+@click.option("--chunk-tokens", type=click.IntRange(1), default=512, show_default=True,
+              help="rag: tokens per corpus chunk.")
+@click.option("--chunks-per-request", type=click.IntRange(1), default=4, show_default=True,
+              help="rag: chunks retrieved per request.")
+@click.option("--zipf", type=click.FloatRange(0), default=1.0, show_default=True,
+              help="rag: Zipf exponent of chunk popularity (0 = uniform).")
+@click.option("--requests", type=click.IntRange(1), default=1_000, show_default=True,
+              help="multi-turn-chat and rag: requests in all.")
+@click.option("--output-tokens", type=click.IntRange(1), default=100, show_default=True,
+              help="Tokens generated per request.")
+@click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True,
+              help="Users with a request in flight at once.")
+@click.option("--trace", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="trace: JSON lines (arrival_s, prompt_token_ids or chunk_ids, "
+                   "output_tokens, session_id).")
+@click.option("--routing", "routings", multiple=True, type=click.Choice(ROUTINGS),
+              help="Routing strategy; repeat to compare [default: the spec's, else "
+                   "sticky_session].")
+@click.option("--kv-cache", "modes", multiple=True, type=click.Choice(MODES),
+              help="LMCache tiers; repeat to compare [default: the spec's planned tier, "
+                   "else cpu].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
+                                                           path_type=Path),
+              help="Fit the coefficients to this lmikit bench --output file first.")
+@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True),
+              help="USD per instance-hour (default: lmikit's dated price table).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a chart of the TTFT distribution per scenario (PNG, SVG, PDF).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.pass_context
+def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
+                 instance_type: str | None, tp: int, instances: int | None, workload: str,
+                 routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
+                 bench_path: Path | None, hourly_price: float | None, plot_path: Path | None,
+                 as_json: bool, **flags: Any) -> None:
+    """Simulate WORKLOAD on SPEC (or --model/--instance) for every --routing x --kv-cache.
+
+    Prints TTFT percentiles, total time, throughput, where prompt tokens came from (GPU
+    prefix cache, LMCache CPU, disk, remote, or recomputed), utilization and cost per 1K
+    tokens. A remote tier needs no URL to be simulated: it is modelled as a store that
+    never evicts, read at the remote bandwidth coefficient.
+    """
+    for name, applies in WORKLOAD_FLAGS.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
+                and workload not in applies:
+            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
+                                     f"{workload}", param_hint=_flag(name))
+    if workload == "trace" and flags["trace"] is None:
+        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
+    dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
+                                                     instances, ctx)
+    routings = routings or (default_routing,)
+    modes = modes or (default_mode,)
+    for mode in modes:
+        if mode not in dep.tier_tokens:
+            raise click.BadParameter(f"{mode!r} needs local NVMe but {dep.instance_type} has "
+                                     "none; use cpu or remote", param_hint="--kv-cache")
+    calibration = None
+    if bench_path is not None:
+        from lmikit.sim.calibrate import fit, load_bench
+
+        calibration = fit(dep, load_bench(bench_path))
+        dep = dep.with_coefficients(calibration.coefficients)
+    work = _workload(workload, flags, dep.chunk_size, seed)
+    from lmikit.sim.scenario import simulate
+
+    results = simulate(dep, work, list(dict.fromkeys(routings)), list(dict.fromkeys(modes)),
+                       seed=seed, hourly_price_usd=hourly_price)
+    if plot_path is not None:
+        _plot(results, plot_path, f"{work.name} on {dep.instances} x {dep.model_id} "
+                                  f"({dep.instance_type})")
+    if as_json:
+        data: dict[str, Any] = {
+            "results": [r.to_dict() for r in results],
+            "deployment": {"model": dep.model_id, "instance": dep.instance_type, "tp": dep.tp,
+                           "instances": dep.instances, "chunk_size": dep.chunk_size,
+                           "max_batch_size": dep.max_batch_size, "region": dep.region,
+                           "gpu_kv_tokens": dep.gpu_tokens},
+            "workload": {"name": work.name, **work.params},
+            "coefficients": dep.engine.coeff.to_dict(), "seed": seed}
+        if calibration is not None:
+            data["calibration"] = calibration.to_dict()
+        echo_json(data)
+    else:
+        _print(results, dep, work, calibration)
+
+
+def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
+                instances: int | None, ctx: click.Context) -> tuple[Deployment, str, str]:
+    from lmikit.sim.scenario import deployment, deployment_from_spec
+
+    if spec is not None:
+        if model_id or instance_type or ctx.get_parameter_source("tp") \
+                == ParameterSource.COMMANDLINE:
+            raise click.UsageError("give either SPEC or --model/--instance/--tp, not both")
+        from lmikit.cli._common import load
+
+        loaded, plan = load(spec)
+        dep = deployment_from_spec(loaded, spec.parent, instances=instances)
+        mode = {"none": "off"}.get(plan.tier, plan.tier)
+        return dep, loaded.routing.strategy, mode
+    if not (model_id and instance_type):
+        raise click.UsageError("give a SPEC file, or both --model and --instance")
+    return deployment(model_id, instance_type, tp=tp, instances=instances or 1), \
+        "sticky_session", "cpu"
+
+
+def _workload(name: str, f: dict[str, Any], chunk: int, seed: int) -> Workload:
+    from lmikit.sim import workloads as w
+
+    if name == "long-doc-qa":
+        return w.long_doc_qa(f["documents"], f["document_tokens"], f["output_tokens"],
+                             f["concurrency"], chunk_size=chunk)
+    if name == "multi-turn-chat":
+        return w.multi_turn_chat(f["context_tokens"], f["turns"], f["output_tokens"],
+                                 f["concurrency"], requests=f["requests"],
+                                 think_time_s=f["think_time"], chunk_size=chunk)
+    if name == "rag":
+        return w.rag(f["corpus_chunks"], f["chunk_tokens"], f["chunks_per_request"], f["zipf"],
+                     f["output_tokens"], f["concurrency"], requests=f["requests"], seed=seed,
+                     chunk_size=chunk)
+    return w.load_trace(f["trace"], chunk_size=chunk)
+
+
+def _secs(x: float) -> str:
+    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
+           calibration: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # a pipe or file: do not squeeze the table to 80 columns
+        console = Console(width=130)
+    t = Table(title=f"lmikit simulate: {work.name} on {dep.instances} x {dep.model_id} "
+              f"({dep.instance_type}, TP {dep.tp})", title_justify="left")
+    for col in ("Routing", "KV", "TTFT p50", "p90", "p99", "Total", "tok/s",
+                "Hit % gpu/cpu/disk/rem", "Miss", "Util", "$/1K"):
+        t.add_column(col, justify="left" if col in ("Routing", "KV") else "right")
+    for r in results:
+        h = r.hit_rate
+        util = sum(r.utilization) / len(r.utilization)
+        t.add_row(r.routing, r.kv_cache, _secs(r.ttft_p50_s), _secs(r.ttft_p90_s),
+                  _secs(r.ttft_p99_s), f"{r.total_time_s:.1f} s",
+                  f"{r.throughput_tokens_s:,.0f}",
+                  "/".join(f"{h[k] * 100:.0f}" for k in ("gpu", "cpu", "disk", "remote")),
+                  f"{h['miss']:.0%}", f"{util:.0%}",
+                  "-" if r.usd_per_1k_tokens is None else f"${r.usd_per_1k_tokens:.4f}")
+    console.print(t)
+    console.print(f"Price: {results[0].price_source}", highlight=False)
+    if calibration is not None:
+        console.print(f"Calibrated on {calibration.requests} measured requests: TTFT error "
+                      f"{calibration.ttft_error_before:.1%} -> "
+                      f"{calibration.ttft_error_after:.1%} (fitted "
+                      f"{', '.join(calibration.fitted)})", highlight=False)
+
+
+def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise click.ClickException("--plot needs matplotlib; install it with "
+                                   "pip install 'lmikit[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in results:
+        xs = r.ttfts_s
+        ys = [(i + 1) / len(xs) for i in range(len(xs))]
+        ax.step(xs, ys, where="post", label=f"{r.routing} / {r.kv_cache}")
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT (s)")
+    ax.set_ylabel("share of requests")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
+                                 param_hint="--plot") from exc
+    finally:
+        plt.close(fig)

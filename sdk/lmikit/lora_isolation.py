@@ -1,0 +1,86 @@
+"""LoRA adapters with LMCache: who isolates what, and each adapter's cache tag.
+
+LMCache's cache key does not name the LoRA adapter, so lmikit tags every adapter request
+from the adapter's ``model.py`` (:mod:`lmikit.formatters.isolation` explains the path a
+tag takes to LMCache's key). This module holds the packaging-side decisions:
+
+- :func:`adapter_cache_tag`: the tag value, from the adapter's name and a digest of its
+  files (weights, config), so two adapters, or two versions of one, never share keys;
+- :func:`isolates_base`: the base model's ``model.py`` drops client cache tags when LoRA and
+  LMCache are both on;
+- :func:`check_adapter_sources`: an ``s3://`` adapter artifact cannot get lmikit's
+  ``model.py``, so it is refused while LMCache is on;
+- :func:`lmcache_in_environment`: whether a deployed base component runs LMCache, read
+  from its container environment (for adapters registered on a running endpoint).
+
+>>> adapter_cache_tag("legal", {"adapter_model.safetensors": b"w", "adapter_config.json": b"{}"})
+'legal.6000d329d8be84db967cf40d90ec9e90'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lmikit.errors import PlanError
+
+if TYPE_CHECKING:
+    from lmikit.spec import DeploymentSpec
+
+# Files of an adapter directory that do not change its KV: the formatter (it changes the
+# prompt, and so the tokens, not what a token's KV is).
+NOT_WEIGHTS = frozenset({"model.py"})
+TAG_DIGEST_HEX = 32  # 128 bits of sha256
+
+
+def adapter_cache_tag(name: str, files: Mapping[str, bytes]) -> str:
+    """``<name>.<digest>``: the digest covers every file's name and bytes except model.py."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        if path in NOT_WEIGHTS:
+            continue
+        digest.update(path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+    return f"{name}.{digest.hexdigest()[:TAG_DIGEST_HEX]}"
+
+
+def isolates_base(spec: DeploymentSpec, uses_lmcache: bool) -> bool:
+    """Whether the base's model.py must drop client cache tags and adapter picks."""
+    return spec.lora_enabled and uses_lmcache
+
+
+def check_adapter_sources(spec: DeploymentSpec, uses_lmcache: bool) -> None:
+    """Refuse ``s3://`` adapter artifacts while LMCache is on (lmikit cannot tag them)."""
+    if not uses_lmcache:
+        return
+    remote = [a.name for a in spec.adapters if a.source.startswith("s3://")]
+    if remote:
+        raise PlanError(
+            f"adapters {', '.join(map(repr, remote))}: an s3:// source cannot be used while "
+            "the KV cache (LMCache) is on. LMCache's cache key does not include the LoRA "
+            "adapter, so lmikit packages each adapter itself with a model.py that tags its "
+            "requests; an uploaded artifact would share KV with the base model. Give a local "
+            "adapter directory as adapters[].source, or set kv_cache.mode: \"off\"")
+
+
+def lmcache_in_environment(env: Mapping[str, str]) -> bool:
+    """Whether a base component's container environment turns LMCache on (the keys
+    :func:`lmikit.render.env.container_environment` writes for it, or LMI's own)."""
+    if env.get("OPTION_LMCACHE_CONFIG_FILE"):
+        return True
+    if env.get("OPTION_LMCACHE_AUTO_CONFIG", "").lower() == "true":
+        return True
+    plan = _json_object(env.get("LMIKIT_PLAN"))
+    if plan.get("tier") not in (None, "none"):
+        return True
+    transfer = _json_object(env.get("OPTION_KV_TRANSFER_CONFIG"))
+    return "LMCache" in str(transfer.get("kv_connector", ""))
+
+
+def _json_object(text: str | None) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,291 @@
+"""Fit the simulator's coefficients to a ``lmikit bench`` result file.
+
+The bench file (format ``lmikit-bench/1``, written by ``lmikit bench --output``) lists every
+request: when it started, its TTFT and end, prompt and output tokens, and, where known,
+whether it hit the cache, from which tier and how many tokens were cached. Calibration
+replays those requests at their recorded start times through the event loop, with each
+request's cache outcome taken from the file, and searches the coefficients that explain the
+measured TTFTs and decode times best (least squares on log ratios, coordinate search).
+Only coefficients the file has evidence for are fitted: retrieve efficiency needs CPU hits,
+disk efficiency disk hits, remote bandwidth remote hits.
+
+>>> from lmikit.sim.scenario import deployment
+>>> from lmikit.sim.workloads import long_doc_qa
+>>> d = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+>>> truth = Coefficients(prefill_mfu=0.45)
+>>> bench = synthetic_bench(d.with_coefficients(truth), long_doc_qa(8, 4000, 16, 2), "cpu")
+>>> round(fit(d, bench).coefficients.prefill_mfu, 2)
+0.45
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmikit.errors import SimulationError
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.loop import run
+from lmikit.sim.routers import LeastOutstanding
+from lmikit.sim.workloads import Phase, Request, Workload
+
+if TYPE_CHECKING:
+    from lmikit.sim.scenario import Deployment
+
+FORMAT = "lmikit-bench/1"
+TIER_NAMES = ("gpu", "cpu", "disk", "remote")
+# coefficient -> tier whose hits are its evidence (None: every request is evidence)
+FITTED: dict[str, str | None] = {
+    "prefill_mfu": None, "request_overhead_s": None, "decode_hbm_efficiency": None,
+    "cpu_retrieve_efficiency": "cpu", "disk_read_efficiency": "disk", "remote_gbps": "remote",
+}
+BOUNDED = {"prefill_mfu", "decode_hbm_efficiency", "cpu_retrieve_efficiency",
+           "disk_read_efficiency"}
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    round: str
+    start_s: float
+    ttft_s: float
+    total_s: float
+    prompt_tokens: int
+    output_tokens: int
+    hit: bool | None = None
+    tier: str | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class BenchFile:
+    model: str | None
+    instance: str | None
+    tp: int | None
+    chunk_size: int
+    kv_cache: str | None
+    records: list[BenchRecord]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "model": self.model, "instance": self.instance,
+                "tp": self.tp, "chunk_size": self.chunk_size, "kv_cache": self.kv_cache,
+                "requests": [r.__dict__ for r in self.records]}
+
+
+def load_bench(path: str | Path) -> BenchFile:
+    """Read and check a bench result file; errors name the request and field."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"cannot read bench file {str(p)!r}: {exc}") from exc
+    return bench_from_dict(data, str(p))
+
+
+def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SimulationError(f"{where}: not a {FORMAT} file (write one with lmikit bench "
+                              "--output)")
+    rows = data.get("requests")
+    if not isinstance(rows, list) or not rows:
+        raise SimulationError(f"{where}: 'requests' must be a non-empty list")
+    records = []
+    for n, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise SimulationError(f"{where}: requests[{n}] must be an object")
+        try:
+            rec = BenchRecord(
+                round=str(row.get("round", "")), start_s=float(row["start_s"]),
+                ttft_s=float(row["ttft_s"]), total_s=float(row["total_s"]),
+                prompt_tokens=int(row["prompt_tokens"]),
+                output_tokens=int(row["output_tokens"]), hit=row.get("hit"),
+                tier=row.get("tier"), cached_tokens=row.get("cached_tokens"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SimulationError(f"{where}: requests[{n}] needs numeric start_s, ttft_s, "
+                                  f"total_s, prompt_tokens, output_tokens ({exc})") from exc
+        if rec.tier is not None and rec.tier not in TIER_NAMES:
+            raise SimulationError(f"{where}: requests[{n}].tier {rec.tier!r} is not one of "
+                                  f"{', '.join(TIER_NAMES)}")
+        if rec.ttft_s <= 0 or rec.total_s < rec.ttft_s or rec.prompt_tokens < 1 \
+                or rec.output_tokens < 1:
+            raise SimulationError(f"{where}: requests[{n}] needs ttft_s > 0, total_s >= ttft_s "
+                                  "and positive token counts")
+        records.append(rec)
+    chunk = data.get("chunk_size", 256)
+    if not isinstance(chunk, int) or chunk < 1:
+        raise SimulationError(f"{where}: chunk_size must be a positive integer")
+    return BenchFile(data.get("model"), data.get("instance"), data.get("tp"), chunk,
+                     data.get("kv_cache"), records)
+
+
+def _outcome(rec: BenchRecord, kv_cache: str | None, chunk: int) -> tuple[str, int]:
+    if not rec.hit:
+        return ("gpu", 0)
+    tier = rec.tier or ("gpu" if kv_cache in (None, "off", "none") else "cpu")
+    cached = rec.cached_tokens if rec.cached_tokens is not None \
+        else (rec.prompt_tokens // chunk) * chunk
+    return (tier, min(cached, rec.prompt_tokens - 1))
+
+
+def replay_workload(bench: BenchFile) -> Workload:
+    """The bench's requests as an open-loop trace with their measured cache outcomes."""
+    t0 = min(r.start_s for r in bench.records)
+    chunk = bench.chunk_size
+    requests = []
+    for i, rec in enumerate(bench.records):
+        keys = tuple(range(i * 1_000_003, i * 1_000_003 + rec.prompt_tokens // chunk))
+        requests.append(Request(i, keys, rec.prompt_tokens, rec.output_tokens, session=i,
+                                arrival_s=rec.start_s - t0,
+                                forced=_outcome(rec, bench.kv_cache, chunk)))
+    return Workload("bench-replay", [Phase("replay", [[r] for r in requests], open_loop=True)],
+                    chunk)
+
+
+def replay(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> tuple[list[float],
+                                                                            list[float]]:
+    """Predicted (TTFT, decode time) of every bench request under ``coeff``."""
+    mode = bench.kv_cache if bench.kv_cache in dep.tier_tokens else "off"
+    work = replay_workload(bench)
+    out = run(work, dep.with_coefficients(coeff).copies(mode), LeastOutstanding())
+    t0 = min(r.start_s for r in bench.records)
+    ttft = [out.ttft[i] - (rec.start_s - t0) for i, rec in enumerate(bench.records)]
+    decode = [out.end[i] - out.ttft[i] for i in range(len(bench.records))]
+    return ttft, decode
+
+
+def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
+    ttft, decode = replay(dep, bench, coeff)
+    total = 0.0
+    for rec, t, d in zip(bench.records, ttft, decode, strict=True):
+        total += math.log(max(t, 1e-9) / rec.ttft_s) ** 2
+        measured_decode = rec.total_s - rec.ttft_s
+        if rec.output_tokens > 1 and measured_decode > 0:
+            total += math.log(max(d, 1e-9) / measured_decode) ** 2
+    return total
+
+
+def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
+    """Mean absolute relative error of the predicted TTFTs."""
+    ttft, _ = replay(dep, bench, coeff)
+    errs = [abs(t - r.ttft_s) / r.ttft_s for r, t in zip(bench.records, ttft, strict=True)]
+    return sum(errs) / len(errs)
+
+
+@dataclass(frozen=True)
+class Fit:
+    coefficients: Coefficients
+    fitted: list[str]
+    ttft_error_before: float
+    ttft_error_after: float
+    requests: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"coefficients": {k: round(v, 6) if isinstance(v, float) else v
+                                 for k, v in self.coefficients.to_dict().items()},
+                "fitted": self.fitted, "ttft_error_before": round(self.ttft_error_before, 4),
+                "ttft_error_after": round(self.ttft_error_after, 4),
+                "requests": self.requests, "notes": self.notes}
+
+
+def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
+        max_evaluations: int = 1500) -> Fit:
+    """Coefficients that best explain ``bench`` on ``dep`` (Nelder-Mead in log space)."""
+    if bench.chunk_size != dep.chunk_size:
+        raise SimulationError(f"the bench ran with chunk_size {bench.chunk_size} but the "
+                              f"deployment uses {dep.chunk_size}")
+    for name, value in (("model", dep.model_id), ("instance", dep.instance_type)):
+        given = getattr(bench, name)
+        if given and given.lower() != value.lower():
+            raise SimulationError(f"the bench file was measured on {name} {given!r}, not "
+                                  f"{value!r}; calibrate with a matching --model/--instance")
+    base = start or dep.engine.coeff
+    tiers = {_outcome(r, bench.kv_cache, bench.chunk_size)[0] for r in bench.records if r.hit}
+    names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
+    notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
+             for n, tier in FITTED.items() if n not in names]
+
+    def coeff_at(x: list[float]) -> Coefficients:
+        values = {}
+        for name, v in zip(names, x, strict=True):
+            value = math.exp(v)
+            values[name] = min(value, 1.0) if name in BOUNDED else value
+        return base.replace(**values)
+
+    def loss(x: list[float]) -> float:
+        return _loss(dep, bench, coeff_at(x))
+
+    best_x = [math.log(getattr(base, n)) for n in names]
+    for step in (0.3, 0.1, 0.03):  # restarts from the best point shake off a stalled simplex
+        best_x = _nelder_mead(loss, best_x, max_evaluations // 3, step)
+    coeff = coeff_at(best_x)
+    return Fit(coeff, names, ttft_error(dep, bench, base), ttft_error(dep, bench, coeff),
+               len(bench.records), notes)
+
+
+def _nelder_mead(f: Any, x0: list[float], max_evaluations: int,
+                 step: float = 0.3) -> list[float]:
+    """Minimize ``f`` from ``x0`` (the textbook simplex method; no dependencies)."""
+    n = len(x0)
+    simplex = [x0] + [[v + (step if i == j else 0.0) for j, v in enumerate(x0)]
+                      for i in range(n)]
+    values = [f(x) for x in simplex]
+    evaluations = n + 1
+    while evaluations < max_evaluations:
+        order = sorted(range(n + 1), key=values.__getitem__)
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        if values[-1] - values[0] < 1e-14 and max(
+                abs(a - b) for x in simplex[1:] for a, b in zip(x, simplex[0], strict=True)) < 1e-7:
+            break
+        centroid = [sum(x[j] for x in simplex[:-1]) / n for j in range(n)]
+        worst = simplex[-1]
+
+        def toward(t: float, w: list[float] = worst,
+                   mid: list[float] = centroid) -> list[float]:
+            return [c + t * (wj - c) for c, wj in zip(mid, w, strict=True)]
+
+        reflected = toward(-1.0)
+        fr = f(reflected)
+        evaluations += 1
+        if fr < values[0]:
+            expanded = toward(-2.0)
+            fe = f(expanded)
+            evaluations += 1
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = toward(0.5 if fr >= values[-1] else -0.5)
+            fc = f(contracted)
+            evaluations += 1
+            if fc < min(fr, values[-1]):
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                first = simplex[0]
+                simplex = [first] + [[b + 0.5 * (v - b) for b, v in zip(first, x, strict=True)]
+                                     for x in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+                evaluations += n
+    return simplex[min(range(n + 1), key=values.__getitem__)]
+
+
+def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile:
+    """A bench file as ``dep`` (with its coefficients) would produce it: for tests."""
+    from lmikit.sim.routers import StickySession
+
+    out = run(workload, dep.copies(mode), StickySession(random.Random(0)))
+    records = []
+    for p in workload.phases:
+        for s in p.sessions:
+            for r in s:
+                cached = {t: v[r.id] for t, v in out.served.items() if v[r.id]}
+                tier = max(cached, key=lambda t: cached[t]) if cached else None
+                records.append(BenchRecord(
+                    p.name, out.arrival[r.id], out.ttft[r.id] - out.arrival[r.id],
+                    out.end[r.id] - out.arrival[r.id], r.prompt_tokens, r.output_tokens,
+                    hit=bool(cached), tier=tier, cached_tokens=sum(cached.values()) or None))
+    return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records)

@@ -1,0 +1,102 @@
+"""The simulator's coefficients: what hardware and software achieve, each with its source.
+
+Standard library only. Every default is a public figure (a datasheet, a benchmark log) or a
+stated assumption; ``docs/planner.md`` cites each one. ``lmikit simulate --calibrate`` and
+``lmikit plan --calibrate`` replace them with values fitted to a ``lmikit bench`` result.
+
+>>> c = Coefficients()
+>>> c.prefill_mfu, c.cpu_retrieve_efficiency
+(0.55, 0.7)
+>>> Coefficients(prefill_mfu=0.4).prefill_mfu
+0.4
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from lmikit import sizing
+
+# Datasheet HBM/GDDR bandwidth per GPU, GB/s (1e9 bytes). Decode reads every weight and the
+# whole KV of the batch once per step, so its step time is bounded by this figure.
+HBM_GBPS: dict[str, tuple[float, str]] = {
+    "NVIDIA A10G": (600.0, "NVIDIA A10 data sheet: 600 GB/s GDDR6"),
+    "NVIDIA L4": (300.0, "NVIDIA L4 data sheet: 300 GB/s GDDR6"),
+    "NVIDIA L40S": (864.0, "NVIDIA L40S data sheet: 864 GB/s GDDR6"),
+    "NVIDIA A100 40GB": (1555.0, "NVIDIA A100 data sheet: 1,555 GB/s HBM2 (40GB SXM)"),
+    "NVIDIA A100 80GB": (2039.0, "NVIDIA A100 data sheet: 2,039 GB/s HBM2e (80GB SXM)"),
+    "NVIDIA H100 SXM 80GB": (3350.0, "NVIDIA H100 data sheet: 3.35 TB/s HBM3 (SXM)"),
+    "NVIDIA H200 141GB": (4800.0, "NVIDIA H200 data sheet: 4.8 TB/s HBM3e"),
+    "NVIDIA B200 180GB": (8000.0, "NVIDIA DGX B200 data sheet: 8 TB/s HBM3e per GPU"),
+}
+
+
+def hbm_gbps(gpu_name: str) -> float:
+    """Datasheet memory bandwidth of a catalog GPU (GB/s)."""
+    from lmikit.errors import CatalogError
+
+    try:
+        return HBM_GBPS[gpu_name][0]
+    except KeyError:
+        raise CatalogError(f"no memory bandwidth is known for GPU {gpu_name!r}; known: "
+                           + ", ".join(sorted(HBM_GBPS))) from None
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """What the engine and LMCache achieve on top of the hardware's datasheet figures."""
+
+    prefill_mfu: float = sizing.PREFILL_MFU
+    request_overhead_s: float = sizing.REQUEST_OVERHEAD_S
+    decode_hbm_efficiency: float = 0.75
+    decode_step_overhead_s: float = 0.004
+    cpu_retrieve_efficiency: float = 0.7
+    cpu_store_efficiency: float = 0.7
+    disk_read_efficiency: float = 1.0
+    remote_gbps: float = 5.0
+    remote_rtt_s: float = 0.002
+    prefill_chunk_tokens: int = 8192
+
+    def __post_init__(self) -> None:
+        from lmikit.errors import PlanError
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise PlanError(f"coefficient {f.name} must be a number >= 0 (got {value!r})")
+        for name in ("prefill_mfu", "decode_hbm_efficiency", "cpu_retrieve_efficiency",
+                     "cpu_store_efficiency", "disk_read_efficiency"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise PlanError(f"coefficient {name} must be in (0, 1] (got {value!r})")
+        if self.remote_gbps <= 0 or self.prefill_chunk_tokens < 1:
+            raise PlanError("coefficients remote_gbps and prefill_chunk_tokens must be positive")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def replace(self, **changes: Any) -> Coefficients:
+        return Coefficients(**{**self.to_dict(), **changes})
+
+
+PROVENANCE: dict[str, str] = {
+    "prefill_mfu": "share of dense bf16 peak reached by vLLM prefill (compute-bound GEMMs at "
+                   "thousands of tokens per pass reach 50-60% MFU)",
+    "request_overhead_s": "tokenization, scheduling and the first decode step, per request",
+    "decode_hbm_efficiency": "share of datasheet memory bandwidth a decode step reaches "
+                             "(weights + KV read once per step)",
+    "decode_step_overhead_s": "CPU-side scheduling and launch per decode step (CUDA graphs on)",
+    "cpu_retrieve_efficiency": "LMCache CPU->GPU retrieve over the instance's effective pinned "
+                               "host->GPU copy bandwidth: a public LMCache run on a PCIe Gen4 "
+                               "host logged 13-22 GB/s store and retrieve (kvgate.vercel.app) "
+                               "against ~25 GB/s for a pinned cudaMemcpy",
+    "cpu_store_efficiency": "LMCache GPU->CPU store (write-back), same evidence as retrieve",
+    "disk_read_efficiency": "share of the catalog's per-drive O_DIRECT read figure that LMCache's "
+                            "local-disk backend reaches (the catalog figure is already effective)",
+    "remote_gbps": "remote tier (Redis / HyperPod tiered storage) read bandwidth per copy; an "
+                   "assumption: calibrate it with lmikit bench",
+    "remote_rtt_s": "one round trip to the remote tier per request (lookup + first chunk)",
+    "prefill_chunk_tokens": "vLLM's per-step token budget (max_num_batched_tokens): a long "
+                            "prefill runs in steps of this size and decodes advance once per step",
+}

@@ -1,0 +1,151 @@
+"""One model copy's costs: prefill, decode steps, LMCache retrieve and store per tier.
+
+Pure arithmetic (standard library only); the planner's TTFT prediction and the simulator's
+event loop both call it, so ``lmikit plan`` and ``lmikit simulate`` agree by construction.
+
+Rules (each has a unit test):
+
+- prefill of ``new`` tokens after ``ctx`` cached ones is compute-bound:
+  :func:`lmikit.sizing.prefill_flops` / (dense bf16 peak x TP x ``prefill_mfu``);
+- a decode step is memory-bound: (weights + KV of every running sequence) per GPU / (HBM
+  bandwidth x ``decode_hbm_efficiency``) + ``decode_step_overhead_s``, or the compute time of
+  the step if that is longer;
+- a CPU hit copies the matched KV to the GPUs (each rank its share, in parallel) at
+  ``host_to_gpu_gbps x cpu_retrieve_efficiency``; a disk hit reads it from NVMe first (not
+  overlapped); a remote hit fetches it at ``remote_gbps`` plus one round trip, then copies it;
+- LMCache stores newly computed full chunks GPU->CPU at ``host_to_gpu x cpu_store_efficiency``
+  before the step returns (disk and remote writes are asynchronous).
+
+>>> m = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+>>> m.prefill_s(10_000, 0) > m.prefill_s(100, 9_900) > 0
+True
+>>> m.retrieve_s("cpu", 10_000) < m.retrieve_s("disk", 10_000)
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lmikit import sizing
+from lmikit.sim.coefficients import Coefficients, hbm_gbps
+
+TIERS = ("gpu", "cpu", "disk", "remote")
+
+
+@dataclass(frozen=True)
+class EngineModel:
+    """Costs for one model copy (``tp`` GPUs) of one model on one instance type."""
+
+    active_params: int
+    layers: int
+    attention_dim: int
+    tp: int
+    tflops_per_gpu: float
+    hbm_gbps: float
+    weight_bytes: int
+    kv_bytes_per_token: int  # per copy, every rank's share together (LMCache's stored size)
+    host_to_gpu_gbps: float
+    nvme_read_gbps: float
+    coeff: Coefficients = field(default_factory=Coefficients)
+
+    def prefill_s(self, new_tokens: int, context_tokens: int) -> float:
+        """Seconds of GPU time to prefill ``new_tokens`` after ``context_tokens`` cached."""
+        if new_tokens <= 0:
+            return 0.0
+        flops = sizing.prefill_flops(self.active_params, self.layers, self.attention_dim,
+                                     new_tokens, context_tokens)
+        return flops / (self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
+
+    def decode_step_s(self, batch: int, context_tokens: int) -> float:
+        """One decode step for ``batch`` sequences holding ``context_tokens`` of KV in all."""
+        if batch <= 0:
+            return 0.0
+        per_gpu = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tp
+        memory = per_gpu / (self.hbm_gbps * 1e9 * self.coeff.decode_hbm_efficiency)
+        compute = 2.0 * self.active_params * batch / (
+            self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
+        return max(memory, compute) + self.coeff.decode_step_overhead_s
+
+    def _to_gpu_s(self, tokens: int, efficiency: float) -> float:
+        per_gpu = tokens * self.kv_bytes_per_token / self.tp
+        return sizing.transfer_seconds(per_gpu, self.host_to_gpu_gbps * efficiency)
+
+    def retrieve_s(self, tier: str, tokens: int) -> float:
+        """Seconds to bring ``tokens`` of cached KV from ``tier`` into the GPUs."""
+        if tokens <= 0 or tier == "gpu":
+            return 0.0
+        copy = self._to_gpu_s(tokens, self.coeff.cpu_retrieve_efficiency)
+        total_bytes = tokens * self.kv_bytes_per_token
+        if tier == "cpu":
+            return copy
+        if tier == "disk":
+            return copy + sizing.transfer_seconds(
+                total_bytes, self.nvme_read_gbps * self.coeff.disk_read_efficiency)
+        if tier == "remote":
+            return copy + self.coeff.remote_rtt_s + sizing.transfer_seconds(
+                total_bytes, self.coeff.remote_gbps)
+        raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+
+    def store_s(self, tokens: int) -> float:
+        """Seconds the step waits while LMCache copies ``tokens`` of new KV to CPU memory."""
+        if tokens <= 0:
+            return 0.0
+        return self._to_gpu_s(tokens, self.coeff.cpu_store_efficiency)
+
+    def with_coefficients(self, coeff: Coefficients) -> EngineModel:
+        return EngineModel(self.active_params, self.layers, self.attention_dim, self.tp,
+                           self.tflops_per_gpu, self.hbm_gbps, self.weight_bytes,
+                           self.kv_bytes_per_token, self.host_to_gpu_gbps,
+                           self.nvme_read_gbps, coeff)
+
+
+def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
+               kv_dtype_bytes: int = 2, weight_bytes: int | None = None,
+               config_path: str | None = None,
+               coeff: Coefficients | None = None) -> EngineModel:
+    """The engine model of ``model_id`` on ``instance_type`` from lmikit's catalogs."""
+    from lmikit.catalog.instances import get_instance
+    from lmikit.catalog.models import get_model
+
+    inst = get_instance(instance_type)
+    geo = get_model(model_id, config_path) if config_path else get_model(model_id)
+    return EngineModel(
+        active_params=geo.active_params, layers=geo.num_layers,
+        attention_dim=geo.attention_dim, tp=tp, tflops_per_gpu=inst.gpu.bf16_dense_tflops,
+        hbm_gbps=hbm_gbps(inst.gpu.name),
+        weight_bytes=weight_bytes if weight_bytes is not None else geo.weight_bytes,
+        kv_bytes_per_token=geo.kv_bytes_per_token(kv_dtype_bytes) * geo.kv_replication(tp),
+        host_to_gpu_gbps=inst.host_to_gpu_gbps, nvme_read_gbps=inst.nvme_read_gbps,
+        coeff=coeff or Coefficients(),
+    )
+
+
+@dataclass(frozen=True)
+class SingleRequest:
+    """TTFT of one request alone on an idle copy: a miss, and a hit from each tier."""
+
+    miss_s: float
+    hit_s: dict[str, float]
+    matched_tokens: int
+    remainder_tokens: int
+
+
+def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
+                   chunk_size: int) -> SingleRequest:
+    """The simulator's cost of one request with nothing queued: what ``lmikit plan`` shows.
+
+    A hit matches whole chunks of the prompt minus its new suffix; the remainder is
+    prefilled attending to the matched context. The suffix is shorter than a chunk in the
+    usual case, so nothing new is stored; a longer one pays the store of its full chunks.
+    """
+    overhead = m.coeff.request_overhead_s
+    miss = m.prefill_s(request_tokens, 0) + overhead
+    matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
+    rest = request_tokens - matched
+    stored = sizing.chunk_aligned(request_tokens, chunk_size) - matched
+    base = m.prefill_s(rest, matched) + overhead
+    hits = {tier: base + m.retrieve_s(tier, matched) + (m.store_s(stored) if tier != "gpu"
+                                                         else 0.0)
+            for tier in TIERS}
+    return SingleRequest(miss, hits, matched, rest)

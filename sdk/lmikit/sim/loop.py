@@ -1,0 +1,345 @@
+"""The discrete-event loop: requests arrive, are routed, queue, prefill, decode, finish.
+
+Each model copy is one GPU timeline with continuous batching (rules, each unit-tested):
+
+1. A routed request waits until the copy has fewer than ``max_batch_size`` requests admitted
+   and the KV of every admitted request (prompt + output tokens) fits the copy's GPU pool;
+   a request bigger than the pool is admitted alone.
+2. Admitted requests prefill one after the other (first come, first served). At the start
+   of its prefill a request looks up its chunk keys: vLLM's GPU prefix cache, then LMCache's
+   CPU, disk and remote tiers (a prefix match across tiers); only the missing suffix is
+   prefilled. The prefill occupies the GPU for: retrieve from each tier + prefill of the
+   missing tokens + the store of new full chunks to CPU (LMCache on) + one decode step of
+   the running batch per ``prefill_chunk_tokens`` of prompt (chunked prefill interleaves
+   them).
+3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
+4. Running requests decode together: one token each per step of
+   :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
+   advance one token per prefill step (its duration / its number of budget-sized steps).
+5. GPU prefix-cache capacity is the pool minus the private KV of admitted requests (output
+   tokens and partial chunks); every tier evicts least recently used chunks. GPU, CPU and
+   disk tiers belong to one copy; the remote tier is one store shared by every copy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lmikit.sim.engine import EngineModel
+from lmikit.sim.routers import Router
+from lmikit.sim.tiers import LruTier, UnboundedTier
+from lmikit.sim.workloads import Request, Workload
+
+ARRIVE, PREFILL_DONE, DECODE = 0, 1, 2
+LMCACHE_TIERS = ("cpu", "disk", "remote")
+
+
+@dataclass(frozen=True)
+class CopyConfig:
+    """One model copy: its engine, GPU pool, batch limit and LMCache tiers (tokens)."""
+
+    engine: EngineModel
+    gpu_tokens: int
+    chunk_size: int
+    max_batch_size: int
+    cpu_tokens: int = 0
+    disk_tokens: int = 0
+    remote: bool = False
+
+    @property
+    def lmcache(self) -> bool:
+        return self.cpu_tokens > 0 or self.disk_tokens > 0 or self.remote
+
+
+class _Copy:
+    __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
+                 "current", "running", "D", "last", "rate", "ctx_const", "held", "private",
+                 "active", "busy", "version", "prefill_rate", "seq")
+
+    def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
+        self.cfg = cfg
+        self.engine = cfg.engine
+        c = cfg.chunk_size
+        self.gpu = LruTier(cfg.gpu_tokens // c)
+        tiers: list[tuple[str, LruTier]] = []
+        if cfg.cpu_tokens:
+            tiers.append(("cpu", LruTier(cfg.cpu_tokens // c)))
+        if cfg.disk_tokens:
+            tiers.append(("disk", LruTier(cfg.disk_tokens // c)))
+        if cfg.remote:
+            tiers.append(("remote", remote))
+        self.tiers = tiers
+        self.outstanding = 0
+        self.waiting: deque[Request] = deque()
+        self.queue: deque[Request] = deque()
+        self.current: Request | None = None
+        self.running: list[tuple[float, int, Request]] = []
+        self.D = 0.0
+        self.last = 0.0
+        self.rate = 0.0
+        self.ctx_const = 0.0
+        self.held = 0
+        self.private = 0
+        self.active = 0
+        self.busy = 0.0
+        self.version = 0
+        self.seq = 0
+        self.prefill_rate = 0.0
+
+    @property
+    def queued(self) -> int:
+        return len(self.waiting) + len(self.queue)
+
+    def holds(self, keys: Sequence[int]) -> int:
+        """Chunks of ``keys`` this copy holds locally (GPU, then LMCache), as a prefix."""
+        n = self.gpu.match(keys)
+        local = 0
+        for name, tier in self.tiers:
+            if name != "remote":
+                local += tier.match(keys, local)
+        return max(n, local)
+
+
+@dataclass
+class RunResult:
+    """Per-request outcomes (indexed by request id) and per-copy statistics."""
+
+    arrival: list[float]
+    ttft: list[float]
+    end: list[float]
+    served: dict[str, list[int]]  # tier -> tokens served from it, per request
+    copy_of: list[int]
+    busy_s: list[float]
+    evictions: dict[str, int] = field(default_factory=dict)
+    makespan_s: float = 0.0
+
+
+def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
+        rng: random.Random | None = None) -> RunResult:
+    """Simulate ``workload`` on ``copies`` routed by ``router``; deterministic.
+
+    With ``rng``, think times are exponential with the phase's mean and users start at
+    uniform offsets within one think time (real users do not move in lockstep); without
+    it, think times are exactly the mean and every user starts at once.
+    """
+    shared_remote = UnboundedTier()  # one remote store behind every copy
+    fleet = [_Copy(c, shared_remote) for c in copies]
+    reqs = workload.requests
+    n = max((r.id for r in reqs), default=-1) + 1
+    nxt: dict[int, Request | None] = {}
+    phase_of: dict[int, int] = {}
+    for pi, p in enumerate(workload.phases):
+        for s in p.sessions:
+            for a, b in zip(s, [*s[1:], None], strict=True):
+                nxt[a.id] = b
+                phase_of[a.id] = pi
+    res = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
+                    {t: [0] * n for t in ("gpu", *LMCACHE_TIERS)}, [-1] * n,
+                    [0.0] * len(fleet))
+    events: list[tuple[float, int, int, object, int]] = []
+    counter = 0
+
+    def push(t: float, kind: int, obj: object, version: int = 0) -> None:
+        nonlocal counter
+        counter += 1
+        heapq.heappush(events, (t, counter, kind, obj, version))
+
+    phases = workload.phases
+    state = {"phase": -1, "left": 0}
+    queue: deque[list[Request]] = deque()
+
+    def start_phase(i: int, t: float) -> None:
+        while i < len(phases) and not phases[i].sessions:
+            i += 1
+        state["phase"] = i
+        if i >= len(phases):
+            return
+        p = phases[i]
+        state["left"] = sum(len(s) for s in p.sessions)
+        queue.clear()
+        if p.open_loop:
+            for s in p.sessions:
+                for r in s:
+                    push(t + (r.arrival_s or 0.0), ARRIVE, r)
+            return
+        queue.extend(p.sessions)
+        for _ in range(min(p.concurrency, len(queue))):
+            offset = rng.uniform(0, p.think_time_s) if rng and p.think_time_s else 0.0
+            push(t + offset, ARRIVE, queue.popleft()[0])
+
+    def advance(c: _Copy, t: float) -> None:
+        dt = t - c.last
+        if dt > 0:
+            if c.rate:
+                c.D += dt * c.rate
+            if c.current is not None or c.running:
+                c.busy += dt
+        c.last = t
+
+    def reschedule(c: _Copy, t: float) -> None:
+        c.version += 1
+        nrun = len(c.running)
+        if not nrun:
+            c.rate = 0.0
+            return
+        if c.current is not None:
+            c.rate = c.prefill_rate
+            if not c.rate:
+                return
+            step = 1.0 / c.rate
+        else:
+            step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
+            c.rate = 1.0 / step
+        push(t + max(0.0, c.running[0][0] - c.D) * step, DECODE, c, c.version)
+
+    def admit(c: _Copy, t: float) -> None:
+        cfg = c.cfg
+        while c.waiting and c.active < cfg.max_batch_size:
+            r = c.waiting[0]
+            need = r.prompt_tokens + r.output_tokens
+            if c.active and c.held + need > cfg.gpu_tokens:
+                break
+            c.waiting.popleft()
+            c.active += 1
+            c.held += need
+            c.private += r.output_tokens + r.prompt_tokens % cfg.chunk_size
+            c.gpu.capacity = max(0, cfg.gpu_tokens - c.private) // cfg.chunk_size
+            c.gpu.shrink()
+            c.queue.append(r)
+        if c.current is None and c.queue:
+            start_prefill(c, t)
+
+    def start_prefill(c: _Copy, t: float) -> None:
+        r = c.queue.popleft()
+        advance(c, t)
+        c.current = r
+        chunk = c.cfg.chunk_size
+        keys = r.keys
+        eng = c.engine
+        duration = 0.0
+        if r.forced is not None:
+            forced_tier, cached = r.forced
+            served = {forced_tier: cached}
+            hit = cached
+            stored = max(0, len(keys) * chunk - cached) if c.cfg.lmcache else 0
+            duration += eng.retrieve_s(forced_tier, cached)
+        else:
+            g = c.gpu.match(keys)
+            c.gpu.touch(keys[:g])
+            served = {"gpu": g * chunk}
+            pos = 0
+            found: list[tuple[str, LruTier, int, int]] = []
+            for name, tier in c.tiers:
+                m = tier.match(keys, pos)
+                if m:
+                    found.append((name, tier, pos, m))
+                pos += m
+            for name, tier, start, m in found:
+                tier.touch(keys[start:start + m])
+                lo = max(start, g)
+                if start + m > lo:
+                    tokens = (start + m - lo) * chunk
+                    served[name] = tokens
+                    duration += eng.retrieve_s(name, tokens)
+            hit = max(g, pos) * chunk
+            stored = (len(keys) - pos) * chunk if c.tiers else 0
+            if c.tiers:
+                new = keys[pos:]
+                for _, tier in c.tiers:
+                    tier.insert(new)
+        for name, tokens in served.items():
+            res.served[name][r.id] = tokens
+        new_tokens = r.prompt_tokens - hit
+        duration += eng.prefill_s(new_tokens, hit) + eng.store_s(stored)
+        c.prefill_rate = 0.0
+        if c.running:
+            # chunked prefill: each step of the token budget also advances every decode
+            steps = max(1, -(-new_tokens // eng.coeff.prefill_chunk_tokens))
+            duration += steps * eng.decode_step_s(len(c.running),
+                                                  int(c.ctx_const + len(c.running) * c.D))
+            c.prefill_rate = steps / duration
+        reschedule(c, t)
+        push(t + duration, PREFILL_DONE, c)
+
+    def finish(r: Request, c: _Copy, t: float) -> None:
+        res.end[r.id] = t
+        c.outstanding -= 1
+        c.active -= 1
+        c.held -= r.prompt_tokens + r.output_tokens
+        c.private -= r.output_tokens + r.prompt_tokens % c.cfg.chunk_size
+        c.gpu.capacity = max(0, c.cfg.gpu_tokens - c.private) // c.cfg.chunk_size
+        follow = nxt[r.id]
+        p = phases[state["phase"]]
+        if follow is not None:
+            think = p.think_time_s
+            if rng is not None and think > 0:
+                think = rng.expovariate(1.0 / think)
+            push(t + think, ARRIVE, follow)
+        elif queue:
+            push(t, ARRIVE, queue.popleft()[0])
+        state["left"] -= 1
+        if state["left"] == 0:
+            start_phase(state["phase"] + 1, t)
+
+    start_phase(0, 0.0)
+    t = 0.0
+    while events:
+        t, _, kind, obj, version = heapq.heappop(events)
+        if kind == ARRIVE:
+            assert isinstance(obj, Request)
+            r = obj
+            res.arrival[r.id] = t
+            i = router.pick(r, fleet)
+            res.copy_of[r.id] = i
+            c = fleet[i]
+            c.outstanding += 1
+            c.waiting.append(r)
+            advance(c, t)
+            admit(c, t)
+        elif kind == PREFILL_DONE:
+            assert isinstance(obj, _Copy)
+            c = obj
+            advance(c, t)
+            assert c.current is not None
+            r = c.current
+            c.current = None
+            res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
+            c.gpu.insert(r.keys)
+            if r.output_tokens <= 1:
+                res.end[r.id] = res.ttft[r.id]
+                finish(r, c, res.ttft[r.id])
+            else:
+                c.seq += 1
+                heapq.heappush(c.running, (c.D + r.output_tokens - 1, c.seq, r))
+                c.ctx_const += r.prompt_tokens - c.D
+            admit(c, t)
+            reschedule(c, t)
+        else:
+            assert isinstance(obj, _Copy)
+            c = obj
+            if version != c.version:
+                continue
+            advance(c, t)
+            done = []
+            while c.running and c.running[0][0] <= c.D + 1e-6:
+                finish_d, _, r = heapq.heappop(c.running)
+                c.ctx_const -= r.prompt_tokens - (finish_d - (r.output_tokens - 1))
+                done.append(r)
+            for r in done:
+                finish(r, c, t + c.engine.coeff.request_overhead_s)
+            admit(c, t)
+            reschedule(c, t)
+    res.makespan_s = t
+    for i, c in enumerate(fleet):
+        advance(c, t)
+        res.busy_s[i] = c.busy
+    res.evictions = {"gpu": sum(c.gpu.evictions for c in fleet)}
+    for name in LMCACHE_TIERS:
+        res.evictions[name] = sum({id(tier): tier.evictions for c in fleet
+                                   for tn, tier in c.tiers if tn == name}.values())
+    return res

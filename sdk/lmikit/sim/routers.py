@@ -1,0 +1,180 @@
+"""Routing across model copies, as SageMaker describes each strategy.
+
+Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig``,
+``PrefixAwareRoutingConfig``) and SageMaker Runtime's ``InvokeEndpoint`` (``SessionId``,
+``PrefixAwareId``):
+
+- ``random``: each request goes to a randomly chosen copy.
+- ``least_outstanding``: to the copy with the fewest requests in flight.
+- ``sticky_session``: a session's requests go to the copy that opened it; a new session is
+  placed as the variant's default strategy (random) places it.
+- ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body,
+  or their ``PrefixAwareId``) go to the same copy; when it has ``ConcurrencyThreshold``
+  requests in flight, to another copy under the threshold; when every copy is at it, to the
+  least busy.
+- ``kv_aware``: to the copy already holding the longest start of the prompt in its KV cache,
+  weighed against how busy it is (a copy at ``busy_at`` requests in flight is skipped); when
+  none holds any of it, as ``least_outstanding``. The weighing is llm-d's default (held
+  share of the prompt + relative idleness, equal weights): SageMaker does not publish its.
+
+>>> class C:
+...     def __init__(self, n, held): self.outstanding = self.queued = n; self._held = held
+...     def holds(self, keys): return self._held
+>>> fleet = [C(3, 0), C(1, 2), C(0, 0)]
+>>> LeastOutstanding().pick(None, fleet), KvAware(busy_at=8).pick(None, fleet)
+(2, 1)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Protocol
+
+ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
+BYTES_PER_TOKEN = 4  # English text under a BPE tokenizer: PrefixLength bytes -> tokens
+
+
+class Copy(Protocol):
+    outstanding: int  # routed here and not finished
+
+    @property
+    def queued(self) -> int: ...  # routed here and not yet prefilling (vLLM's waiting queue)
+
+    def holds(self, keys: Sequence[int]) -> int: ...
+
+
+class RoutedRequest(Protocol):
+    @property
+    def keys(self) -> tuple[int, ...]: ...
+
+    @property
+    def session(self) -> int: ...
+
+    @property
+    def prefix_id(self) -> int | None: ...
+
+
+class Router(Protocol):
+    name: str
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int: ...
+
+
+def _least(fleet: Sequence[Copy], start: int = 0) -> int:
+    """Fewest in flight; ties go to the first at or after ``start`` (a rotating start)."""
+    n = len(fleet)
+    best, best_load = start % n, fleet[start % n].outstanding
+    for step in range(1, n):
+        i = (start + step) % n
+        load = fleet[i].outstanding
+        if load < best_load:
+            best, best_load = i, load
+    return best
+
+
+class RandomRouter:
+    name = "random"
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        return self.rng.randrange(len(fleet))
+
+
+class LeastOutstanding:
+    name = "least_outstanding"
+
+    def __init__(self) -> None:
+        self._turn = 0
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        self._turn += 1
+        return _least(fleet, self._turn)
+
+
+class StickySession:
+    name = "sticky_session"
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.placed: dict[int, int] = {}
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        where = self.placed.get(req.session)
+        if where is None:
+            where = self.placed[req.session] = self.rng.randrange(len(fleet))
+        return where
+
+
+class PrefixAware:
+    name = "prefix_aware"
+
+    def __init__(self, prefix_length_bytes: int, concurrency_threshold: int,
+                 chunk_size: int) -> None:
+        self.prefix_chunks = max(1, prefix_length_bytes // BYTES_PER_TOKEN // chunk_size)
+        self.threshold = concurrency_threshold
+
+    def prefix_key(self, req: RoutedRequest) -> int:
+        if req.prefix_id is not None:
+            return req.prefix_id
+        if req.keys:
+            return req.keys[min(len(req.keys), self.prefix_chunks) - 1]
+        return req.session
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        n = len(fleet)
+        home = self.prefix_key(req) % n
+        for step in range(n):
+            i = (home + step) % n
+            if fleet[i].outstanding < self.threshold:
+                return i
+        return _least(fleet, home)
+
+
+class KvAware:
+    """Longest held prefix, weighed against load the way llm-d's scorers weigh them.
+
+    Score = share of the prompt's chunks the copy holds + (most queued - its queued) /
+    (most queued - least queued), over the copies with fewer than ``busy_at`` requests
+    queued (waiting to prefill); the highest score wins, ties to the less busy. SageMaker
+    does not publish its weighing; this is llm-d's equal-weight default (prefix-cache scorer
+    + queue scorer).
+    """
+
+    name = "kv_aware"
+
+    def __init__(self, busy_at: int) -> None:
+        self.busy_at = busy_at
+        self._turn = 0
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        self._turn += 1
+        keys = req.keys if req is not None else ()
+        open_ = [i for i, c in enumerate(fleet) if c.queued < self.busy_at]
+        held = [fleet[i].holds(keys) for i in open_]
+        if not any(held):
+            return _least(fleet, self._turn)
+        queues = [fleet[i].queued for i in open_]
+        lo, hi = min(queues), max(queues)
+        span = (hi - lo) or 1
+        total = max(1, len(keys))
+        best = max(range(len(open_)), key=lambda j: (held[j] / total + (hi - queues[j]) / span,
+                                                     -fleet[open_[j]].outstanding))
+        return open_[best]
+
+
+def make_router(name: str, rng: random.Random, *, chunk_size: int, prefix_length_bytes: int,
+                concurrency_threshold: int, busy_at: int) -> Router:
+    if name == "random":
+        return RandomRouter(rng)
+    if name == "least_outstanding":
+        return LeastOutstanding()
+    if name == "sticky_session":
+        return StickySession(rng)
+    if name == "prefix_aware":
+        return PrefixAware(prefix_length_bytes, concurrency_threshold, chunk_size)
+    if name == "kv_aware":
+        return KvAware(busy_at)
+    raise ValueError(f"unknown routing {name!r}; valid: {', '.join(ROUTINGS)}")

@@ -1,0 +1,224 @@
+"""Scenarios: a deployment (from the planner) x routing x KV-cache mode, simulated and priced.
+
+The plan gives each model copy its GPU KV pool and LMCache tier sizes for the mode; the
+engine model gives the costs; the loop runs the workload. Results are what users see:
+TTFT percentiles, total time, throughput, where prompt tokens came from, utilization, and
+cost per 1K tokens from the dated price table.
+
+>>> from lmikit.sim.workloads import long_doc_qa
+>>> d = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+>>> w = long_doc_qa(documents=4, document_tokens=2000, output_tokens=10, concurrency=2)
+>>> [r.kv_cache for r in simulate(d, w, ["sticky_session"], ["off", "cpu"])]
+['off', 'cpu']
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmikit.catalog.instances import get_instance
+from lmikit.catalog.prices import hourly_price
+from lmikit.errors import PlanError
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.engine import EngineModel, engine_for
+from lmikit.sim.loop import CopyConfig, RunResult, run
+from lmikit.sim.routers import ROUTINGS, make_router
+from lmikit.sim.workloads import Workload
+
+if TYPE_CHECKING:
+    from lmikit.spec import DeploymentSpec
+
+KV_MODES = ("off", "cpu", "cpu+disk", "remote")
+DEFAULT_PREFIX_LENGTH_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the simulator needs of a deployment; build it with :func:`deployment`."""
+
+    model_id: str
+    instance_type: str
+    tp: int
+    copies_per_instance: int
+    instances: int  # model copies requests are routed across
+    chunk_size: int
+    max_batch_size: int
+    region: str
+    engine: EngineModel
+    gpu_tokens: int
+    tier_tokens: dict[str, tuple[int, int]]  # mode -> (cpu, disk) tokens per copy
+    prefix_length_bytes: int
+    concurrency_threshold: int
+    has_nvme: bool
+
+    def with_coefficients(self, coeff: Coefficients) -> Deployment:
+        return Deployment(**{**self.__dict__, "engine": self.engine.with_coefficients(coeff)})
+
+    def copies(self, mode: str) -> list[CopyConfig]:
+        """One :class:`CopyConfig` per routed copy for ``mode``."""
+        if mode not in self.tier_tokens:
+            if mode == "cpu+disk" and not self.has_nvme:
+                raise PlanError(f"kv_cache mode 'cpu+disk' needs local NVMe but "
+                                f"{self.instance_type} has none; use 'cpu' or 'remote'")
+            raise PlanError(f"unknown kv_cache mode {mode!r}; valid: {', '.join(KV_MODES)}")
+        cpu, disk = self.tier_tokens[mode]
+        cfg = CopyConfig(self.engine, self.gpu_tokens, self.chunk_size, self.max_batch_size,
+                         cpu_tokens=cpu, disk_tokens=disk, remote=mode == "remote")
+        return [cfg] * self.instances
+
+
+def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
+               instances: int = 1, chunk_size: int = 256, max_batch_size: int = 64,
+               region: str = "us-east-1", gpu_memory_utilization: float = 0.9,
+               kv_cache_dtype: str = "auto", weight_dtype: str = "auto",
+               cpu_size_gb: float | str = "auto", disk_size_gb: float | str = "auto",
+               prefix_length: int | None = None, concurrency_threshold: int | None = None,
+               config_path: str | None = None,
+               coefficients: Coefficients | None = None) -> Deployment:
+    """A deployment from the planner: pool and tier sizes per KV-cache mode."""
+    from lmikit.plan import plan
+
+    if instances < 1:
+        raise PlanError(f"instances must be at least 1 (got {instances})")
+    common: dict[str, Any] = {
+        "tp": tp, "copies": copies, "chunk_size": chunk_size,
+        "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
+        "weight_dtype": weight_dtype, "config_path": config_path}
+    base = plan(model_id, instance_type, mode="off", **common)
+    inst = get_instance(instance_type)
+    tiers: dict[str, tuple[int, int]] = {"off": (0, 0)}
+    for mode in ("cpu", "cpu+disk", "remote"):
+        if mode == "cpu+disk" and not inst.has_nvme:
+            continue
+        p = plan(model_id, instance_type, mode=mode, cpu_size_gb=cpu_size_gb,
+                 disk_size_gb=disk_size_gb if mode == "cpu+disk" else "auto", **common)
+        tiers[mode] = (p.cpu_capacity_tokens, p.disk_capacity_tokens)
+    engine = engine_for(model_id, instance_type, tp, kv_dtype_bytes=1 if kv_cache_dtype == "fp8"
+                        else 2, weight_bytes=base.weight_bytes, config_path=config_path,
+                        coeff=coefficients)
+    return Deployment(
+        model_id=base.model_id, instance_type=base.instance_type, tp=tp,
+        copies_per_instance=copies, instances=instances, chunk_size=chunk_size,
+        max_batch_size=max_batch_size, region=region, engine=engine,
+        gpu_tokens=base.gpu_kv_capacity_tokens, tier_tokens=tiers,
+        prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH_BYTES,
+        concurrency_threshold=concurrency_threshold or max_batch_size,
+        has_nvme=inst.has_nvme)
+
+
+def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
+                         instances: int | None = None,
+                         coefficients: Coefficients | None = None) -> Deployment:
+    """A deployment from a loaded spec; ``instances`` defaults to min_count x copies."""
+    config_path = spec.model.config_path
+    if config_path and base_dir is not None and not Path(config_path).is_absolute():
+        config_path = str(Path(base_dir) / config_path)
+    kv = spec.kv_cache
+    copies = spec.instance.copies_per_instance
+    return deployment(
+        spec.model.id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
+        copies=copies,
+        instances=instances or max(1, spec.instance.min_count) * copies,
+        chunk_size=kv.chunk_size, max_batch_size=spec.engine.max_batch_size,
+        region=spec.region, gpu_memory_utilization=spec.engine.gpu_memory_utilization,
+        kv_cache_dtype=spec.engine.kv_cache_dtype, weight_dtype=spec.model.dtype,
+        cpu_size_gb=kv.cpu_size_gb if kv.mode != "off" else "auto",
+        disk_size_gb=kv.disk_size_gb, prefix_length=spec.routing.prefix_length,
+        concurrency_threshold=spec.routing.concurrency_threshold, config_path=config_path,
+        coefficients=coefficients)
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    routing: str
+    kv_cache: str
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    ttft_mean_s: float
+    total_time_s: float
+    throughput_tokens_s: float
+    output_tokens_s: float
+    hit_rate: dict[str, float]
+    usd_per_1k_tokens: float | None
+    price_source: str
+    utilization: list[float]
+    requests: int
+    evictions: dict[str, int]
+    ttfts_s: list[float] = field(repr=False, default_factory=list)
+
+    def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not with_samples:
+            data.pop("ttfts_s")
+        return data
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); q in [0, 1]."""
+    if not sorted_values:
+        return 0.0
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str, mode: str,
+              hourly_price_usd: float | None = None) -> ScenarioResult:
+    measured = [r for p in workload.phases if p.measured for s in p.sessions for r in s]
+    ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in measured)
+    start = min(out.arrival[r.id] for r in measured)
+    end = max(out.end[r.id] for r in measured)
+    total = max(end - start, 1e-9)
+    prompt = sum(r.prompt_tokens for r in measured)
+    output = sum(r.output_tokens for r in measured)
+    served = {tier: sum(v[r.id] for r in measured) for tier, v in out.served.items()}
+    hit = {tier: round(tokens / prompt, 6) for tier, tokens in served.items()}
+    hit["miss"] = round(max(0.0, 1.0 - sum(hit.values())), 6)
+    price: float | None
+    if hourly_price_usd is not None:
+        price, source = hourly_price_usd, "given by the caller"
+    else:
+        listed = hourly_price(dep.instance_type, dep.region)
+        price, source = ((listed.usd, f"{listed.source} (as of {listed.as_of})") if listed
+                         else (None, f"no list price for {dep.instance_type} in "
+                                     f"{dep.region} in lmikit's table"))
+    billed = -(-dep.instances // dep.copies_per_instance)
+    usd = None if price is None else price * billed * total / 3600 / (prompt + output) * 1000
+    makespan = max(out.makespan_s, 1e-9)
+    return ScenarioResult(
+        routing=routing, kv_cache=mode, ttft_p50_s=round(percentile(ttfts, 0.5), 6),
+        ttft_p90_s=round(percentile(ttfts, 0.9), 6), ttft_p99_s=round(percentile(ttfts, 0.99), 6),
+        ttft_mean_s=round(sum(ttfts) / len(ttfts), 6), total_time_s=round(total, 6),
+        throughput_tokens_s=round((prompt + output) / total, 3),
+        output_tokens_s=round(output / total, 3), hit_rate=hit,
+        usd_per_1k_tokens=None if usd is None else float(f"{usd:.4g}"), price_source=source,
+        utilization=[round(b / makespan, 4) for b in out.busy_s], requests=len(measured),
+        evictions=out.evictions, ttfts_s=ttfts)
+
+
+def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[str, ...],
+             kv_modes: list[str] | tuple[str, ...], *, seed: int = 0,
+             hourly_price_usd: float | None = None) -> list[ScenarioResult]:
+    """Every (routing, mode) pair of the cross product, in the order given."""
+    if workload.chunk_size != dep.chunk_size:
+        raise PlanError(f"the workload was cut into {workload.chunk_size}-token chunks but the "
+                        f"deployment's LMCache chunk_size is {dep.chunk_size}")
+    results = []
+    for routing in routings:
+        if routing not in ROUTINGS:
+            raise PlanError(f"unknown routing {routing!r}; valid: {', '.join(ROUTINGS)}")
+    for routing in routings:
+        for mode in kv_modes:
+            copies = dep.copies(mode)
+            router = make_router(routing, random.Random(seed), chunk_size=dep.chunk_size,
+                                 prefix_length_bytes=dep.prefix_length_bytes,
+                                 concurrency_threshold=dep.concurrency_threshold,
+                                 busy_at=dep.max_batch_size)
+            out = run(workload, copies, router, random.Random(seed + 1))
+            results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd))
+    return results

@@ -1,0 +1,146 @@
+"""Cache tiers: chunk keys chained like LMCache's, and LRU tiers that hold them.
+
+LMCache (0.5.6, ``lmcache/v1/token_database.py`` ``ChunkedTokenDatabase._prefix_hash``) keys
+each chunk by a hash of the previous chunk's key and the chunk's tokens, so a chunk matches
+only when everything before it matches too; ``save_unfull_chunk`` is off by default
+(``lmcache/v1/config.py``), so a trailing partial chunk is never stored. Its storage manager
+(``storage_backend/storage_manager.py``) puts every new chunk into every backend and looks
+keys up backend by backend (CPU, then disk, then remote), continuing where the previous one
+stopped. vLLM's GPU prefix cache is modelled at the same chunk granularity.
+
+Prompts are described by *segments*: ``(content_id, tokens)`` pairs (a document, a question,
+a turn of a conversation). Two prompts share a chunk key when they share every token up to
+its end.
+
+>>> a = chunk_keys([(1, 600), (2, 50)], 256)
+>>> b = chunk_keys([(1, 600), (3, 50)], 256)
+>>> len(a), a == b
+(2, True)
+>>> t = LruTier(2)
+>>> t.insert([1, 2, 3]); list(t)
+[2, 3]
+>>> t.match([2, 3, 4]), t.match([3])
+(2, 1)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+
+ROOT_KEY = 0
+
+
+def chunk_keys(segments: Sequence[tuple[int, int]], chunk: int) -> tuple[int, ...]:
+    """Chained keys of every FULL chunk of a prompt made of ``(content_id, tokens)``."""
+    keys: list[int] = []
+    prev = ROOT_KEY
+    pieces: list[tuple[int, int, int]] = []
+    filled = 0
+    for content, length in segments:
+        offset = 0
+        while offset < length:
+            take = min(chunk - filled, length - offset)
+            pieces.append((content, offset, take))
+            filled += take
+            offset += take
+            if filled == chunk:
+                prev = hash((prev, tuple(pieces)))
+                keys.append(prev)
+                pieces = []
+                filled = 0
+    return tuple(keys)
+
+
+def token_chunk_keys(token_ids: Sequence[int], chunk: int) -> tuple[int, ...]:
+    """Chained keys of every full chunk of a prompt given as token ids."""
+    keys: list[int] = []
+    prev = ROOT_KEY
+    for start in range(0, len(token_ids) - chunk + 1, chunk):
+        prev = hash((prev, tuple(token_ids[start:start + chunk])))
+        keys.append(prev)
+    return tuple(keys)
+
+
+def id_chunk_keys(chunk_ids: Sequence[int | str]) -> tuple[int, ...]:
+    """Chained keys from per-chunk content ids (a trace's hashed chunk ids)."""
+    keys: list[int] = []
+    prev = ROOT_KEY
+    for cid in chunk_ids:
+        prev = hash((prev, stable_id(cid)))
+        keys.append(prev)
+    return tuple(keys)
+
+
+def stable_id(value: int | str) -> int:
+    """An int for a content id that does not depend on PYTHONHASHSEED."""
+    if isinstance(value, int):
+        return value
+    import zlib
+
+    return zlib.crc32(value.encode()) * 2**32 + zlib.adler32(value.encode())
+
+
+class LruTier:
+    """A cache of chunk keys with a capacity in chunks and least-recently-used eviction."""
+
+    __slots__ = ("capacity", "_keys", "evictions")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(0, int(capacity))
+        self._keys: OrderedDict[int, None] = OrderedDict()
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def match(self, keys: Sequence[int], start: int = 0) -> int:
+        """How many keys from ``start`` on are held, stopping at the first one that is not."""
+        held = self._keys
+        n = start
+        end = len(keys)
+        while n < end and keys[n] in held:
+            n += 1
+        return n - start
+
+    def touch(self, keys: Iterable[int]) -> None:
+        """Mark keys as just used (a hit)."""
+        move = self._keys.move_to_end
+        for k in keys:
+            move(k)
+
+    def insert(self, keys: Iterable[int]) -> None:
+        """Add keys (or refresh them), evicting the least recently used beyond capacity."""
+        held = self._keys
+        for k in keys:
+            if k in held:
+                held.move_to_end(k)
+            else:
+                held[k] = None
+        self.shrink()
+
+    def shrink(self) -> None:
+        held = self._keys
+        over = len(held) - self.capacity
+        if over > 0:
+            self.evictions += over
+            for _ in range(over):
+                held.popitem(last=False)
+
+
+class UnboundedTier(LruTier):
+    """A remote store sized beyond any working set: it never evicts."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def shrink(self) -> None:
+        return None

@@ -1,0 +1,85 @@
+"""Calibration recovers known coefficients from bench files the simulator itself wrote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmikit.bench import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
+from lmikit.errors import SimulationError
+from lmikit.sim.calibrate import fit, load_bench, synthetic_bench
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.scenario import deployment
+from lmikit.sim.workloads import long_doc_qa
+
+# Llama-3.1-8B on g5.4xlarge: a ~31K-token GPU pool, so 12 x 4,000-token documents come
+# back from the CPU tier and the retrieve efficiency is observable.
+DEP = deployment("meta-llama/Llama-3.1-8B-Instruct", "ml.g5.4xlarge")
+TRUTHS = [
+    Coefficients(prefill_mfu=0.42, request_overhead_s=0.035, decode_hbm_efficiency=0.6,
+                 cpu_retrieve_efficiency=0.5),
+    Coefficients(prefill_mfu=0.7, request_overhead_s=0.01, decode_hbm_efficiency=0.85,
+                 cpu_retrieve_efficiency=0.9),
+]
+
+
+@pytest.mark.parametrize("truth", TRUTHS)
+def test_fit_recovers_known_coefficients_within_5_percent(truth: Coefficients,
+                                                          tmp_path: Path) -> None:
+    bench = synthetic_bench(DEP.with_coefficients(truth), long_doc_qa(12, 4_000, 32, 4), "cpu")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench.to_dict()))
+    result = fit(DEP, load_bench(path))
+    for name in ("prefill_mfu", "request_overhead_s", "decode_hbm_efficiency",
+                 "cpu_retrieve_efficiency"):
+        assert getattr(result.coefficients, name) == pytest.approx(getattr(truth, name),
+                                                                   rel=0.05), name
+    assert result.ttft_error_after < 0.01 < result.ttft_error_before
+
+
+def test_fit_keeps_coefficients_without_evidence() -> None:
+    bench = synthetic_bench(DEP, long_doc_qa(4, 1_000, 8, 2), "off")
+    result = fit(DEP, bench)
+    assert "disk_read_efficiency" not in result.fitted
+    assert any("no disk hits" in n for n in result.notes)
+
+
+def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
+    bench = synthetic_bench(DEP, long_doc_qa(2, 1_000, 4, 1), "cpu")
+    other = deployment("Qwen/Qwen3-8B", "ml.g5.4xlarge")
+    with pytest.raises(SimulationError, match="measured on model"):
+        fit(other, bench)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"format": "other"}, "not a lmikit-bench/1 file"),
+    ({"format": "lmikit-bench/1", "requests": []}, "non-empty list"),
+    ({"format": "lmikit-bench/1", "requests": [{"start_s": 0}]}, r"requests\[0\] needs"),
+    ({"format": "lmikit-bench/1", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1,
+         "tier": "tape"}]}, "tier 'tape'"),
+])
+def test_bad_bench_files_say_what_is_wrong(tmp_path: Path, data: dict, message: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SimulationError, match=message):
+        load_bench(path)
+
+
+def test_lmikit_bench_result_file_round_trips_through_the_loader(tmp_path: Path) -> None:
+    w = LongDocQA(num_documents=2, document_tokens=100, pre_warmup=0)
+    rounds = [RoundResult("warmup", 2, 1.0, [0.5, 0.6], 6, [0.0, 0.1],
+                          [Measurement(0.5, 0.9, 3), Measurement(0.6, 1.0, 3)]),
+              RoundResult("query", 2, 1.0, [0.1, 0.1], 6, [1.0, 1.1],
+                          [Measurement(0.1, 0.4, 3), Measurement(0.1, 0.4, 3)])]
+    data = bench_file(BenchResult(w, rounds), model="m", instance="ml.g5.4xlarge", tp=1,
+                      kv_cache="cpu", hit_tier="cpu")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    bench = load_bench(path)
+    assert [(r.round, r.hit, r.tier) for r in bench.records] == [
+        ("warmup", False, None), ("warmup", False, None), ("query", True, "cpu"),
+        ("query", True, "cpu")]
+    assert bench.records[2].start_s == 1.0 and bench.records[2].total_s == 0.4

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+
+from lmikit import sizing
+from lmikit.catalog.instances import INSTANCES
+from lmikit.errors import CatalogError, PlanError
+from lmikit.plan import plan
+from lmikit.sim.coefficients import HBM_GBPS, Coefficients, hbm_gbps
+from lmikit.sim.engine import engine_for, single_request
+
+P4DE = "ml.p4de.24xlarge"
+
+
+def test_prefill_is_flops_over_peak_times_mfu() -> None:
+    m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(prefill_mfu=0.5))
+    flops = sizing.prefill_flops(m.active_params, m.layers, m.attention_dim, 4_000, 1_000)
+    assert m.prefill_s(4_000, 1_000) == pytest.approx(flops / (312e12 * 0.5))
+
+
+def test_prefill_of_a_suffix_attends_to_the_cached_context() -> None:
+    m = engine_for("Qwen/Qwen3-8B", P4DE)
+    assert m.prefill_s(1_000, 30_000) > m.prefill_s(1_000, 0) > 0
+    assert m.prefill_s(0, 30_000) == 0
+
+
+def test_decode_step_is_weights_plus_kv_over_bandwidth() -> None:
+    c = Coefficients(decode_hbm_efficiency=0.5, decode_step_overhead_s=0.001)
+    m = engine_for("Qwen/Qwen3-8B", P4DE, tp=2, coeff=c)
+    expected = (m.weight_bytes + 50_000 * m.kv_bytes_per_token) / 2 / (2039e9 * 0.5) + 0.001
+    assert m.decode_step_s(8, 50_000) == pytest.approx(expected)
+    assert m.decode_step_s(0, 0) == 0
+
+
+def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trip() -> None:
+    m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(remote_rtt_s=0.01))
+    n = 10_000
+    copy = n * m.kv_bytes_per_token / (25e9 * 0.7)
+    assert m.retrieve_s("gpu", n) == 0
+    assert m.retrieve_s("cpu", n) == pytest.approx(copy)
+    assert m.retrieve_s("disk", n) == pytest.approx(copy + n * m.kv_bytes_per_token / 16e9)
+    assert m.retrieve_s("remote", n) == pytest.approx(
+        copy + 0.01 + n * m.kv_bytes_per_token / 5e9)
+    with pytest.raises(ValueError, match="unknown tier 'tape'"):
+        m.retrieve_s("tape", n)
+
+
+def test_store_is_a_gpu_to_cpu_copy_of_the_new_chunks() -> None:
+    m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(cpu_store_efficiency=0.5))
+    assert m.store_s(2_560) == pytest.approx(2_560 * m.kv_bytes_per_token / 12.5e9)
+
+
+def test_plan_prediction_is_the_engine_single_request() -> None:
+    p = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000).predicted
+    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256)
+    assert p.ttft_miss_s == pytest.approx(one.miss_s, abs=1e-4)
+    for tier in ("gpu", "cpu", "disk"):
+        assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
+
+
+def test_every_catalog_gpu_has_a_memory_bandwidth() -> None:
+    assert {i.gpu.name for i in INSTANCES.values()} <= set(HBM_GBPS)
+    with pytest.raises(CatalogError, match="no memory bandwidth"):
+        hbm_gbps("NVIDIA V100")
+
+
+def test_coefficients_reject_impossible_values() -> None:
+    with pytest.raises(PlanError, match="prefill_mfu must be in"):
+        Coefficients(prefill_mfu=1.5)
+    with pytest.raises(PlanError, match="request_overhead_s must be a number"):
+        Coefficients(request_overhead_s=-1)

@@ -1,0 +1,97 @@
+"""Batching, queueing and caching rules of the event loop, each stated as arithmetic."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.engine import engine_for
+from lmikit.sim.loop import CopyConfig, run
+from lmikit.sim.routers import LeastOutstanding, RandomRouter
+from lmikit.sim.tiers import chunk_keys
+from lmikit.sim.workloads import Phase, Request, Workload
+
+ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
+                    coeff=Coefficients(request_overhead_s=0.01))
+
+
+def trace(*reqs: tuple[float, list[tuple[int, int]], int]) -> Workload:
+    requests = [Request(i, chunk_keys(segs, 256), sum(n for _, n in segs), out, session=i,
+                        arrival_s=t) for i, (t, segs, out) in enumerate(reqs)]
+    return Workload("t", [Phase("t", [[r] for r in requests], open_loop=True)], 256)
+
+
+def copy(**kw: int) -> CopyConfig:
+    base = {"gpu_tokens": 1_000_000, "chunk_size": 256, "max_batch_size": 64}
+    return CopyConfig(ENGINE, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_lone_request_ttft_is_prefill_plus_overhead() -> None:
+    out = run(trace((0.0, [(1, 5_000)], 1)), [copy()], LeastOutstanding())
+    assert out.ttft[0] == pytest.approx(ENGINE.prefill_s(5_000, 0) + 0.01)
+
+
+def test_second_request_queues_behind_the_first_prefill() -> None:
+    out = run(trace((0.0, [(1, 5_000)], 1), (0.0, [(2, 5_000)], 1)), [copy()],
+              LeastOutstanding())
+    p = ENGINE.prefill_s(5_000, 0)
+    assert out.ttft[1] == pytest.approx(2 * p + 0.01)
+
+
+def test_max_batch_size_holds_requests_until_one_finishes() -> None:
+    work = trace((0.0, [(1, 1_000)], 50), (0.0, [(2, 1_000)], 50))
+    out = run(work, [copy(max_batch_size=1)], LeastOutstanding())
+    assert out.ttft[1] - out.arrival[1] >= out.end[0] - 0.01 - 1e-9
+
+
+def test_kv_pool_admits_only_what_fits() -> None:
+    work = trace((0.0, [(1, 3_000)], 100), (0.0, [(2, 3_000)], 100))
+    out = run(work, [copy(gpu_tokens=5_000)], LeastOutstanding())
+    assert out.ttft[1] >= out.end[0] - 0.01 - 1e-9  # 3,100 + 3,100 > 5,000: waits
+
+
+def test_repeat_hits_gpu_prefix_cache_and_prefills_only_the_suffix() -> None:
+    doc = (1, 2_560)
+    work = trace((0.0, [doc, (2, 100)], 1), (10.0, [doc, (3, 100)], 1))
+    out = run(work, [copy()], LeastOutstanding())
+    assert out.served["gpu"][1] == 2_560
+    assert out.ttft[1] - 10.0 == pytest.approx(ENGINE.prefill_s(100, 2_560) + 0.01)
+
+
+def test_cpu_hit_pays_retrieve_and_the_first_request_pays_the_store() -> None:
+    doc, other = (1, 2_560), (9, 2_560)
+    work = trace((0.0, [doc, (2, 100)], 1), (5.0, [other, (3, 100)], 1),
+                 (10.0, [doc, (4, 100)], 1))
+    cfg = copy(gpu_tokens=2_700, cpu_tokens=100_000)  # the GPU pool holds one document
+    out = run(work, [cfg], LeastOutstanding())
+    assert out.ttft[0] == pytest.approx(ENGINE.prefill_s(2_660, 0) + ENGINE.store_s(2_560)
+                                        + 0.01)
+    assert (out.served["gpu"][2], out.served["cpu"][2]) == (0, 2_560)
+    assert out.ttft[2] - 10.0 == pytest.approx(
+        ENGINE.retrieve_s("cpu", 2_560) + ENGINE.prefill_s(100, 2_560) + 0.01)
+
+
+def test_decode_takes_one_step_per_output_token() -> None:
+    out = run(trace((0.0, [(1, 1_000)], 11)), [copy()], LeastOutstanding())
+    step = ENGINE.decode_step_s(1, 1_000)
+    assert out.end[0] - out.ttft[0] == pytest.approx(10 * step, rel=0.01)
+
+
+def test_remote_tier_is_shared_by_every_copy() -> None:
+    doc = (1, 2_560)
+    work = trace((0.0, [doc, (2, 10)], 1), (5.0, [doc, (3, 10)], 1))
+    cfg = copy(cpu_tokens=10_000, remote=1)
+    for seed in range(10):  # whichever copy the second lands on, it finds the document
+        out = run(work, [cfg, cfg], RandomRouter(random.Random(seed)))
+        assert out.served["gpu"][1] + out.served["cpu"][1] + out.served["remote"][1] == 2_560
+
+
+def test_local_tiers_are_per_copy() -> None:
+    doc = (1, 2_560)
+    work = trace((0.0, [doc, (2, 10)], 1), (5.0, [doc, (3, 10)], 1))
+    cfg = copy(cpu_tokens=10_000)
+    outs = [run(work, [cfg, cfg], RandomRouter(random.Random(s))) for s in range(20)]
+    other = [o for o in outs if o.copy_of[0] != o.copy_of[1]]
+    assert other and all(o.served["cpu"][1] == o.served["gpu"][1] == 0 for o in other)

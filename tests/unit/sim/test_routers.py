@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from lmikit.sim.routers import (
+    KvAware,
+    LeastOutstanding,
+    PrefixAware,
+    RandomRouter,
+    StickySession,
+    make_router,
+)
+
+
+@dataclass
+class C:
+    outstanding: int = 0
+    held: int = 0
+    waiting: int | None = None
+
+    @property
+    def queued(self) -> int:
+        return self.outstanding if self.waiting is None else self.waiting
+
+    def holds(self, keys: object) -> int:
+        return self.held
+
+
+@dataclass(frozen=True)
+class R:
+    keys: tuple[int, ...] = (11, 22, 33, 44, 55)
+    session: int = 1
+    prefix_id: int | None = None
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def test_random_spreads_requests_over_every_copy() -> None:
+    r = RandomRouter(random.Random(0))
+    assert {r.pick(R(), [C(), C(), C()]) for _ in range(100)} == {0, 1, 2}
+
+
+def test_least_outstanding_picks_the_fewest_in_flight() -> None:
+    assert LeastOutstanding().pick(R(), [C(5), C(2), C(9)]) == 1
+
+
+def test_sticky_session_pins_a_session_to_its_first_copy() -> None:
+    r = StickySession(random.Random(3))
+    fleet = [C(), C(), C(), C()]
+    first = r.pick(R(session=7), fleet)
+    fleet[first].outstanding = 100
+    assert all(r.pick(R(session=7), fleet) == first for _ in range(20))
+
+
+def test_prefix_aware_hashes_the_prefix_length_worth_of_chunks() -> None:
+    # 4096 bytes / 4 bytes per token = 1024 tokens = the 4th 256-token chunk key
+    r = PrefixAware(4096, concurrency_threshold=8, chunk_size=256)
+    fleet = [C() for _ in range(5)]
+    assert r.pick(R(keys=(1, 2, 3, 40, 5)), fleet) == 40 % 5
+    assert r.pick(R(keys=(1, 2, 3, 40, 99)), fleet) == 40 % 5  # same first 1024 tokens
+
+
+def test_prefix_aware_uses_the_prefix_aware_id_when_given() -> None:
+    r = PrefixAware(4096, concurrency_threshold=8, chunk_size=256)
+    assert r.pick(R(prefix_id=13), [C() for _ in range(5)]) == 13 % 5
+
+
+def test_prefix_aware_spills_at_the_concurrency_threshold() -> None:
+    r = PrefixAware(1024, concurrency_threshold=2, chunk_size=256)
+    fleet = [C(2), C(2), C(0)]
+    assert r.pick(R(keys=(3,)), fleet) == 2  # home 0 and next 1 are at the threshold
+    full = [C(2), C(5), C(3)]
+    assert r.pick(R(keys=(3,)), full) == 0  # every copy at it: the least busy
+
+
+def test_kv_aware_prefers_the_copy_holding_the_longest_prefix() -> None:
+    assert KvAware(busy_at=8).pick(R(), [C(1, 0), C(1, 5), C(1, 2)]) == 1
+    # score = held share + (most queued - queued) / spread: 4/5 + 1 beats 5/5 + 0
+    assert KvAware(busy_at=8).pick(R(), [C(2, 5), C(1, 4)]) == 1
+
+
+def test_kv_aware_weighs_held_prefix_against_queue() -> None:
+    # holding 1 of 5 chunks does not beat a much shorter queue
+    assert KvAware(busy_at=8).pick(R(), [C(0, 0), C(6, 1)]) == 0
+
+
+def test_kv_aware_skips_busy_copies_and_falls_back_to_least_outstanding() -> None:
+    assert KvAware(busy_at=4).pick(R(), [C(4, 5), C(1, 0), C(0, 0)]) == 2
+
+
+def test_make_router_rejects_unknown_names() -> None:
+    with pytest.raises(ValueError, match="unknown routing 'round_robin'"):
+        make_router("round_robin", random.Random(0), chunk_size=256, prefix_length_bytes=4096,
+                    concurrency_threshold=4, busy_at=4)

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from lmikit.catalog.prices import PRICES, hourly_price
+from lmikit.errors import PlanError
+from lmikit.plan import plan
+from lmikit.sim.scenario import deployment, percentile, simulate
+from lmikit.sim.workloads import long_doc_qa, rag
+
+P4DE = "ml.p4de.24xlarge"
+
+
+def test_deployment_takes_pool_and_tier_sizes_from_the_plan() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE)
+    assert d.gpu_tokens == plan("Qwen/Qwen3-8B", P4DE).gpu_kv_capacity_tokens
+    assert d.tier_tokens["cpu"][0] == plan("Qwen/Qwen3-8B", P4DE, mode="cpu").cpu_capacity_tokens
+    assert d.tier_tokens["off"] == (0, 0) and d.tier_tokens["cpu+disk"][1] > 0
+
+
+def test_disk_mode_needs_nvme_and_unknown_modes_are_refused() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE)
+    no_nvme = d.__class__(**{**d.__dict__, "has_nvme": False, "tier_tokens": {
+        k: v for k, v in d.tier_tokens.items() if k != "cpu+disk"}})
+    with pytest.raises(PlanError, match="'cpu\\+disk' needs local NVMe"):
+        no_nvme.copies("cpu+disk")
+    with pytest.raises(PlanError, match="unknown kv_cache mode 'tape'"):
+        d.copies("tape")
+
+
+def test_same_seed_same_results_and_another_seed_may_differ() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE, instances=4)
+    w = rag(300, 256, 3, 1.0, 16, 16, requests=300, seed=1)
+    a = simulate(d, w, ["random"], ["cpu"], seed=5)[0]
+    b = simulate(d, w, ["random"], ["cpu"], seed=5)[0]
+    c = simulate(d, w, ["random"], ["cpu"], seed=6)[0]
+    assert a == b and a.ttfts_s != c.ttfts_s
+
+
+def test_cross_product_in_order() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE, instances=2)
+    res = simulate(d, long_doc_qa(4, 1_000, 4, 2), ["random", "kv_aware"], ["off", "cpu"])
+    assert [(r.routing, r.kv_cache) for r in res] == [
+        ("random", "off"), ("random", "cpu"), ("kv_aware", "off"), ("kv_aware", "cpu")]
+
+
+def test_long_doc_qa_reports_the_query_round_and_hit_shares_sum_to_one() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE)
+    r = simulate(d, long_doc_qa(46, 10_000, 10, 4), ["sticky_session"], ["cpu"])[0]
+    assert r.requests == 46
+    assert sum(r.hit_rate.values()) == pytest.approx(1.0, abs=1e-5)
+    assert r.hit_rate["cpu"] > 0.95  # 460K tokens outgrow the GPU pool, not the CPU tier
+
+
+def test_cost_is_price_times_billed_instances_times_time_per_token() -> None:
+    d = deployment("Qwen/Qwen3-8B", "ml.p4d.24xlarge", instances=3, copies=2)
+    r = simulate(d, long_doc_qa(4, 1_000, 10, 2), ["random"], ["off"])[0]
+    tokens = r.throughput_tokens_s * r.total_time_s
+    price = hourly_price("ml.p4d.24xlarge", "us-east-1")
+    assert price is not None
+    expected = price.usd * 2 * r.total_time_s / 3600 / tokens * 1000  # ceil(3 / 2) instances
+    assert r.usd_per_1k_tokens == pytest.approx(expected, rel=1e-3)
+    assert "as of" in r.price_source
+
+
+def test_cost_is_none_without_a_listed_price_and_uses_a_given_one() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE)
+    w = long_doc_qa(2, 1_000, 4, 1)
+    r = simulate(d, w, ["random"], ["off"])[0]
+    assert r.usd_per_1k_tokens is None and "no list price" in r.price_source
+    r = simulate(d, w, ["random"], ["off"], hourly_price_usd=40.0)[0]
+    assert r.usd_per_1k_tokens and r.price_source == "given by the caller"
+
+
+def test_price_table_rows_are_dated_and_sourced() -> None:
+    for (region, instance), p in PRICES.items():
+        assert p.region == region and instance.startswith("ml.") and p.as_of and p.source
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.9) == pytest.approx(3.7)
+    assert percentile([], 0.5) == 0.0
+
+
+def test_cache_aware_routing_beats_random_on_repeated_documents() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE, instances=4)
+    w = long_doc_qa(40, 8_000, 10, 8)
+    res = {r.routing: r for r in simulate(d, w, ["random", "prefix_aware", "kv_aware",
+                                                 "sticky_session"], ["cpu"])}
+    assert res["prefix_aware"].hit_rate["miss"] < res["random"].hit_rate["miss"]
+    assert res["kv_aware"].ttft_mean_s < res["random"].ttft_mean_s

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from lmikit.cli import main
+from lmikit.sim.calibrate import synthetic_bench
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.scenario import deployment
+from lmikit.sim.workloads import long_doc_qa
+from tests.conftest import DEFAULT_SPEC
+
+WHAT_IF = ["--model", "Qwen/Qwen3-8B", "--instance", "ml.p4de.24xlarge"]
+SMALL = ["--workload", "long-doc-qa", "--documents", "4", "--document-tokens", "2000",
+         "--output-tokens", "8"]
+KEYS = {"routing", "kv_cache", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s",
+        "total_time_s", "throughput_tokens_s", "hit_rate", "usd_per_1k_tokens"}
+
+
+def lmikit(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_json_has_the_documented_shape() -> None:
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    (row,) = data["results"]
+    assert KEYS <= set(row)
+    assert set(row["hit_rate"]) == {"gpu", "cpu", "disk", "remote", "miss"}
+    assert all(isinstance(row[k], float) for k in KEYS - {"routing", "kv_cache", "hit_rate",
+                                                          "usd_per_1k_tokens"})
+
+
+def test_repeated_routing_and_kv_cache_run_the_cross_product() -> None:
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--instances", "2", "--routing", "random",
+               "--routing", "prefix_aware", "--routing", "kv_aware", "--kv-cache", "off",
+               "--kv-cache", "cpu+disk", "--json")
+    rows = json.loads(r.output)["results"]
+    assert len(rows) == 6
+    assert {(x["routing"], x["kv_cache"]) for x in rows} == {
+        (a, b) for a in ("random", "prefix_aware", "kv_aware") for b in ("off", "cpu+disk")}
+
+
+def test_seed_makes_runs_repeatable() -> None:
+    args = ["simulate", *WHAT_IF, "--workload", "rag", "--requests", "200", "--instances", "3",
+            "--routing", "random", "--json"]
+    assert lmikit(*args, "--seed", "4").output == lmikit(*args, "--seed", "4").output
+    assert lmikit(*args, "--seed", "4").output != lmikit(*args, "--seed", "5").output
+
+
+def test_spec_gives_model_instance_routing_and_mode() -> None:
+    r = lmikit("simulate", str(DEFAULT_SPEC), *SMALL, "--json")
+    data = json.loads(r.output)
+    assert data["deployment"]["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert (data["results"][0]["routing"], data["results"][0]["kv_cache"]) == (
+        "sticky_session", "cpu")
+
+
+def test_table_output_names_every_scenario() -> None:
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--routing", "random", "--kv-cache", "off",
+               "--kv-cache", "cpu")
+    assert r.exit_code == 0
+    assert "lmikit simulate" in r.output and r.output.count("random") == 2
+
+
+@pytest.mark.parametrize(("args", "flag", "message"), [
+    (["--workload", "long-doc-qa", "--zipf", "1.2"], "--zipf", "applies to --workload rag"),
+    (["--workload", "rag", "--documents", "3"], "--documents", "long-doc-qa, not rag"),
+    (["--workload", "trace", "--concurrency", "2"], "--concurrency", "not trace"),
+    (["--workload", "trace"], "--trace", "needs a trace file"),
+    (["--workload", "rag", "--kv-cache", "tape"], "--kv-cache", "tape"),
+    (["--workload", "chat"], "--workload", "chat"),
+])
+def test_bad_flags_are_click_errors_naming_the_flag(args: list[str], flag: str,
+                                                    message: str) -> None:
+    r = lmikit("simulate", *WHAT_IF, *args)
+    assert r.exit_code == 2
+    assert flag in r.output and message in r.output
+
+
+def test_spec_and_what_if_do_not_mix() -> None:
+    r = lmikit("simulate", str(DEFAULT_SPEC), "--model", "x", "--workload", "rag")
+    assert r.exit_code == 2 and "not both" in r.output
+
+
+def test_calibrate_reports_the_fit(tmp_path: Path) -> None:
+    dep = deployment("meta-llama/Llama-3.1-8B-Instruct", "ml.g5.4xlarge")
+    bench = synthetic_bench(dep.with_coefficients(Coefficients(prefill_mfu=0.4)),
+                            long_doc_qa(6, 2_000, 8, 2), "cpu")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench.to_dict()))
+    r = lmikit("simulate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--instance",
+               "ml.g5.4xlarge", *SMALL, "--calibrate", str(path), "--json")
+    data = json.loads(r.output)
+    assert data["calibration"]["coefficients"]["prefill_mfu"] == pytest.approx(0.4, rel=0.05)
+    assert data["coefficients"]["prefill_mfu"] == pytest.approx(0.4, rel=0.05)
+    r = lmikit("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--instance",
+               "ml.g5.4xlarge", "--calibrate", str(path), "--json")
+    calibrated = json.loads(r.output)["predicted"]["ttft_miss_s"]
+    plain = json.loads(lmikit("plan", "--model", "meta-llama/Llama-3.1-8B-Instruct",
+                              "--instance", "ml.g5.4xlarge", "--json").output)
+    assert calibrated > plain["predicted"]["ttft_miss_s"]  # a lower MFU: slower prefill
+
+
+def test_plot_writes_a_chart(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "ttft.png"
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--kv-cache", "off", "--kv-cache", "cpu",
+               "--plot", str(out))
+    assert r.exit_code == 0 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "x.png"))
+    assert r.exit_code == 1 and "pip install 'lmikit[plot]'" in r.output

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from lmikit.sim.tiers import (
+    LruTier,
+    UnboundedTier,
+    chunk_keys,
+    id_chunk_keys,
+    token_chunk_keys,
+)
+
+
+def test_lru_tier_evicts_least_recently_used_beyond_capacity() -> None:
+    t = LruTier(3)
+    t.insert([1, 2, 3])
+    t.touch([1])
+    t.insert([4])
+    assert list(t) == [3, 1, 4] and t.evictions == 1
+
+
+def test_lru_tier_match_stops_at_first_missing_key() -> None:
+    t = LruTier(10)
+    t.insert([1, 2, 4])
+    assert t.match([1, 2, 3, 4]) == 2
+    assert t.match([1, 2, 3, 4], start=3) == 1
+    assert t.match([9, 1]) == 0
+
+
+def test_unbounded_tier_never_evicts() -> None:
+    t = UnboundedTier()
+    t.insert(range(10_000))
+    assert len(t) == 10_000 and t.evictions == 0
+
+
+def test_chunk_keys_cover_full_chunks_only() -> None:
+    assert len(chunk_keys([(1, 511)], 256)) == 1
+    assert len(chunk_keys([(1, 512)], 256)) == 2
+    assert chunk_keys([(1, 255)], 256) == ()
+
+
+def test_chunk_keys_are_chained_so_a_different_start_changes_every_key() -> None:
+    a = chunk_keys([(1, 256), (2, 512)], 256)
+    b = chunk_keys([(9, 256), (2, 512)], 256)
+    assert not set(a) & set(b)
+
+
+def test_partial_hit_shares_the_leading_chunks_only() -> None:
+    doc = chunk_keys([(1, 1000), (2, 100)], 256)
+    other_question = chunk_keys([(1, 1000), (3, 100)], 256)
+    assert doc[:3] == other_question[:3]  # 768 tokens of the document
+    assert doc[3] != other_question[3]  # the chunk that holds the question differs
+    t = LruTier(100)
+    t.insert(doc)
+    assert t.match(other_question) == 3
+
+
+def test_chunk_that_straddles_two_segments_depends_on_both() -> None:
+    assert chunk_keys([(1, 128), (2, 128)], 256) != chunk_keys([(1, 128), (3, 128)], 256)
+
+
+def test_token_and_id_keys_are_chained() -> None:
+    assert token_chunk_keys(list(range(600)), 256)[:2] == token_chunk_keys(
+        list(range(512)), 256)
+    assert id_chunk_keys(["a", "b"])[0] == id_chunk_keys(["a", "c"])[0]
+    assert id_chunk_keys(["a", "b"])[1] != id_chunk_keys(["c", "b"])[1]
+
+
+def test_keys_do_not_depend_on_pythonhashseed() -> None:
+    code = ("from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id;"
+            "print(chunk_keys([(1, 600)], 256), id_chunk_keys(['x', 7]), stable_id('s'))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+            for seed in ("1", "2")}
+    assert len(outs) == 1
