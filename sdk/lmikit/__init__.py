@@ -20,6 +20,7 @@ _EXPORTS = {
     "CatalogError": "lmikit.errors",
     "DeployError": "lmikit.errors",
     "DeploymentSpec": "lmikit.spec",
+    "Endpoint": "lmikit.endpoint",
     "InvokeError": "lmikit.errors",
     "LmikitError": "lmikit.errors",
     "Plan": "lmikit.plan",
@@ -33,6 +34,7 @@ _EXPORTS = {
     "lmi_environment": "lmikit.render.env",
     "load_spec": "lmikit.loader",
     "load_spec_text": "lmikit.loader",
+    "openai_client": "lmikit.openai_compat",
     "plan": "lmikit.plan",
     "plan_spec": "lmikit.plan",
     "render_lmcache_yaml": "lmikit.render.lmcache",
@@ -44,6 +46,7 @@ __all__ = [
     "CatalogError",
     "DeployError",
     "DeploymentSpec",
+    "Endpoint",
     "InvokeError",
     "LmikitError",
     "Plan",
@@ -57,6 +60,7 @@ __all__ = [
     "lmi_environment",
     "load_spec",
     "load_spec_text",
+    "openai_client",
     "plan",
     "plan_spec",
     "render_lmcache_yaml",
@@ -80,6 +84,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from lmikit.catalog.instances import get_instance
     from lmikit.catalog.models import get_model
+    from lmikit.endpoint import Endpoint
     from lmikit.errors import (
         AdapterError,
         CatalogError,
@@ -92,6 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover
         WaitTimeout,
     )
     from lmikit.loader import load_spec, load_spec_text
+    from lmikit.openai_compat import openai_client
     from lmikit.plan import Plan, plan, plan_spec
     from lmikit.render.env import lmi_environment
     from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml

@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lmikit.errors import InvokeError
-from lmikit.names import base_component_name
+from lmikit.names import adapter_component_name, base_component_name
 
 if TYPE_CHECKING:
+    from openai import AsyncOpenAI, OpenAI
+
     from lmikit.metrics_publisher import TtftPublisher
 
 logger = logging.getLogger(__name__)
@@ -130,13 +132,17 @@ def event_text(event: Any) -> str:
     choices = event.get("choices")
     if isinstance(choices, list) and choices:
         c = choices[0]
-        delta = c.get("delta") if isinstance(c, dict) else None
-        if isinstance(delta, dict):
-            return str(delta.get("content") or "")
-        return str(c.get("text") or "") if isinstance(c, dict) else ""
+        if not isinstance(c, dict):
+            return ""
+        for key in ("delta", "message"):  # a chunk, or a whole reply sent unstreamed
+            if isinstance(c.get(key), dict):
+                return str(c[key].get("content") or "")
+        return str(c.get("text") or "")
     token = event.get("token")
     if isinstance(token, dict):
         return "" if token.get("special") else str(token.get("text") or "")
+    if isinstance(event.get("generated_text"), str):  # LMI's reply to an unstreamed body
+        return str(event["generated_text"])
     return ""
 
 
@@ -265,6 +271,7 @@ class Endpoint:
         self.component = component or base_component_name(name)
         self.max_tokens = max_tokens
         self.clock = clock or PerfClock()
+        self.region = region
         if client is None or (publish_metrics and cloudwatch_client is None):
             from botocore.config import Config
 
@@ -281,6 +288,7 @@ class Endpoint:
                 cloudwatch_client = session.client("cloudwatch", region_name=region,
                                                    config=config)
         self.client = client
+        self._boto_session = session
         self._owns_publisher = publish_metrics
         if publish_metrics:
             from lmikit.metrics_publisher import TtftPublisher
@@ -319,7 +327,32 @@ class Endpoint:
         return record
 
     def component_for(self, adapter: str | None) -> str:
-        return f"{self.name}-{adapter}" if adapter else self.component
+        return adapter_component_name(self.name, adapter) if adapter else self.component
+
+    def openai(self, **kwargs: Any) -> OpenAI:
+        """An ``openai.OpenAI`` client for this endpoint, sharing its boto3 clients;
+        ``model=`` picks the component (an adapter's name, the endpoint's name or the base
+        model's id). Keyword arguments as for :func:`lmikit.openai_compat.openai_client`
+        (``adapters``, ``base_model``, ``session_id``, ``prefix_id``, ...); needs the
+        ``openai`` extra.
+
+        >>> client = Endpoint("docqa-qwen7b").openai(prefix_id="contract-42")  # doctest: +SKIP
+        >>> client.chat.completions.create(model="legal", messages=[...])  # doctest: +SKIP
+        """
+        from lmikit.openai_compat import openai_client
+
+        kwargs.setdefault("base_component", self.component)
+        return openai_client(self.name, region=self.region, session=self._boto_session,
+                             runtime_client=self.client, **kwargs)
+
+    def async_openai(self, **kwargs: Any) -> AsyncOpenAI:
+        """:meth:`openai` for asyncio code: an ``openai.AsyncOpenAI`` whose boto3 calls run
+        in worker threads (:func:`lmikit.openai_compat.async_openai_client`)."""
+        from lmikit.openai_compat import async_openai_client
+
+        kwargs.setdefault("base_component", self.component)
+        return async_openai_client(self.name, region=self.region, session=self._boto_session,
+                                   runtime_client=self.client, **kwargs)
 
     def payload(self, prompt: str | dict[str, Any], *, stream: bool = False,
                 max_tokens: int | None = None) -> dict[str, Any]:
@@ -485,6 +518,17 @@ class Session:
         sid = self._live_id()
         kwargs.setdefault("adapter", self.adapter)
         return self.endpoint.stream(prompt, session_id=sid, **kwargs)
+
+    def openai(self, **kwargs: Any) -> OpenAI:
+        """An ``openai.OpenAI`` client whose every request carries this session's id,
+        opening the session on first use and reopening it when it has expired (calling
+        ``on_reopen``). ``model=`` still picks the component.
+
+        >>> with Endpoint("docqa-qwen7b").session() as s:  # doctest: +SKIP
+        ...     client = s.openai()
+        ...     client.chat.completions.create(model="docqa-qwen7b", messages=[...])
+        """
+        return self.endpoint.openai(session_id=self._live_id, **kwargs)
 
 
 def parse_new_session_id(header: str) -> tuple[str, dt.datetime | None]:

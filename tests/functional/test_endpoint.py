@@ -29,18 +29,32 @@ def test_invoke_returns_the_base_components_reply(endpoint: Endpoint) -> None:
     assert result.tokens == 3
 
 
-def test_stream_reassembles_sse_split_across_payload_parts(endpoint: Endpoint,
-                                                          fake: FakeSageMaker) -> None:
+@pytest.mark.parametrize("framing", ["jsonlines", "sse"])
+def test_stream_reassembles_chunks_split_across_payload_parts(endpoint: Endpoint,
+                                                              fake: FakeSageMaker,
+                                                              framing: str) -> None:
     fake.runtime.stream_part_bytes = 7  # cut events mid-JSON, mid-"data:", mid-UTF-8
+    fake.runtime.stream_framing = framing
     stream = endpoint.stream("héllo wörld ünïcode")
     pieces = list(stream)
     assert "".join(pieces).strip() == "[docqa-base] héllo wörld ünïcode"
     assert stream.result is not None and stream.result.tokens == 4
 
 
-def test_stream_parses_json_lines(endpoint: Endpoint) -> None:
-    stream = endpoint.stream({"inputs": "one two three", "parameters": {"max_new_tokens": 3}})
+def test_stream_parses_lmi_token_lines(endpoint: Endpoint) -> None:
+    stream = endpoint.stream({"inputs": "one two three", "stream": True,
+                              "parameters": {"max_new_tokens": 3}})
     assert "".join(stream).strip() == "[docqa-base] one two"
+
+
+@pytest.mark.parametrize("body", [{"inputs": "one two"},
+                                  {"messages": [{"role": "user", "content": "one two"}]},
+                                  {"prompt": "one two"}])
+def test_stream_of_a_body_that_does_not_ask_to_stream_yields_the_whole_reply(
+        endpoint: Endpoint, body: dict[str, Any]) -> None:
+    # LMI streams only when the body says "stream": true; otherwise one JSON body arrives.
+    stream = endpoint.stream(body)
+    assert list(stream) == ["[docqa-base] one two"]
 
 
 def test_stream_reports_ttft_and_tokens_per_second(fake: FakeSageMaker,

@@ -14,7 +14,8 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.catalog.prices", "lmikit.sim", "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",
-           "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate"]
+           "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
+           "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat"]
 
 
 @pytest.mark.parametrize("name", MODULES)

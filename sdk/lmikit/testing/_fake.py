@@ -293,9 +293,7 @@ class FakeSageMaker:
                    "x-amzn-RequestId": str(uuid.uuid4()), **reply.headers}
         if streaming:
             headers["Content-Type"] = "application/vnd.amazon.eventstream"
-            headers["X-Amzn-SageMaker-Content-Type"] = (
-                "text/event-stream" if reply.style in ("chat", "completion")
-                else "application/jsonlines")
+            headers["X-Amzn-SageMaker-Content-Type"] = reply.content_type
             stream_fault = fault if fault and fault.kind == "stream_error" else None
             events = self.runtime.stream_events(
                 reply, stream_fault.after_tokens if stream_fault else None,
@@ -303,7 +301,7 @@ class FakeSageMaker:
             return self._record("sagemaker-runtime", operation, params,
                                 WireResponse(200, headers, events, streaming=True))
         body = self.runtime.render_body(reply)
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = reply.content_type
         headers["Content-Length"] = str(len(body))
         return self._record("sagemaker-runtime", operation, params,
                             WireResponse(200, headers, body))

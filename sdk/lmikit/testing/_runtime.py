@@ -5,6 +5,24 @@ that served it and, inside a live session, the turn. Sessions follow LMI's proto
 (``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>; Expires=...``); an expired or unknown
 session silently runs without state, as LMI does. Streams are split into payload parts at
 arbitrary byte boundaries (not at event boundaries), as the service does.
+
+Bodies follow LMI's vLLM async service (djl-serving, branch master,
+``djl_python/lmi_vllm/vllm_async_service.py`` and ``request_response_utils.py``;
+``djl_python/async_utils.py``):
+
+- OpenAI-schema bodies (``messages`` / ``prompt``) get vLLM's response objects. The body's
+  ``stream`` flag, not the SageMaker operation, decides whether the container streams.
+  A stream is JSON lines: ``vllm_stream_output_formatter`` strips vLLM's ``data: `` prefix,
+  ``create_stream_chunk_output`` appends ``\\n``, and ``data: [DONE]`` becomes an empty
+  line. ``stream_options.include_usage`` adds vLLM's final ``choices: []`` usage chunk.
+  ``stream_framing = "sse"`` sends what an output formatter that returns vLLM's raw
+  ``data: {...}\\n\\n`` strings unchanged sends instead.
+- ``model`` in the body must be a served name of the base (``OPTION_SERVED_MODEL_NAME``,
+  else LMI's default ``lmi``); LMI sets it to the adapter for adapter components.
+- Failures come back as LMI sends them and SageMaker wraps them (``ModelError``, 424, with
+  ``OriginalStatusCode``/``OriginalMessage``): a body LMI cannot parse is
+  ``Input parsing failed: ...`` with code 424; an unknown model is vLLM's ``NotFoundError``
+  which LMI's non-stream formatter reports with code 500.
 """
 
 from __future__ import annotations
@@ -13,13 +31,15 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lmikit.testing._control import ControlPlane, Resource, ServiceError
 from lmikit.testing._wire import payload_part, stream_exception
 
 DEFAULT_MAX_TOKENS = 16
+LMI_DEFAULT_MODEL_NAME = "lmi"  # vllm_async_service.py: served_model_name or "lmi"
+STREAM_FRAMINGS = ("jsonlines", "sse")
 
 
 @dataclass
@@ -40,12 +60,33 @@ class Reply:
     tokens: list[str]
     style: str  # "chat" | "completion" | "lmi" | "raw"
     raw: bytes = b""
+    stream: bool = False  # the body asked the container to stream
+    include_usage: bool = False
+    model: str = LMI_DEFAULT_MODEL_NAME
+    prompt_tokens: int = 0
+    finish_reason: str = "stop"
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: int = 0
+
+    @property
+    def content_type(self) -> str:
+        """LMI's Content-Type: create_stream_chunk_output says application/jsonlines."""
+        return "application/jsonlines" if self.stream else "application/json"
 
 
-def model_error(message: str, original_status: int = 400) -> ServiceError:
-    return ServiceError("ModelError", f"Received client error ({original_status}) from "
-                        f"primary with message \"{message}\".", 424,
-                        {"OriginalStatusCode": original_status, "OriginalMessage": message})
+def model_error(message: str, original_status: int = 424) -> ServiceError:
+    """SageMaker's wrapping of a non-2xx container answer; LMI's body is {code, error}."""
+    kind = "client" if original_status < 500 else "server"
+    body = json.dumps({"code": original_status, "error": message})
+    return ServiceError("ModelError", f"Received {kind} error ({original_status}) from "
+                        f"primary with message \"{body}\". See the endpoint's CloudWatch "
+                        "logs for more information.", 424,
+                        {"OriginalStatusCode": original_status, "OriginalMessage": body})
+
+
+def input_parsing_failed(message: str) -> ServiceError:
+    """LMI's answer when the body cannot become a vLLM request (vllm_async_service.py)."""
+    return model_error(f"Input parsing failed: {message}", 424)
 
 
 class Runtime:
@@ -55,6 +96,7 @@ class Runtime:
         self.stream_part_bytes = stream_part_bytes
         self.ttft_seconds = ttft_seconds
         self.token_seconds = token_seconds
+        self.stream_framing = "jsonlines"
         self.sessions: dict[str, Session] = {}
         self.invocations: list[dict[str, Any]] = []
 
@@ -114,7 +156,7 @@ class Runtime:
         if session_id == "NEW_SESSION" or request_type in ("NEW_SESSION", "CLOSE"):
             return self._session_call(res, session_id, request_type, sessions_on, env)
         if not isinstance(payload, dict):
-            raise model_error("the body is not a JSON object")
+            raise input_parsing_failed("the body is not a JSON object")
         turn = None
         if session_id:
             s = self.sessions.get(session_id)
@@ -123,23 +165,50 @@ class Runtime:
                 turn = s.turns
         prompt, style = _prompt(payload)
         if prompt is None:
-            raise model_error("the body needs 'messages', 'prompt' or 'inputs'")
+            raise input_parsing_failed(
+                "invalid payload. must contain prompt, inputs, or messages")
+        if style in ("chat", "completion"):
+            _check_openai_request(payload, style)
+        model = self._served_model(res, payload, env)
         limit = _max_tokens(payload)
         who = res.name + (f" turn {turn}" if turn else "")
         words = [f"[{who}]"] + (prompt.split() or ["(empty)"])
         tokens = [w + " " for w in words][:limit]
-        return Reply({}, tokens, style)
+        stream_options = payload.get("stream_options")
+        return Reply({}, tokens, style, stream=payload.get("stream") is True,
+                     include_usage=isinstance(stream_options, dict)
+                     and stream_options.get("include_usage") is True,
+                     model=model, prompt_tokens=_prompt_tokens(payload),
+                     finish_reason="length" if len(words) > limit else "stop",
+                     created=int(self.control.clock.time()))
+
+    def _served_model(self, res: Resource, payload: dict[str, Any],
+                      env: dict[str, str]) -> str:
+        """The ``model`` vLLM sees: LMI names the adapter for an adapter component (the
+        SageMaker adapter header), else the body's model, defaulting to the served name."""
+        if res.request["Specification"].get("BaseInferenceComponentName"):
+            return res.name
+        served = env.get("OPTION_SERVED_MODEL_NAME") or LMI_DEFAULT_MODEL_NAME
+        asked = payload.get("model")
+        if asked is None or asked == served:
+            return served
+        # vLLM _check_model -> ErrorResponse(NotFoundError, 404); LMI's
+        # vllm_non_stream_output_formatter finds no top-level code and answers 500 with
+        # the ErrorResponse's str().
+        raise model_error(f"error=ErrorInfo(message='The model `{asked}` does not exist.', "
+                          "type='NotFoundError', param='model', code=404)", 500)
 
     def _session_call(self, res: Resource, session_id: str | None, request_type: str | None,
                       sessions_on: bool, env: dict[str, str]) -> Reply:
         if not sessions_on:
-            raise model_error("stateful sessions are not enabled on this endpoint "
-                              "(OPTION_ENABLE_STATEFUL_SESSIONS is not 'true')")
+            raise input_parsing_failed(
+                "stateful sessions are not enabled on this endpoint "
+                "(OPTION_ENABLE_STATEFUL_SESSIONS is not 'true')")
         clock = self.control.clock
         if session_id == "NEW_SESSION":
             if request_type != "NEW_SESSION":
-                raise model_error("a NEW_SESSION call needs the body "
-                                  '{"requestType": "NEW_SESSION"}')
+                raise input_parsing_failed("a NEW_SESSION call needs the body "
+                                           '{"requestType": "NEW_SESSION"}')
             ttl = int(env.get("OPTION_SESSIONS_EXPIRATION", "1200"))
             sid = uuid.uuid4().hex
             when = dt.datetime.fromtimestamp(clock.time() + ttl, tz=dt.timezone.utc)
@@ -147,36 +216,38 @@ class Runtime:
             self.sessions[sid] = Session(sid, self._base(res).name, clock.monotonic() + ttl,
                                          text)
             return Reply({"X-Amzn-SageMaker-New-Session-Id": f"{sid}; Expires={text}"}, [],
-                         "raw", json.dumps({"result": "session created"}).encode())
+                         "raw", json.dumps({"result": f"Session {sid} created"}).encode())
         if request_type == "CLOSE":
             s = self.sessions.get(session_id or "")
             if s is None or s.closed:
-                raise model_error(f"session {session_id} not found", 404)
+                raise model_error(f"Failed to close session: session {session_id} not found")
             s.closed = True
             return Reply({"X-Amzn-SageMaker-Closed-Session-Id": s.id}, [], "raw",
-                         json.dumps({"result": "session closed"}).encode())
-        raise model_error("a NEW_SESSION request needs SessionId=NEW_SESSION")
+                         json.dumps({"result": f"Session {s.id} closed"}).encode())
+        raise input_parsing_failed("a NEW_SESSION request needs SessionId=NEW_SESSION")
 
     # --- rendering ---------------------------------------------------------------------
 
     def render_body(self, reply: Reply) -> bytes:
+        """The whole body, as InvokeEndpoint returns it (a streamed body arrives whole)."""
         if reply.style == "raw":
             return reply.raw
-        text = "".join(reply.tokens).rstrip()
-        usage = {"prompt_tokens": 8, "completion_tokens": len(reply.tokens),
-                 "total_tokens": 8 + len(reply.tokens)}
-        if reply.style == "chat":
-            return json.dumps({"id": "chatcmpl-fake", "object": "chat.completion",
-                               "model": "lmi", "choices": [{
-                                   "index": 0, "finish_reason": "stop",
-                                   "message": {"role": "assistant", "content": text}}],
-                               "usage": usage}).encode()
-        if reply.style == "completion":
-            return json.dumps({"id": "cmpl-fake", "object": "text_completion",
-                               "choices": [{"index": 0, "text": text,
-                                            "finish_reason": "stop"}],
-                               "usage": usage}).encode()
-        return json.dumps({"generated_text": text}).encode()
+        per_token, tail = self._writes(reply)
+        return b"".join(per_token + tail)
+
+    def _writes(self, reply: Reply) -> tuple[list[bytes], list[bytes]]:
+        """What the container writes: one write per token, then the closing writes."""
+        if not reply.stream:
+            return [], [json.dumps(_whole(reply)).encode() + b"\n"]
+        chunks = _chunks(reply)
+        frame = _sse_write if self.stream_framing == "sse" else _jsonl_write
+        per_token = [b"".join(frame(c) for c in group) for group in chunks[0]]
+        tail = [frame(c) for c in chunks[1]]
+        if reply.style in ("chat", "completion"):
+            tail.append(b"data: [DONE]\n\n\n" if self.stream_framing == "sse" else b"\n")
+        if self.stream_framing == "sse":
+            tail.append(b"\n")  # create_stream_chunk_output("", last_chunk=True)
+        return per_token, tail
 
     def stream_events(self, reply: Reply, error_after: int | None = None,
                       error_message: str = "") -> Iterator[bytes]:
@@ -185,42 +256,116 @@ class Runtime:
         if reply.style == "raw":
             yield payload_part(reply.raw)
             return
-        pending = b""
-        for i, token in enumerate(reply.tokens):
+        per_token, tail = self._writes(reply)
+        size = max(1, self.stream_part_bytes)
+        if not per_token:  # not streamed by the container: the body after generation
+            clock.sleep(self.ttft_seconds + self.token_seconds * max(0, len(reply.tokens) - 1))
+        for i, data in enumerate(per_token):
             clock.sleep(self.ttft_seconds if i == 0 else self.token_seconds)
             if error_after is not None and i >= error_after:
-                if pending:
-                    yield payload_part(pending)
                 yield stream_exception("ModelStreamError", error_message, "ModelStreamError")
                 return
-            pending += _stream_line(reply.style, token, i, len(reply.tokens))
-            size = max(1, self.stream_part_bytes)
-            while pending:  # flush each token now, cut into parts of at most `size`
-                yield payload_part(pending[:size])
-                pending = pending[size:]
-        if reply.style in ("chat", "completion"):
-            pending += b"data: [DONE]\n\n"
-        while pending:
-            size = max(1, self.stream_part_bytes)
-            yield payload_part(pending[:size])
-            pending = pending[size:]
+            for start in range(0, len(data), size):  # flush each token now, cut into parts
+                yield payload_part(data[start:start + size])
+        pending = b"".join(tail)
+        for start in range(0, len(pending), size):
+            yield payload_part(pending[start:start + size])
 
 
-def _stream_line(style: str, token: str, i: int, n: int) -> bytes:
-    last = i == n - 1
+def _jsonl_write(chunk: dict[str, Any]) -> bytes:
+    return json.dumps(chunk, ensure_ascii=False).encode() + b"\n"
+
+
+def _sse_write(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n\n"
+
+
+def _usage(reply: Reply) -> dict[str, int]:
+    n = len(reply.tokens)
+    return {"prompt_tokens": reply.prompt_tokens, "total_tokens": reply.prompt_tokens + n,
+            "completion_tokens": n}
+
+
+def _whole(reply: Reply) -> dict[str, Any]:
+    """A non-streamed body: vLLM's ChatCompletionResponse / CompletionResponse, or LMI's."""
+    text = "".join(reply.tokens).rstrip()
+    if reply.style == "chat":
+        return {"id": f"chatcmpl-{reply.id}", "object": "chat.completion",
+                "created": reply.created, "model": reply.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "logprobs": None, "finish_reason": reply.finish_reason,
+                             "stop_reason": None}],
+                "usage": _usage(reply)}
+    if reply.style == "completion":
+        return {"id": f"cmpl-{reply.id}", "object": "text_completion",
+                "created": reply.created, "model": reply.model,
+                "choices": [{"index": 0, "text": text, "logprobs": None,
+                             "finish_reason": reply.finish_reason, "stop_reason": None}],
+                "usage": _usage(reply)}
+    return {"generated_text": text}
+
+
+def _chunks(reply: Reply) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Stream chunks grouped per token (the first token's group opens the stream), and the
+    chunks after the last token (vLLM's usage chunk)."""
+    n = len(reply.tokens)
+    groups: list[list[dict[str, Any]]] = []
+    if reply.style == "lmi":
+        text = "".join(reply.tokens).rstrip()
+        for i, tok in enumerate(reply.tokens):
+            groups.append([{"token": {"id": i, "text": tok, "log_prob": -0.1,
+                                      "special": False},
+                            "generated_text": text if i == n - 1 else None,
+                            "details": None}])
+        return groups, []
+    head = {"id": f"chatcmpl-{reply.id}" if reply.style == "chat" else f"cmpl-{reply.id}",
+            "object": "chat.completion.chunk" if reply.style == "chat" else "text_completion",
+            "created": reply.created, "model": reply.model}
+    for i, tok in enumerate(reply.tokens):
+        finish = reply.finish_reason if i == n - 1 else None
+        if reply.style == "chat":
+            choice = {"index": 0, "delta": {"content": tok}, "logprobs": None,
+                      "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": tok, "logprobs": None, "finish_reason": finish,
+                      "stop_reason": None}
+        groups.append([{**head, "choices": [choice]}])
+    if reply.style == "chat" and groups:  # vLLM opens a chat stream with the role
+        groups[0].insert(0, {**head, "choices": [{
+            "index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+            "finish_reason": None}]})
+    tail: list[dict[str, Any]] = []
+    if reply.include_usage:  # vLLM's last chunk: no choices, the usage
+        tail.append({**head, "choices": [], "usage": _usage(reply)})
+    return groups, tail
+
+
+def _check_openai_request(payload: dict[str, Any], style: str) -> None:
+    """The checks of vLLM's request models that a client can trip; LMI reports the
+    pydantic ValidationError as ``Input parsing failed`` (424)."""
+    name = "ChatCompletionRequest" if style == "chat" else "CompletionRequest"
+
+    def fail(field_name: str, message: str) -> ServiceError:
+        return input_parsing_failed(f"1 validation error for {name}\n{field_name}\n  "
+                                    f"{message}")
+
+    if payload.get("stream_options") and not payload.get("stream"):
+        # vLLM protocol.py validate_stream_options
+        raise fail("stream_options",
+                   "Value error, Stream options can only be defined when `stream=True`.")
+    if "stream" in payload and not isinstance(payload["stream"], bool | None):
+        raise fail("stream", "Input should be a valid boolean")
+    for key in ("max_tokens", "max_completion_tokens", "n"):
+        value = payload.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise fail(key, "Input should be a valid integer")
     if style == "chat":
-        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": "lmi",
-                 "choices": [{"index": 0, "delta": {"content": token},
-                              "finish_reason": "stop" if last else None}]}
-        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
-    if style == "completion":
-        chunk = {"id": "cmpl-fake", "object": "text_completion",
-                 "choices": [{"index": 0, "text": token,
-                              "finish_reason": "stop" if last else None}]}
-        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
-    line = {"token": {"id": i, "text": token, "log_prob": -0.1, "special": False},
-            "generated_text": None}
-    return json.dumps(line).encode() + b"\n"
+        messages = payload["messages"]
+        if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages):
+            raise fail("messages", "every message needs a 'role'")
+    model = payload.get("model")
+    if model is not None and not isinstance(model, str):
+        raise fail("model", "Input should be a valid string")
 
 
 def _prompt(payload: dict[str, Any]) -> tuple[str | None, str]:
@@ -237,8 +382,24 @@ def _prompt(payload: dict[str, Any]) -> tuple[str | None, str]:
     return None, "raw"
 
 
+def _prompt_tokens(payload: dict[str, Any]) -> int:
+    """The echo model's tokenizer: whitespace-separated words of every message/prompt."""
+    texts: list[str] = []
+    for m in payload.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+        elif isinstance(content, str):
+            texts.append(content)
+    for key in ("prompt", "inputs"):
+        if isinstance(payload.get(key), str):
+            texts.append(payload[key])
+    return sum(len(t.split()) for t in texts)
+
+
 def _max_tokens(payload: dict[str, Any]) -> int:
-    value = payload.get("max_tokens") or payload.get("max_new_tokens")
+    value = (payload.get("max_completion_tokens") or payload.get("max_tokens")
+             or payload.get("max_new_tokens"))
     params = payload.get("parameters")
     if not value and isinstance(params, dict):
         value = params.get("max_new_tokens")
