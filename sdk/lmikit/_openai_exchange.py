@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from lmikit.names import adapter_component_name, base_component_name
+from lmikit.names import MODEL_ID_ENV, adapter_component_name, base_component_name
 from lmikit.openai_sse import SseReframer
 
 NEW_SESSION = "NEW_SESSION"  # InvokeEndpoint's SessionId that opens a session
-MODEL_ENV_KEYS = ("HF_MODEL_ID", "OPTION_MODEL_ID")  # where the base component names its model
+# Where the base component names its model: lmikit's own record of the spec's model.id (in
+# the component's environment, or in its SageMaker Model's when SageMaker copies S3 weights).
+MODEL_ENV_KEYS = (MODEL_ID_ENV,)
 _ROUTING_HEADER = "x-amzn-sagemaker-inference-component"
 _OPERATIONS = {False: "InvokeEndpoint", True: "InvokeEndpointWithResponseStream"}
 
@@ -156,8 +158,11 @@ class ModelRouter:
             if self.base_model is None and self.base_component in names:
                 described = client.describe_inference_component(
                     InferenceComponentName=self.base_component)
-                env = (described.get("Specification", {}).get("Container") or {}).get(
-                    "Environment", {})
+                spec = described.get("Specification", {})
+                env = (spec.get("Container") or {}).get("Environment") or {}
+                if not env and spec.get("ModelName"):
+                    model = client.describe_model(ModelName=spec["ModelName"])
+                    env = model.get("PrimaryContainer", {}).get("Environment", {})
                 self._found_model = next((env[k] for k in MODEL_ENV_KEYS if env.get(k)), None)
             self._list_error = None
         except ClientError as exc:

@@ -49,8 +49,13 @@ from lmikit.deploy._aws import (
 from lmikit.deploy._model import component_environment
 from lmikit.errors import AdapterError, DeployError, LmikitError
 from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
-from lmikit.names import ADAPTER_TAG, DEPLOYMENT_TAG, adapter_component_name, base_component_name
-from lmikit.render.env import MODEL_ID_ENV
+from lmikit.names import (
+    ADAPTER_TAG,
+    DEPLOYMENT_TAG,
+    MODEL_ID_ENV,
+    adapter_component_name,
+    base_component_name,
+)
 
 if TYPE_CHECKING:
     from lmikit.plan import Plan

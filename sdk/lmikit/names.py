@@ -20,6 +20,9 @@ VARIANT_NAME = "AllTraffic"
 DEPLOYMENT_TAG = "lmikit:deployment"
 ADAPTER_TAG = "lmikit:adapter"
 BASE_SUFFIX = "-base"
+# The spec's model.id, recorded in the base component's (or its Model's) environment for the
+# adapter registry and the OpenAI-compatible client (LMI itself reads option.model_id).
+MODEL_ID_ENV = "LMIKIT_MODEL_ID"
 
 
 def base_component_name(deployment: str) -> str:

@@ -149,3 +149,19 @@ def test_fake_model_rules_follow_the_service_model(fake: FakeSageMaker, session:
     sm.delete_model(ModelName="m")
     with pytest.raises(sm.exceptions.ClientError, match="Could not find model"):
         sm.describe_model(ModelName="m")
+
+
+def test_openai_client_finds_the_base_model_id_in_the_model_environment(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    """With S3 weights the base component has no container environment: the OpenAI-compatible
+    client reads the model id from the SageMaker Model the component names."""
+    pytest.importorskip("openai")
+    from lmikit import Endpoint
+
+    deployment(_spec(), session, clock, tmp_path).deploy()
+    client = Endpoint("docqa", session=session, clock=clock).openai()
+    model = "s3://example-models-bucket/meta-llama/Llama-3.1-8B-Instruct/"
+    assert model in [m.id for m in client.models.list()]
+    reply = client.chat.completions.create(model=model,
+                                           messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content

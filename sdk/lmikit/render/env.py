@@ -31,7 +31,7 @@ import json
 from lmikit.catalog import model_options as catalog_model_options
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
-from lmikit.names import base_component_name
+from lmikit.names import MODEL_ID_ENV, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.container import MODEL_DIR, ImageKind, metrics_endpoint
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
@@ -43,7 +43,6 @@ DEFAULT_MAX_LORAS = 4
 MIN_LORA_RANK = 16
 ASYNC_ENTRYPOINT = "djl_python.lmi_vllm.vllm_async_service"
 SERVING_PROPERTIES = "serving.properties"
-MODEL_ID_ENV = "LMIKIT_MODEL_ID"
 # What stays in the inference component's environment: process-level settings, what lmikit's
 # start-up step replaces at start (OPTION_LMCACHE_CONFIG_FILE: an env value yields to the
 # exported one, a serving.properties line would not), what the adapter registry and the
