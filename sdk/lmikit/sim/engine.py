@@ -9,7 +9,10 @@ Rules (each has a unit test):
   :func:`lmikit.sizing.prefill_flops` / (dense bf16 peak x TP x ``prefill_mfu``);
 - a decode step is memory-bound: (weights + KV of every running sequence) per GPU / (HBM
   bandwidth x ``decode_hbm_efficiency``) + ``decode_step_overhead_s``, or the compute time of
-  the step if that is longer;
+  the step if that is longer: the weights are read once per step for the whole batch, so
+  decode throughput grows almost linearly with the batch until compute-bound;
+- a prefill beside running sequences shares vLLM's mixed steps with them
+  (:meth:`EngineModel.mixed_prefill_s`): one pass over weights and KV per step serves both;
 - a CPU hit copies the matched KV to the GPUs (each rank its share, in parallel) at
   ``host_to_gpu_gbps x cpu_retrieve_efficiency``; a disk hit reads it from NVMe first (not
   overlapped); a remote hit fetches it at ``remote_gbps`` plus one round trip, then copies it;
@@ -57,15 +60,41 @@ class EngineModel:
                                      new_tokens, context_tokens)
         return flops / (self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
 
+    def _step_memory_s(self, context_tokens: int) -> float:
+        """One pass over the weights and ``context_tokens`` of KV, per GPU in parallel."""
+        per_gpu = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tp
+        return per_gpu / (self.hbm_gbps * 1e9 * self.coeff.decode_hbm_efficiency)
+
+    def _decode_compute_s(self, batch: int) -> float:
+        return 2.0 * self.active_params * batch / (
+            self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
+
     def decode_step_s(self, batch: int, context_tokens: int) -> float:
         """One decode step for ``batch`` sequences holding ``context_tokens`` of KV in all."""
         if batch <= 0:
             return 0.0
-        per_gpu = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tp
-        memory = per_gpu / (self.hbm_gbps * 1e9 * self.coeff.decode_hbm_efficiency)
-        compute = 2.0 * self.active_params * batch / (
-            self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
-        return max(memory, compute) + self.coeff.decode_step_overhead_s
+        return (max(self._step_memory_s(context_tokens), self._decode_compute_s(batch))
+                + self.coeff.decode_step_overhead_s)
+
+    def mixed_prefill_s(self, new_tokens: int, context_tokens: int, batch: int,
+                        batch_context_tokens: int) -> tuple[float, int]:
+        """A prefill run in vLLM's mixed steps beside ``batch`` decoding sequences.
+
+        Each step spends the token budget (``prefill_chunk_tokens``) on one token per
+        decoding sequence and the rest on the prompt, so the prompt takes ``steps`` steps;
+        every step reads the weights and the batch's KV once and computes both parts:
+        time = max(prefill FLOPs + steps x decode FLOPs, steps x one pass over weights and
+        KV) + steps x the per-step overhead. Returns (seconds, steps); with no batch it
+        is :meth:`prefill_s` alone.
+        """
+        prefill = self.prefill_s(new_tokens, context_tokens)
+        if batch <= 0:
+            return prefill, 0
+        room = max(1, self.coeff.prefill_chunk_tokens - batch)
+        steps = max(1, -(-new_tokens // room))
+        compute = prefill + steps * self._decode_compute_s(batch)
+        memory = steps * self._step_memory_s(batch_context_tokens)
+        return max(compute, memory) + steps * self.coeff.decode_step_overhead_s, steps
 
     def _to_gpu_s(self, tokens: int, efficiency: float) -> float:
         per_gpu = tokens * self.kv_bytes_per_token / self.tp

@@ -3,22 +3,34 @@
 Each model copy is one GPU timeline with continuous batching (rules, each unit-tested):
 
 1. A routed request waits until the copy has fewer than ``max_batch_size`` requests admitted
-   and the KV of every admitted request (prompt + output tokens) fits the copy's GPU pool;
-   a request bigger than the pool is admitted alone.
+   (vLLM's ``max_num_seqs``) and its KV fits the copy's GPU pool beside what admitted
+   requests use. The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`):
+   chunks an admitted request uses are pinned and shared (a prefix common to many requests
+   is held once), chunks nobody uses stay cached until their room is needed. A request
+   needs room for the chunks of its prompt not already cached and its partial last chunk;
+   its output takes room as it is generated. When running requests fill the pool, the
+   newest is preempted as vLLM's scheduler does (``v1/core/sched/scheduler.py``: the last
+   running request goes back to the front of the waiting queue, its blocks freed): on
+   readmission it prefills its prompt (prefix-cache hits allowed) and recomputes the
+   tokens it had generated; its first token is not sent again. A request bigger than the
+   pool is admitted alone.
 2. Admitted requests prefill one after the other (first come, first served). At the start
    of its prefill a request looks up its chunk keys: vLLM's GPU prefix cache, then LMCache's
    CPU, disk and remote tiers (a prefix match across tiers); only the missing suffix is
    prefilled. The prefill occupies the GPU for: retrieve from each tier + prefill of the
    missing tokens + the store of new full chunks to CPU (LMCache on) + one decode step of
-   the running batch per ``prefill_chunk_tokens`` of prompt (chunked prefill interleaves
-   them).
+   the running batch per step of vLLM's token budget (``prefill_chunk_tokens``): chunked
+   prefill mixes them into the same steps (:meth:`EngineModel.mixed_prefill_s`).
 3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
 4. Running requests decode together: one token each per step of
    :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
    advance one token per prefill step (its duration / its number of budget-sized steps).
-5. GPU prefix-cache capacity is the pool minus the private KV of admitted requests (output
-   tokens and partial chunks); every tier evicts least recently used chunks. GPU, CPU and
-   disk tiers belong to one copy; the remote tier is one store shared by every copy.
+5. GPU prefix-cache capacity is the pool minus what admitted requests use; when a request
+   finishes its chunks stay cached, and so do the full chunks of its output when its
+   session's next turn repeats them (vLLM caches generated blocks too; LMCache stores
+   prompts only: ``save_decode_cache`` is off by default). Every tier evicts least recently
+   used chunks. GPU, CPU and disk tiers belong to one copy; the remote tier is one store
+   shared by every copy.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from dataclasses import dataclass, field
 
 from lmikit.sim.engine import EngineModel
 from lmikit.sim.routers import Router
-from lmikit.sim.tiers import LruTier, UnboundedTier
+from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
 from lmikit.sim.workloads import Request, Workload
 
 ARRIVE, PREFILL_DONE, DECODE = 0, 1, 2
@@ -58,14 +70,15 @@ class CopyConfig:
 
 class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
-                 "current", "running", "D", "last", "rate", "ctx_const", "held", "private",
-                 "active", "busy", "version", "prefill_rate", "seq")
+                 "current", "running", "D", "last", "rate", "ctx_const", "resv",
+                 "active", "busy", "version", "prefill_rate", "seq", "static", "base",
+                 "base_sum", "resumed")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
         self.engine = cfg.engine
         c = cfg.chunk_size
-        self.gpu = LruTier(cfg.gpu_tokens // c)
+        self.gpu = GpuCache(cfg.gpu_tokens // c, c)
         tiers: list[tuple[str, LruTier]] = []
         if cfg.cpu_tokens:
             tiers.append(("cpu", LruTier(cfg.cpu_tokens // c)))
@@ -83,8 +96,11 @@ class _Copy:
         self.last = 0.0
         self.rate = 0.0
         self.ctx_const = 0.0
-        self.held = 0
-        self.private = 0
+        self.resv: dict[int, tuple[int, int]] = {}  # request -> (pinned chunks, private)
+        self.static = 0  # private tokens of admitted requests other than generated ones
+        self.base: dict[int, float] = {}  # running request -> D at which it had 0 tokens
+        self.base_sum = 0.0
+        self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
         self.active = 0
         self.busy = 0.0
         self.version = 0
@@ -94,6 +110,16 @@ class _Copy:
     @property
     def queued(self) -> int:
         return len(self.waiting) + len(self.queue)
+
+    @property
+    def kv_usage(self) -> float:
+        """Share of the GPU pool in use by admitted requests (vLLM's KV cache usage)."""
+        return self.gpu.used_chunks() / self.gpu.pool if self.gpu.pool else 1.0
+
+    def sync(self) -> None:
+        """Private tokens now: prompt tails and uncomputed chunks + every generated token."""
+        grown = len(self.running) * self.D - self.base_sum if self.running else 0.0
+        self.gpu.private = self.static + math.ceil(grown - 1e-6)
 
     def holds(self, keys: Sequence[int]) -> int:
         """Chunks of ``keys`` this copy holds locally (GPU, then LMCache), as a prefix."""
@@ -195,21 +221,52 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         else:
             step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
             c.rate = 1.0 / step
-        push(t + max(0.0, c.running[0][0] - c.D) * step, DECODE, c, c.version)
+        c.sync()
+        target = c.running[0][0]
+        if nrun > 1:  # the pool fills up before then: preempt there
+            target = min(target, c.D + (max(0, c.gpu.free_tokens()) + 1) / nrun)
+        push(t + max(0.0, target - c.D) * step, DECODE, c, c.version)
+
+    def preempt(c: _Copy) -> bool:
+        """Send the newest running requests back to waiting while the pool is overfull."""
+        c.sync()
+        preempted = False
+        while len(c.running) > 1 and c.gpu.free_tokens() < 0:
+            k = max(range(len(c.running)), key=lambda j: c.running[j][1])
+            _, _, r = c.running.pop(k)
+            heapq.heapify(c.running)
+            b = c.base.pop(r.id)
+            c.base_sum -= b
+            c.ctx_const -= r.prompt_tokens - b
+            c.resumed[r.id] = int(c.D - b + 1e-6)
+            pinned, own = c.resv.pop(r.id)
+            c.static -= own
+            c.gpu.unpin(r.keys[:pinned])
+            c.active -= 1
+            c.waiting.appendleft(r)
+            c.sync()
+            preempted = True
+        return preempted
 
     def admit(c: _Copy, t: float) -> None:
         cfg = c.cfg
+        chunk = cfg.chunk_size
+        gpu = c.gpu
         while c.waiting and c.active < cfg.max_batch_size:
             r = c.waiting[0]
-            need = r.prompt_tokens + r.output_tokens
-            if c.active and c.held + need > cfg.gpu_tokens:
+            keys = r.keys
+            g = gpu.match(keys)
+            own = r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0)
+            c.sync()
+            if c.active and own + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
                 break
             c.waiting.popleft()
             c.active += 1
-            c.held += need
-            c.private += r.output_tokens + r.prompt_tokens % cfg.chunk_size
-            c.gpu.capacity = max(0, cfg.gpu_tokens - c.private) // cfg.chunk_size
-            c.gpu.shrink()
+            gpu.pin(keys[:g])
+            c.static += own
+            c.resv[r.id] = (g, own)
+            c.sync()
+            gpu.shrink()
             c.queue.append(r)
         if c.current is None and c.queue:
             start_prefill(c, t)
@@ -229,8 +286,12 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             stored = max(0, len(keys) * chunk - cached) if c.cfg.lmcache else 0
             duration += eng.retrieve_s(forced_tier, cached)
         else:
+            g0, own = c.resv[r.id]
             g = c.gpu.match(keys)
-            c.gpu.touch(keys[:g])
+            if g > g0:  # computed by another request since admission: pin and use it
+                c.gpu.pin(keys[g0:g])
+                c.static -= (g - g0) * chunk
+                c.resv[r.id] = (g, own - (g - g0) * chunk)
             served = {"gpu": g * chunk}
             pos = 0
             found: list[tuple[str, LruTier, int, int]] = []
@@ -254,15 +315,18 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     tier.insert(new)
         for name, tokens in served.items():
             res.served[name][r.id] = tokens
-        new_tokens = r.prompt_tokens - hit
-        duration += eng.prefill_s(new_tokens, hit) + eng.store_s(stored)
+        new_tokens = r.prompt_tokens - hit + c.resumed.get(r.id, 0)
+        duration += eng.store_s(stored)
         c.prefill_rate = 0.0
-        if c.running:
+        nrun = len(c.running)
+        if nrun:
             # chunked prefill: each step of the token budget also advances every decode
-            steps = max(1, -(-new_tokens // eng.coeff.prefill_chunk_tokens))
-            duration += steps * eng.decode_step_s(len(c.running),
-                                                  int(c.ctx_const + len(c.running) * c.D))
+            body, steps = eng.mixed_prefill_s(new_tokens, hit, nrun,
+                                              int(c.ctx_const + nrun * c.D))
+            duration += body
             c.prefill_rate = steps / duration
+        else:
+            duration += eng.prefill_s(new_tokens, hit)
         reschedule(c, t)
         push(t + duration, PREFILL_DONE, c)
 
@@ -270,10 +334,16 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         res.end[r.id] = t
         c.outstanding -= 1
         c.active -= 1
-        c.held -= r.prompt_tokens + r.output_tokens
-        c.private -= r.output_tokens + r.prompt_tokens % c.cfg.chunk_size
-        c.gpu.capacity = max(0, c.cfg.gpu_tokens - c.private) // c.cfg.chunk_size
+        pinned, own = c.resv.pop(r.id)
+        c.static -= own
+        c.sync()
+        c.gpu.unpin(r.keys[:pinned])
         follow = nxt[r.id]
+        if follow is not None:  # vLLM caches the output's full blocks the next turn repeats
+            k, chunk = len(r.keys), c.cfg.chunk_size
+            m = min(len(follow.keys), (r.prompt_tokens + r.output_tokens) // chunk)
+            if m > k and follow.keys[:k] == r.keys:
+                c.gpu.insert(follow.keys[k:m])
         p = phases[state["phase"]]
         if follow is not None:
             think = p.think_time_s
@@ -308,15 +378,30 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             assert c.current is not None
             r = c.current
             c.current = None
-            res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
-            c.gpu.insert(r.keys)
-            if r.output_tokens <= 1:
-                res.end[r.id] = res.ttft[r.id]
-                finish(r, c, res.ttft[r.id])
+            before = c.resumed.pop(r.id, None)
+            if before is None:
+                res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
+            done_g, own = c.resv[r.id]
+            n_keys = len(r.keys)
+            moved = (n_keys - done_g) * c.cfg.chunk_size + (before or 0)
+            if n_keys > done_g:  # the computed chunks join the pool, pinned while it runs
+                c.gpu.pin(r.keys[done_g:])
+            c.static -= moved  # generated tokens are counted from here on as they grow
+            c.resv[r.id] = (n_keys, own - moved)
+            generated = (before or 0) + 1
+            if generated >= r.output_tokens:
+                end = t + c.engine.coeff.request_overhead_s
+                res.end[r.id] = end
+                finish(r, c, end)
             else:
                 c.seq += 1
-                heapq.heappush(c.running, (c.D + r.output_tokens - 1, c.seq, r))
-                c.ctx_const += r.prompt_tokens - c.D
+                zero = c.D - generated
+                heapq.heappush(c.running, (zero + r.output_tokens, c.seq, r))
+                c.base[r.id] = zero
+                c.base_sum += zero
+                c.ctx_const += r.prompt_tokens - zero
+            c.sync()
+            c.gpu.shrink()
             admit(c, t)
             reschedule(c, t)
         else:
@@ -327,12 +412,15 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             advance(c, t)
             done = []
             while c.running and c.running[0][0] <= c.D + 1e-6:
-                finish_d, _, r = heapq.heappop(c.running)
-                c.ctx_const -= r.prompt_tokens - (finish_d - (r.output_tokens - 1))
+                _, _, r = heapq.heappop(c.running)
+                zero = c.base.pop(r.id)
+                c.base_sum -= zero
+                c.ctx_const -= r.prompt_tokens - zero
                 done.append(r)
             for r in done:
                 finish(r, c, t + c.engine.coeff.request_overhead_s)
-            admit(c, t)
+            if not preempt(c):
+                admit(c, t)
             reschedule(c, t)
     res.makespan_s = t
     for i, c in enumerate(fleet):

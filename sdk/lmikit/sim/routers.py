@@ -31,6 +31,8 @@ import random
 from collections.abc import Sequence
 from typing import Protocol
 
+from lmikit.sim.tiers import LruTier
+
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
 BYTES_PER_TOKEN = 4  # English text under a BPE tokenizer: PrefixLength bytes -> tokens
 
@@ -40,6 +42,9 @@ class Copy(Protocol):
 
     @property
     def queued(self) -> int: ...  # routed here and not yet prefilling (vLLM's waiting queue)
+
+    @property
+    def kv_usage(self) -> float: ...  # share of the GPU KV pool in use (0..1)
 
     def holds(self, keys: Sequence[int]) -> int: ...
 
@@ -163,6 +168,79 @@ class KvAware:
         best = max(range(len(open_)), key=lambda j: (held[j] / total + (hi - queues[j]) / span,
                                                      -fleet[open_[j]].outstanding))
         return open_[best]
+
+
+class Epp:
+    """llm-d's endpoint picker: weighted scorers, the highest weighted sum wins.
+
+    As configured by an ``EndpointPickerConfig`` with a ``max-score-picker`` (ties go to a
+    random one of the best). Scorers (gateway-api-inference-extension
+    ``pkg/epp/scheduling/framework/plugins/scorer/queue.go`` and ``kvcache_utilization.go``;
+    llm-d-inference-scheduler ``precise_prefix_cache``):
+
+    - queue: (longest waiting queue - its queue) / (longest - shortest), 1 when all equal;
+    - kv-cache utilization: 1 - the share of its KV pool in use;
+    - precise prefix cache: chunks of the prompt the copy holds from the start (its real
+      cache, as vLLM's KV events report it), min-max normalized over the copies holding
+      any (1 when they hold equally, 0 for a copy holding none);
+    - approximate prefix cache (``approximate=(capacity_chunks, prefix_chunks)``): the
+      share of the first ``prefix_chunks`` chunks that the router itself last sent to the
+      copy, remembered in a per-copy LRU of ``capacity_chunks`` (routing history, not the
+      cache: it goes on believing in chunks the copy has evicted).
+
+    >>> class C:
+    ...     def __init__(self, q, held): self.queued = q; self._held = held; self.kv_usage = 0.5
+    ...     def holds(self, keys): return self._held
+    >>> class R: keys = (1, 2, 3)
+    >>> Epp(random.Random(0), prefix_weight=2, queue_weight=1).pick(R(), [C(0, 0), C(3, 3)])
+    1
+    """
+
+    name = "epp"
+
+    def __init__(self, rng: random.Random, *, prefix_weight: float = 0.0,
+                 kv_weight: float = 0.0, queue_weight: float = 0.0,
+                 approximate: tuple[int, int] | None = None) -> None:
+        self.rng = rng
+        self.weights = (prefix_weight, kv_weight, queue_weight)
+        self.approximate = approximate
+        self.index: list[LruTier] = []
+
+    def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
+        n = len(fleet)
+        wp, wk, wq = self.weights
+        score = [0.0] * n
+        if wq:
+            queues = [c.queued for c in fleet]
+            lo, hi = min(queues), max(queues)
+            for i, q in enumerate(queues):
+                score[i] += wq * (1.0 if hi == lo else (hi - q) / (hi - lo))
+        if wk:
+            for i, c in enumerate(fleet):
+                score[i] += wk * (1.0 - c.kv_usage)
+        keys = req.keys
+        if wp and self.approximate is not None:
+            capacity, limit = self.approximate
+            if not self.index:
+                self.index = [LruTier(capacity) for _ in range(n)]
+            keys = keys[:limit]
+            if keys:
+                for i, tier in enumerate(self.index):
+                    score[i] += wp * tier.match(keys) / len(keys)
+        elif wp:
+            held = [c.holds(keys) for c in fleet]
+            some = [h for h in held if h]
+            if some:
+                lo, hi = min(some), max(some)
+                for i, h in enumerate(held):
+                    if h:
+                        score[i] += wp * (1.0 if hi == lo else (h - lo) / (hi - lo))
+        best = max(score)
+        ties = [i for i, v in enumerate(score) if v >= best - 1e-12]
+        pick = ties[0] if len(ties) == 1 else self.rng.choice(ties)
+        if self.approximate is not None and wp and keys:
+            self.index[pick].insert(keys)
+        return pick
 
 
 def make_router(name: str, rng: random.Random, *, chunk_size: int, prefix_length_bytes: int,

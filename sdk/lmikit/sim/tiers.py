@@ -144,3 +144,108 @@ class UnboundedTier(LruTier):
 
     def shrink(self) -> None:
         return None
+
+
+class GpuCache:
+    """vLLM's GPU KV pool: blocks in use are pinned, the rest are a prefix cache.
+
+    vLLM (``v1/core/block_pool.py``, ``kv_cache_manager.py``) reference-counts KV blocks:
+    a block that an admitted request uses cannot be evicted, and one block serves every
+    request that shares it (a shared prefix is held once however many requests read it).
+    A block nobody uses stays cached for a later hit until the pool needs its room, least
+    recently freed first. Here a block is one chunk key; ``private`` counts the tokens of
+    admitted requests that no key names (prompt tails, output and not-yet-computed
+    chunks).
+
+    >>> g = GpuCache(4)
+    >>> g.pin([1, 2]); g.pin([1, 3]); g.used_chunks(), g.match([1, 2, 9])
+    (3, 2)
+    >>> g.unpin([1, 3]); g.insert([7, 8]); g.match([3]), 7 in g, 8 in g
+    (0, True, True)
+    """
+
+    __slots__ = ("pool", "chunk", "private", "pinned", "_lru", "evictions")
+
+    def __init__(self, pool_chunks: int, chunk: int = 1) -> None:
+        self.pool = max(0, int(pool_chunks))
+        self.chunk = chunk
+        self.private = 0  # tokens
+        self.pinned: dict[int, int] = {}
+        self._lru: OrderedDict[int, None] = OrderedDict()
+        self.evictions = 0
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.pinned or key in self._lru
+
+    def __len__(self) -> int:
+        return len(self.pinned) + len(self._lru)
+
+    def match(self, keys: Sequence[int], start: int = 0) -> int:
+        """How many keys from ``start`` on are held (pinned or cached), as a prefix."""
+        pinned, held = self.pinned, self._lru
+        n, end = start, len(keys)
+        while n < end and (keys[n] in pinned or keys[n] in held):
+            n += 1
+        return n - start
+
+    def unpinned(self, keys: Iterable[int]) -> int:
+        """How many of ``keys`` are cached but not pinned (pinning them takes room)."""
+        pinned, held = self.pinned, self._lru
+        return sum(1 for k in keys if k not in pinned and k in held)
+
+    def used_chunks(self) -> int:
+        """Pinned chunks plus private tokens, in chunks (vLLM's KV cache usage)."""
+        return len(self.pinned) + -(-self.private // self.chunk)
+
+    def free_tokens(self) -> int:
+        """Tokens of the pool not in use: empty or holding evictable cached chunks."""
+        return (self.pool - len(self.pinned)) * self.chunk - self.private
+
+    def pin(self, keys: Iterable[int]) -> None:
+        pinned, held = self.pinned, self._lru
+        for k in keys:
+            c = pinned.get(k)
+            if c:
+                pinned[k] = c + 1
+            else:
+                held.pop(k, None)
+                pinned[k] = 1
+
+    def unpin(self, keys: Iterable[int]) -> None:
+        """Release keys; one no request uses any more becomes the most recent cached."""
+        pinned, held = self.pinned, self._lru
+        for k in keys:
+            c = pinned[k] - 1
+            if c:
+                pinned[k] = c
+            else:
+                del pinned[k]
+                held[k] = None
+        self.shrink()
+
+    def touch(self, keys: Iterable[int]) -> None:
+        held = self._lru
+        for k in keys:
+            if k in held:
+                held.move_to_end(k)
+
+    def insert(self, keys: Iterable[int]) -> None:
+        """Cache computed keys nobody pins (or refresh them)."""
+        pinned, held = self.pinned, self._lru
+        for k in keys:
+            if k in pinned:
+                continue
+            if k in held:
+                held.move_to_end(k)
+            else:
+                held[k] = None
+        self.shrink()
+
+    def shrink(self) -> None:
+        """Evict least recently used cached chunks beyond the room left by the pinned."""
+        held = self._lru
+        over = len(held) - max(0, self.pool - self.used_chunks())
+        if over > 0:
+            self.evictions += over
+            for _ in range(over):
+                held.popitem(last=False)

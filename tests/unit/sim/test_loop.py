@@ -95,3 +95,50 @@ def test_local_tiers_are_per_copy() -> None:
     outs = [run(work, [cfg, cfg], RandomRouter(random.Random(s))) for s in range(20)]
     other = [o for o in outs if o.copy_of[0] != o.copy_of[1]]
     assert other and all(o.served["cpu"][1] == o.served["gpu"][1] == 0 for o in other)
+
+
+def test_a_shared_prefix_is_held_once_so_more_requests_fit_the_pool() -> None:
+    # two 3,000-token prompts sharing 2,560 tokens: 2,560 + 2 x (440 + 100) < 4,000, so the
+    # second is admitted while the first decodes (vLLM shares the prefix blocks)
+    doc = (1, 2_560)
+    work = trace((0.0, [doc, (2, 440)], 100), (0.5, [doc, (3, 440)], 100))
+    out = run(work, [copy(gpu_tokens=4_000)], LeastOutstanding())
+    assert out.served["gpu"][1] == 2_560
+    assert out.ttft[1] < out.end[0]
+
+
+def test_unshared_prompts_that_do_not_fit_together_wait() -> None:
+    work = trace((0.0, [(1, 3_000)], 100), (0.5, [(2, 3_000)], 100))
+    out = run(work, [copy(gpu_tokens=4_000)], LeastOutstanding())
+    assert out.ttft[1] >= out.end[0] - 0.01 - 1e-9
+
+
+def test_next_turn_hits_the_previous_answer_in_the_gpu_cache() -> None:
+    # turn 2 repeats turn 1's prompt (512) and answer (512): all four full chunks hit
+    t1 = Request(0, chunk_keys([(1, 512)], 256), 512, 512, session=0)
+    t2 = Request(1, chunk_keys([(1, 512), (2, 512), (3, 100)], 256), 1_124, 10, session=0)
+    work = Workload("chat", [Phase("c", [[t1, t2]], concurrency=1)], 256)
+    out = run(work, [copy()], LeastOutstanding())
+    assert out.served["gpu"][1] == 1_024
+
+
+def test_prefill_beside_a_batch_runs_in_mixed_steps() -> None:
+    m = ENGINE
+    dur, steps = m.mixed_prefill_s(20_000, 0, 100, 300_000)
+    assert steps == -(-20_000 // (m.coeff.prefill_chunk_tokens - 100))
+    compute = m.prefill_s(20_000, 0) + steps * 2 * m.active_params * 100 / (312e12 * 0.55)
+    memory = steps * (m.weight_bytes + 300_000 * m.kv_bytes_per_token) / (2039e9 * 0.75)
+    assert dur == pytest.approx(max(compute, memory) + steps * m.coeff.decode_step_overhead_s)
+    assert m.mixed_prefill_s(1_000, 0, 0, 0) == (m.prefill_s(1_000, 0), 0)
+
+
+def test_output_takes_room_as_generated_and_the_newest_is_preempted_when_full() -> None:
+    # 1,000 + 1,000 prompt tokens fit a 4,000-token pool, 2 x 3,000 with outputs do not:
+    # the second starts at once (vLLM allocates output blocks as they fill), is preempted
+    # when the pool fills, and resumes by recomputing once the first has finished
+    work = trace((0.0, [(1, 1_000)], 2_000), (0.5, [(2, 1_000)], 2_000))
+    out = run(work, [copy(gpu_tokens=4_000)], LeastOutstanding())
+    assert out.ttft[1] < out.end[0] < out.end[1]
+    alone = run(trace((0.0, [(2, 1_000)], 2_000)), [copy(gpu_tokens=4_000)],
+                LeastOutstanding())
+    assert out.end[1] - out.end[0] > 0.5 * (alone.end[0] - alone.ttft[0])  # it waited

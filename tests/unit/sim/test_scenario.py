@@ -90,3 +90,12 @@ def test_cache_aware_routing_beats_random_on_repeated_documents() -> None:
                                                  "sticky_session"], ["cpu"])}
     assert res["prefix_aware"].hit_rate["miss"] < res["random"].hit_rate["miss"]
     assert res["kv_aware"].ttft_mean_s < res["random"].ttft_mean_s
+
+
+def test_us_east_1_gpu_prices_agree_where_two_sources_list_one() -> None:
+    # the fmbench table is read as us-east-1 because its g5/p4d rows match the other sources
+    for name in ("ml.g5.xlarge", "ml.g5.2xlarge", "ml.p4d.24xlarge"):
+        listed = hourly_price(name, "us-east-1")
+        assert listed is not None and "fmbench" not in listed.source
+    assert hourly_price("ml.p5.48xlarge", "us-east-1").usd == 113.068  # type: ignore[union-attr]
+    assert hourly_price("ml.g6e.2xlarge", "us-east-1") is None  # no public copy found

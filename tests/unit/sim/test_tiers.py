@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from lmikit.sim.tiers import (
+    GpuCache,
     LruTier,
     UnboundedTier,
     chunk_keys,
@@ -75,3 +76,24 @@ def test_keys_do_not_depend_on_pythonhashseed() -> None:
                            env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
             for seed in ("1", "2")}
     assert len(outs) == 1
+
+
+def test_gpu_cache_never_evicts_pinned_chunks_and_holds_a_shared_one_once() -> None:
+    g = GpuCache(3)
+    g.pin([1, 2])
+    g.pin([1])
+    assert g.used_chunks() == 2
+    g.insert([5, 6, 7])  # room for one cached chunk beside the two pinned
+    assert 1 in g and 2 in g and 7 in g and 5 not in g and 6 not in g
+    g.unpin([1])
+    assert 1 in g.pinned  # still used by the first request
+    g.unpin([1, 2])
+    assert g.used_chunks() == 0 and g.match([1, 2]) == 2  # freed chunks stay cached
+
+
+def test_gpu_cache_private_tokens_take_room_from_the_cache() -> None:
+    g = GpuCache(4, chunk=256)
+    g.insert([1, 2, 3, 4])
+    g.private = 300  # two chunks' worth
+    g.shrink()
+    assert len(g) == 2 and g.match([3, 4]) == 2 and g.free_tokens() == 724

@@ -1,0 +1,194 @@
+"""The llm-d precise-prefix-cache benchmarks, rebuilt from their published configurations.
+
+Two runs, each with its workload profile and EndpointPickerConfig published beside the
+results (llm-d-kv-cache-manager ``benchmarking/73-capacity/README.md`` and
+``benchmarking/37-capacity/README.md``), driven by inference-perf. What inference-perf does
+(kubernetes-sigs/inference-perf at 5b1da4d, the September 2025 tree):
+
+- ``datagen/shared_prefix_datagen.py``: ``num_groups x num_prompts_per_group`` prompts, each
+  a group's random system prompt + its own random question, generated once and shuffled;
+  request ``n`` of a stage sends prompt ``n % len(prompts)``, so every stage replays the same
+  prompts (questions included) in the same order. ``max_tokens = output_len`` with
+  ``ignore_eos`` (``config.py``): every request generates ``output_len`` tokens.
+- ``loadgen/load_generator.py`` ``run_stage``: a stage of ``rate`` x ``duration`` requests
+  starts one second after it is set up and waits until every one of its requests has
+  finished before the next stage begins.
+- ``loadgen/load_timer.py``: ``constant`` spaces a stage's requests by exponential gaps
+  scaled to fill its duration; ``poisson`` draws a Poisson count per second and spaces them
+  the same way within the second.
+- TTFT is the first streamed line after the request is sent; output tokens/s is the output
+  tokens of successful requests over (last end - first start) (``reportgen/base.py``).
+
+Still assumed, because neither report says: the 4-characters-per-token ratio that turns
+the approximate scorer's 64-character blocks into tokens, and the pool per pod, taken from
+lmikit's planner (324,636 and 488,721 tokens: 5.6% and 5.9% above the reports' 307,328 and
+461,376, so the chain a user runs is what is tested). vLLM runs at its defaults on H100
+(``max_num_seqs`` 1024, ``max_num_batched_tokens`` 8192: vLLM ``engine/arg_utils.py``,
+``EngineArgs.get_batch_defaults``) with 64-token blocks (the precise scorer's
+``blockSize``, which must equal vLLM's block size for its hashes to match).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.loop import CopyConfig, RunResult, run
+from lmikit.sim.routers import Epp, RandomRouter, Router
+from lmikit.sim.scenario import deployment, percentile
+from lmikit.sim.tiers import chunk_keys
+from lmikit.sim.workloads import Phase, Request, Workload
+
+QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
+BLOCK = 64  # vLLM block size = the precise scorer's blockSize
+CHARS_PER_TOKEN = 4  # assumed: the approximate scorer hashes characters, not tokens
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: str
+    tp: int
+    pods: int
+    groups: int
+    per_group: int
+    system: int
+    question: int
+    output: int
+    stages: tuple[tuple[float, int], ...]  # (rate QPS, duration s)
+    poisson: bool
+    routers: dict[str, dict[str, float]]  # experiment -> scorer weights
+    config_path: str | None = None
+
+
+# 73-capacity: load.type poisson; warm-up 15 QPS x 50 s, then the ladder.
+X73 = Setup(
+    "Qwen/Qwen3-32B", 2, 8, 150, 5, 6_000, 1_200, 1_000,
+    ((15, 50), (3, 20), (10, 20), (15, 20), (20, 38), (22, 34), (25, 30), (30, 25),
+     (35, 21), (40, 38), (43, 36), (46, 33), (49, 30), (52, 29), (55, 27), (57, 26),
+     (60, 25)),
+    True,
+    {"precise": {"precise": 3.0, "kv": 2.0, "queue": 2.0},
+     "estimated": {"approximate": 1.0, "kv": 1.0, "queue": 1.0},
+     "load": {"kv": 1.0, "queue": 1.0},
+     "random": {}},
+    QWEN3_32B)
+# 37-capacity: load.type constant; warm-up 9 QPS x 30 s, then the ladder.
+X37 = Setup(
+    "meta-llama/Llama-3.1-70B-Instruct", 4, 4, 83, 3, 8_000, 1_000, 1_000,
+    ((9, 30), (3, 210), (4, 180), (5, 120), (6, 120), (8, 90), (10, 70), (12, 60),
+     (15, 50), (20, 50)),
+    False,
+    {"precise": {"precise": 2.0, "kv": 1.0, "queue": 1.0},
+     "default": {"approximate": 2.0, "kv": 1.0, "queue": 1.0},
+     "load": {"kv": 1.0, "queue": 1.0},
+     "random": {}})
+
+# GIE's prefix-cache scorer defaults as the 73-capacity config sets them: 64-character
+# blocks, at most 256 of them matched, 31,250 blocks remembered per server.
+APPROX_CHARS, APPROX_MAX_BLOCKS, APPROX_LRU_BLOCKS = 64, 256, 31_250
+
+
+def _offsets(rate: float, duration: int, poisson: bool, rng: random.Random) -> list[float]:
+    """Send times within a stage, as inference-perf's timers draw them."""
+    n = int(rate * duration)
+
+    def spread(count: int, span: float, start: float) -> list[float]:
+        gaps = [rng.expovariate(1.0) for _ in range(count)]
+        scale = span / sum(gaps)
+        out, t = [], start
+        for g in gaps:
+            t += g * scale
+            out.append(t)
+        return out
+
+    if not poisson:
+        return spread(n, float(duration), 0.0)
+    times: list[float] = []
+    second = 0.0
+    while len(times) < n:
+        count = _poisson(rate, rng)
+        if count:
+            times += spread(count, 1.0, second)
+        second += 1.0
+    return times[:n]
+
+
+def _poisson(lam: float, rng: random.Random) -> int:
+    count, total = 0, rng.expovariate(1.0)
+    while total < lam:
+        count += 1
+        total += rng.expovariate(1.0)
+    return count
+
+
+def workload(setup: Setup, seed: int = 0) -> Workload:
+    rng = random.Random(seed)
+    prompts = [(g, u) for g in range(setup.groups) for u in range(setup.per_group)]
+    rng.shuffle(prompts)
+    keys = [chunk_keys([(1_000 + g, setup.system),
+                        (1_000_000 + g * setup.per_group + u, setup.question)], BLOCK)
+            for g, u in prompts]
+    prompt_tokens = setup.system + setup.question
+    phases, rid = [], 0
+    for rate, duration in setup.stages:
+        reqs = []
+        for n, t in enumerate(_offsets(rate, duration, setup.poisson, rng)):
+            g, u = prompts[n % len(prompts)]
+            reqs.append(Request(rid, keys[n % len(prompts)], prompt_tokens, setup.output,
+                                session=g * setup.per_group + u, arrival_s=1.0 + t))
+            rid += 1
+        phases.append(Phase(f"{rate:g} QPS", [[r] for r in reqs], open_loop=True))
+    return Workload("inference-perf shared_prefix", phases, BLOCK)
+
+
+def router(weights: dict[str, float], prompt_tokens: int) -> Router:
+    if not weights:
+        return RandomRouter(random.Random(1))
+    approx = None
+    if "approximate" in weights:
+        chars = min(prompt_tokens * CHARS_PER_TOKEN, APPROX_CHARS * APPROX_MAX_BLOCKS)
+        approx = (APPROX_LRU_BLOCKS * APPROX_CHARS // CHARS_PER_TOKEN // BLOCK,
+                  chars // CHARS_PER_TOKEN // BLOCK)
+    return Epp(random.Random(1),
+               prefix_weight=weights.get("precise", weights.get("approximate", 0.0)),
+               kv_weight=weights.get("kv", 0.0), queue_weight=weights.get("queue", 0.0),
+               approximate=approx)
+
+
+def copies(setup: Setup, coeff: Coefficients | None = None) -> list[CopyConfig]:
+    dep = deployment(setup.model, "ml.p5.48xlarge", tp=setup.tp, copies=8 // setup.tp,
+                     instances=setup.pods, chunk_size=BLOCK, max_batch_size=1024,
+                     config_path=setup.config_path, coefficients=coeff)
+    return dep.copies("off")
+
+
+@dataclass(frozen=True)
+class Stats:
+    ttft_mean_s: float
+    ttft_p90_s: float
+    output_tokens_s: float
+
+
+def stats(out: RunResult, reqs: list[Request]) -> Stats:
+    ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in reqs)
+    span = max(out.end[r.id] for r in reqs) - min(out.arrival[r.id] for r in reqs)
+    return Stats(sum(ttfts) / len(ttfts), percentile(ttfts, 0.9),
+                 sum(r.output_tokens for r in reqs) / span)
+
+
+SETUPS = {"73-capacity": X73, "37-capacity": X37}
+
+
+@cache
+def result(name: str, experiment: str) -> tuple[Stats, dict[float, Stats]]:
+    """Summary over every request, and per stage rate (the last stage of a repeated rate)."""
+    setup = SETUPS[name]
+    work = workload(setup)
+    out = run(work, copies(setup), router(setup.routers[experiment],
+                                          setup.system + setup.question))
+    per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
+                 for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
+    return stats(out, work.requests), per_stage
