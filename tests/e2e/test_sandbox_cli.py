@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from lmikit.testing import write_lora_adapter
+
 SPEC = """api_version: v1
 name: demo
 region: us-east-1
@@ -46,12 +48,7 @@ def _free_port_pair() -> int:
 
 
 def _adapter(root: Path, name: str) -> Path:
-    d = root / "adapters" / name
-    d.mkdir(parents=True)
-    (d / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8, "peft_type": "LORA"}))
-    (d / "adapter_model.safetensors").write_bytes(b"weights " + name.encode())
-    return d
+    return write_lora_adapter(root / "adapters" / name, fill=sum(name.encode()) % 256)
 
 
 @pytest.fixture(scope="module")
