@@ -111,11 +111,11 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             if target not in targets_for:
                 targets_for.append(target)
     if refusals:
-        lines = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
+        listed = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
         fine = [t for t in chosen if t in rendered]
         hint = f"\n  ({', '.join(fine)} {'renders' if len(fine) == 1 else 'render'} it; use " \
             "--target to check only the targets you use)" if fine else ""
-        raise RenderError(f"{len(lines)} problem(s) rendering {path}:\n" + "\n".join(lines)
+        raise RenderError(f"{len(listed)} problem(s) rendering {path}:\n" + "\n".join(listed)
                           + hint)
     return Accepted(spec, plan, rendered, image_uri, notes)
 

@@ -145,11 +145,13 @@ def check_adapter(path: str | Path, *, formatter: str | Path | None = None,
                         for n in found.followed_links]
     config = _read_config(found, problems)
     base = config.get("base_model_name_or_path")
+    other_base = False  # trained for another model: its widths would only repeat that
     if config and model_id:
         if not isinstance(base, str) or not base:
             problems.append((SOURCE, f"{CONFIG_FILE} has no base_model_name_or_path; cannot "
                              f"check that the adapter was trained for {model_id}"))
         elif not _same_model(base, model_id):
+            other_base = True
             problems.append((SOURCE, f"the adapter was trained for {base[:200]!r}, but the "
                              f"endpoint serves {model_id!r}"))
     lora = None
@@ -164,7 +166,8 @@ def check_adapter(path: str | Path, *, formatter: str | Path | None = None,
                          "retrain with a smaller rank"))
     if lora and lora.note:
         notes.append(lora.note)
-    notes += _check_weights(found, lora, base_shape or _catalog_shape(model_id), problems)
+    shape = None if other_base else base_shape or _catalog_shape(model_id)
+    notes += _check_weights(found, lora, shape, problems)
     formatters, own = _check_formatters(root, found, formatter, problems)
     if cache_tag_name is not None and not problems:
         # the real tag digests every file; any valid tag shows the model.py builds
