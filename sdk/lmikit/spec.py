@@ -291,6 +291,30 @@ class AlarmsSpec(_Model):
                                       description="SNS topic notified by the alarms.")
 
 
+# Paths the container must leave to LMI or SageMaker. The metrics front answers GET/HEAD of
+# observability.metrics_path itself and forwards everything else to djl-serving, so a metrics
+# path here would hide the real handler (a /ping that always answers 200 while the model
+# loads). djl-serving routes (deepjavalibrary/djl-serving master, serving/src/main/java/ai/djl/
+# serving/http/): InferenceRequestHandler /ping, /invocations, /predictions,
+# /v1/chat/completions, /models/<name>/invoke; ManagementRequestHandler /models, /workflows,
+# /server/...; AdapterManagementRequestHandler /adapters; ClusterRequestHandler /cluster/...
+# SageMaker's container contract: /ping and /invocations, and /execution-parameters (batch
+# transform). Each reserves the path and everything under it.
+RESERVED_METRICS_PATHS = ("/ping", "/invocations", "/execution-parameters", "/predictions",
+                          "/v1/chat/completions", "/models", "/workflows", "/server", "/adapters",
+                          "/cluster")
+
+
+def reserved_path(path: str) -> str | None:
+    """The reserved path ``path`` is, or is under; None when it is free.
+
+    >>> reserved_path("/ping"), reserved_path("/models/m/invoke"), reserved_path("/metrics")
+    ('/ping', '/models', None)
+    """
+    return next((r for r in RESERVED_METRICS_PATHS
+                 if path == r or path.startswith(r + "/")), None)
+
+
 class ObservabilitySpec(_Model):
     detailed_metrics: bool = Field(default=True, description="Endpoint detailed observability: "
                                    "scrape the container's Prometheus metrics.")
@@ -302,6 +326,15 @@ class ObservabilitySpec(_Model):
     client_ttft_metrics: bool = Field(default=False, description="Runtime client publishes "
                                       "TTFT and tokens/s as custom metrics.")
     alarms: AlarmsSpec = Field(default_factory=AlarmsSpec, description="Default alarms.")
+
+    @model_validator(mode="after")
+    def _metrics_path(self) -> ObservabilitySpec:
+        taken = reserved_path(self.metrics_path)
+        if taken:
+            _fail([("observability.metrics_path", f"{taken} is answered by LMI (djl-serving) or "
+                    "SageMaker itself, and the metrics front would hide it; use a path outside "
+                    f"{', '.join(RESERVED_METRICS_PATHS)} (default /metrics)")])
+        return self
 
 
 class VpcSpec(_Model):
