@@ -60,7 +60,7 @@ def write_deterministic_tar(members: Iterable[TarMember], out: IO[bytes]) -> Non
     with gzip.GzipFile(filename="", fileobj=out, mode="wb", mtime=0,
                        compresslevel=COMPRESS_LEVEL) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
-                         bufsize=CHUNK_BYTES) as tar:
+                         copybufsize=CHUNK_BYTES) as tar:
         for member in sorted(members, key=lambda m: m.name):
             info = tarfile.TarInfo(member.name)
             info.size = member.size

@@ -320,7 +320,8 @@ class ObservabilitySpec(_Model):
                                    "scrape the container's Prometheus metrics.")
     metric_publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
         default=60, description="How often SageMaker publishes the scraped metrics.")
-    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]*$",
+    # SageMaker's MetricsEndpointPath (botocore): /(?!.*\.\.)[a-zA-Z0-9/_.\-]+, at most 256
+    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]+$", max_length=256,
                               description="Container path serving Prometheus metrics.")
     dashboard: bool = Field(default=True, description="Create the CloudWatch dashboard.")
     client_ttft_metrics: bool = Field(default=False, description="Runtime client publishes "
@@ -329,6 +330,9 @@ class ObservabilitySpec(_Model):
 
     @model_validator(mode="after")
     def _metrics_path(self) -> ObservabilitySpec:
+        if ".." in self.metrics_path:
+            _fail([("observability.metrics_path", "must not contain '..' (SageMaker's "
+                    "MetricsEndpointPath refuses it)")])
         taken = reserved_path(self.metrics_path)
         if taken:
             _fail([("observability.metrics_path", f"{taken} is answered by LMI (djl-serving) or "

@@ -174,8 +174,20 @@ def test_spec_metrics_path_reserved_by_lmi_or_sagemaker_is_refused(path):
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/pingx", "/models-metrics", "/v1/models",
-                                  "/lmikit/metrics", "/"])
+                                  "/lmikit/metrics", "/a.b/c_d-e"])
 def test_spec_metrics_path_outside_the_reserved_ones_is_accepted(path):
     text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: {path}\n"
     assert load_spec_text(text, "s.yaml").observability.metrics_path == path
 
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/", "string should match pattern"),
+    ("/a/../metrics", "must not contain '..'"),
+    ("/" + "m" * 256, "at most 256 characters"),
+])
+def test_spec_metrics_path_follows_sagemakers_metrics_endpoint_path(path, message):
+    """botocore's MetricsEndpointPath: /(?!.*\\.\\.)[a-zA-Z0-9/_.\\-]+, at most 256."""
+    text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: '{path}'\n"
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_spec_text(text, "s.yaml")
