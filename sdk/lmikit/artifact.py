@@ -59,8 +59,8 @@ def write_deterministic_tar(members: Iterable[TarMember], out: IO[bytes]) -> Non
     # filename="" keeps the output's name (a temporary file's, say) out of the gzip header
     with gzip.GzipFile(filename="", fileobj=out, mode="wb", mtime=0,
                        compresslevel=COMPRESS_LEVEL) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
-                         copybufsize=CHUNK_BYTES) as tar:
+            tarfile.TarFile(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
+                            copybufsize=CHUNK_BYTES) as tar:
         for member in sorted(members, key=lambda m: m.name):
             info = tarfile.TarInfo(member.name)
             info.size = member.size
