@@ -30,24 +30,36 @@ MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 
 def make_adapter(folder: Path, megabytes: int) -> Path:
-    """An adapter of about ``megabytes`` MB: the rank is chosen to reach the size."""
-    from lmikit.testing import lora_tensors, write_lora_adapter
+    """An adapter of about ``megabytes`` MB (the rank is chosen to reach the size), written a
+    piece at a time so that this process stays small."""
+    from lmikit.testing import write_lora_adapter
+    from lmikit.testing._adapters import lora_tensors, safetensors_header
 
-    per_rank = sum(2 * n for dims in lora_tensors(rank=1, target_modules=MODULES,
-                                                  layers=range(28)).values()
-                   for n in [dims[1][0] * dims[1][1]])
+    per_rank = sum(2 * shape[0] * shape[1] for _, shape in lora_tensors(
+        rank=1, target_modules=MODULES, layers=range(28)).values())
     rank = max(1, megabytes * 10**6 // per_rank)
-    path = write_lora_adapter(folder, rank=rank, target_modules=MODULES, layers=range(28))
-    weights = path / "adapter_model.safetensors"
-    with weights.open("r+b") as handle:
-        header = 8 + int.from_bytes(handle.read(8), "little")
-        left = weights.stat().st_size - header
-        handle.seek(header)
+    path = write_lora_adapter(folder, rank=rank, target_modules=MODULES, layers=[0])
+    head, left = safetensors_header(lora_tensors(rank=rank, target_modules=MODULES,
+                                                 layers=range(28)))
+    with (path / "adapter_model.safetensors").open("wb") as handle:
+        handle.write(head)
         while left:
             piece = os.urandom(min(left, 1 << 24))
             handle.write(piece)
             left -= len(piece)
     return path
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS. /proc's VmHWM starts afresh at exec; ru_maxrss keeps the
+    parent's peak from before the exec, so it is the fallback only."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def in_memory(path: Path) -> str:
@@ -80,11 +92,11 @@ def streamed(path: Path) -> str:
 def child(mode: str, path: Path) -> None:
     import lmikit.packaging  # noqa: F401  (imports are not what is measured)
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_rss_kib()
     start = time.perf_counter()
     digest = (streamed if mode == "streamed" else in_memory)(path)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = peak_rss_kib()  # KiB
     print(json.dumps({"packager": mode, "seconds": round(seconds, 2),
                       "peak_rss_mb": round(peak / 1024, 1),
                       "rss_growth_mb": round((peak - base) / 1024, 1), "sha256": digest}))

@@ -22,6 +22,13 @@ _BYTES = {"BF16": 2, "F16": 2, "F32": 4}
 def safetensors_bytes(tensors: Mapping[str, tuple[str, list[int]]], fill: int = 0,
                       metadata: Mapping[str, str] | None = None) -> bytes:
     """A safetensors file of ``name -> (dtype, shape)`` with every data byte ``fill``."""
+    head, size = safetensors_header(tensors, metadata)
+    return head + bytes([fill]) * size
+
+
+def safetensors_header(tensors: Mapping[str, tuple[str, list[int]]],
+                       metadata: Mapping[str, str] | None = None) -> tuple[bytes, int]:
+    """The first bytes of such a file (length and header) and how many data bytes follow."""
     header: dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = dict(metadata)
@@ -35,7 +42,7 @@ def safetensors_bytes(tensors: Mapping[str, tuple[str, list[int]]], fill: int = 
         offset += size
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors pads the header to 8 bytes with spaces
-    return struct.pack("<Q", len(text)) + text + bytes([fill]) * offset
+    return struct.pack("<Q", len(text)) + text, offset
 
 
 def lora_tensors(base_model: str = DEFAULT_BASE, rank: int = 8,
