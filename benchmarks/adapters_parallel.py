@@ -7,7 +7,6 @@ time) concurrently and one by one; print both wall times and their ratio (target
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from moto import mock_aws  # noqa: E402
 from lmikit.adapters import AdapterRegistry  # noqa: E402
 from lmikit.deploy import Deployment  # noqa: E402
 from lmikit.loader import load_spec_text  # noqa: E402
-from lmikit.testing import FakeSageMaker, SystemClock, Timings  # noqa: E402
+from lmikit.testing import FakeSageMaker, SystemClock, Timings, write_lora_adapter  # noqa: E402
 
 BUCKET = "lmikit-bench"
 SPEC = """api_version: v1
@@ -39,12 +38,7 @@ adapters: [{name: seed, source: adapters/seed}]
 
 
 def make_adapter(root: Path, name: str) -> Path:
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8, "peft_type": "LORA"}))
-    (d / "adapter_model.safetensors").write_bytes(os.urandom(4096))
-    return d
+    return write_lora_adapter(root / name, fill=sum(name.encode()) % 256)
 
 
 def main() -> int:

@@ -8,8 +8,9 @@ placeholder deployment inputs (bucket, role, artifact URLs) raises exactly the e
 render would.
 
 The order is that of the data: the file (SpecError), the model and instance catalogs
-(CatalogError), the plan (PlanError), then each target (RenderError, one problem per line,
-each naming the targets that refuse it).
+(CatalogError), the plan (PlanError), the files the spec names: adapters and formatters
+(AdapterError, every problem with its field and line; :mod:`lmikit.accept_files`), then each
+target (RenderError, one problem per line, each naming the targets that refuse it).
 
 >>> import pathlib, tempfile
 >>> spec = pathlib.Path(tempfile.mkdtemp()) / "docqa.yaml"
@@ -82,18 +83,22 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     unknown = [t for t in chosen if t not in TARGETS]
     if unknown:
         raise ValueError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
-    from lmikit.loader import load_spec
+    from lmikit.accept_files import check_spec_files
+    from lmikit.loader import parse_yaml, read_spec_text, validate_data
     from lmikit.plan import plan_spec
 
-    spec = load_spec(path)
+    source = str(path)
+    data, lines = parse_yaml(read_spec_text(path), source)
+    spec = validate_data(data, lines, source)
     plan = plan_spec(spec, base_dir=Path(path).parent)
+    notes = check_spec_files(spec, plan, Path(path).parent, lines, source)
     options = options or RenderOptions()
     refusals: dict[str, list[str]] = {}  # message -> targets refusing with it
     image_uri: str | None = None
-    notes: tuple[str, ...] = ()
     if any(t in IMAGE_TARGETS for t in chosen):
         try:
-            image_uri, notes = _image_uri(spec)
+            image_uri, image_notes = _image_uri(spec)
+            notes += image_notes
         except RenderError as exc:
             refusals.setdefault(str(exc), []).extend(t for t in chosen if t in IMAGE_TARGETS)
     refused = {t for ts in refusals.values() for t in ts}
@@ -110,11 +115,11 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             if target not in targets_for:
                 targets_for.append(target)
     if refusals:
-        lines = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
+        listed = [f"  - {', '.join(ts)}: {message}" for message, ts in refusals.items()]
         fine = [t for t in chosen if t in rendered]
         hint = f"\n  ({', '.join(fine)} {'renders' if len(fine) == 1 else 'render'} it; use " \
             "--target to check only the targets you use)" if fine else ""
-        raise RenderError(f"{len(lines)} problem(s) rendering {path}:\n" + "\n".join(lines)
+        raise RenderError(f"{len(listed)} problem(s) rendering {path}:\n" + "\n".join(listed)
                           + hint)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)))
 

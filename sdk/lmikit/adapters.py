@@ -18,16 +18,15 @@ adapters never reuse each other's KV cache.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import concurrent.futures as cf
-import json
+import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
 from lmikit.deploy._artifacts import (
     StoredArtifact,
     default_bucket,
@@ -48,7 +47,7 @@ from lmikit.deploy._aws import (
 )
 from lmikit.deploy._model import component_environment
 from lmikit.errors import AdapterError, DeployError, LmikitError
-from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
+from lmikit.lora_isolation import lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
     DEPLOYMENT_TAG,
@@ -56,27 +55,24 @@ from lmikit.names import (
     adapter_component_name,
     base_component_name,
 )
+from lmikit.packaging import (  # re-exported: packaging lives in lmikit.packaging
+    DEFAULT_EXCLUDES,
+    WEIGHT_FILES,
+    AdapterCheck,
+    AdapterPackage,
+    check_adapter,
+    check_formatter_file,
+    check_spec_adapter,
+    package_adapter,
+    package_spec_adapter,
+)
 
-if TYPE_CHECKING:
-    from lmikit.plan import Plan
-    from lmikit.spec import AdapterSpec, DeploymentSpec
+__all__ = ["DEFAULT_EXCLUDES", "WEIGHT_FILES", "AdapterCheck", "AdapterInfo", "AdapterPackage",
+           "AdapterRegistry", "check_adapter", "check_formatter_file", "check_spec_adapter",
+           "package_adapter", "package_spec_adapter"]
 
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 MAX_COMPONENT_NAME = 63
-
-
-@dataclass(frozen=True)
-class AdapterPackage:
-    """A validated adapter, packaged: the .tar.gz bytes and what was found in it."""
-
-    data: bytes
-    sha256: str
-    rank: int | None
-    base_model: str | None
-    formatters: list[str]
-    files: list[str]
-    cache_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,156 +82,7 @@ class AdapterInfo:
     status: str
     artifact_url: str | None = None
     failure: str | None = None
-
-
-def check_formatter_file(path: str | Path) -> list[str]:
-    """Names of the formatter functions a file defines; raises AdapterError if none/invalid.
-
-    Uses :func:`lmikit.formatters.validate_formatter_file` when present; otherwise a
-    minimal check (compiles, defines a function decorated as a formatter).
-    """
-    try:
-        from lmikit.formatters import validate_formatter_file
-    except ImportError:  # pragma: no cover - the formatters package ships with lmikit
-        return _minimal_formatter_check(Path(path))
-    return list(validate_formatter_file(path))
-
-
-def _minimal_formatter_check(path: Path) -> list[str]:
-    try:
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source, filename=str(path))
-        compile(tree, str(path), "exec")
-    except OSError as exc:
-        raise AdapterError(f"cannot read formatter file {str(path)!r}: {exc.strerror}") from exc
-    except SyntaxError as exc:
-        raise AdapterError(f"formatter file {str(path)!r} does not compile: line {exc.lineno}: "
-                           f"{exc.msg}") from exc
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                label = getattr(target, "id", None) or getattr(target, "attr", None)
-                if label in ("input_formatter", "output_formatter"):
-                    names.append(node.name)
-    if not names:
-        raise AdapterError(f"formatter file {str(path)!r} defines no @input_formatter or "
-                           "@output_formatter function")
-    return names
-
-
-def _model_py(formatter: Path) -> bytes:
-    try:
-        from lmikit.formatters import build_model_py
-    except ImportError:  # pragma: no cover
-        return formatter.read_bytes()
-    return build_model_py(formatter).encode()
-
-
-def _same_model(a: str, b: str) -> bool:
-    x, y = a.strip().rstrip("/").lower(), b.strip().rstrip("/").lower()
-    return x == y or x.endswith("/" + y) or y.endswith("/" + x)
-
-
-def package_adapter(path: str | Path, *, formatter: str | Path | None = None,
-                    model_id: str | None = None, max_rank: int | None = None,
-                    cache_tag_name: str | None = None) -> AdapterPackage:
-    """Validate an adapter directory and package it (collects every problem first).
-
-    ``cache_tag_name`` (the adapter's name, given while LMCache is on) adds a ``model.py``
-    whose input handling tags every request with that name and a digest of the adapter's
-    files, after the adapter's own input formatter if it has one.
-    """
-    root = Path(path)
-    if not root.is_dir():
-        raise AdapterError(f"adapter path {str(root)!r} is not a directory")
-    problems: list[str] = []
-    config: dict[str, Any] = {}
-    cfg_path = root / "adapter_config.json"
-    if not cfg_path.is_file():
-        problems.append("adapter_config.json is missing (is this a PEFT LoRA adapter "
-                        "directory?)")
-    else:
-        try:
-            loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
-            if not isinstance(loaded, dict):
-                raise ValueError("not a JSON object")
-            config = loaded
-        except ValueError as exc:
-            problems.append(f"adapter_config.json is not valid JSON: {exc}")
-    base = config.get("base_model_name_or_path")
-    if config and model_id:
-        if not isinstance(base, str) or not base:
-            problems.append("adapter_config.json has no base_model_name_or_path; cannot check "
-                            f"that the adapter was trained for {model_id}")
-        elif not _same_model(base, model_id):
-            problems.append(f"the adapter was trained for {base!r}, but the endpoint serves "
-                            f"{model_id!r}")
-    rank = config.get("r")
-    if config and rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)
-                                        or rank < 1):
-        problems.append(f"adapter_config.json: r must be a positive integer [got {rank!r}]")
-        rank = None
-    if isinstance(rank, int) and max_rank is not None and rank > max_rank:
-        problems.append(f"LoRA rank {rank} exceeds the endpoint's max LoRA rank {max_rank} "
-                        "(OPTION_MAX_LORA_RANK); redeploy with a larger rank or retrain")
-    if not any((root / w).is_file() for w in WEIGHT_FILES):
-        problems.append(f"no adapter weights: expected {' or '.join(WEIGHT_FILES)}")
-    formatters: list[str] = []
-    files: dict[str, bytes] = {}
-    try:
-        files = directory_files(root)
-    except LmikitError as exc:
-        problems.append(str(exc))
-    if formatter is not None:
-        try:
-            formatters = check_formatter_file(formatter)
-            files["model.py"] = _model_py(Path(formatter))
-        except AdapterError as exc:
-            problems.append(str(exc))
-    elif "model.py" in files:
-        try:
-            formatters = check_formatter_file(root / "model.py")
-        except AdapterError as exc:
-            problems.append(str(exc))
-    tag = None
-    if cache_tag_name is not None and not problems:
-        tag = adapter_cache_tag(cache_tag_name, files)
-        own = Path(formatter) if formatter is not None else (
-            root / "model.py" if "model.py" in files else None)
-        try:
-            from lmikit.formatters import build_model_py
-
-            files["model.py"] = build_model_py(*([own] if own else []),
-                                               adapter_tag=tag).encode()
-        except AdapterError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise AdapterError(f"adapter {str(root)!r} is not valid:\n"
-                           + "\n".join(f"  - {p}" for p in problems))
-    data = deterministic_tar(files)
-    return AdapterPackage(data, sha256_hex(data), rank if isinstance(rank, int) else None,
-                          base if isinstance(base, str) else None, formatters, sorted(files),
-                          tag)
-
-
-def package_spec_adapter(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
-                         base_dir: str | Path = ".") -> AdapterPackage:
-    """Package one of the spec's local adapters, as ``lmikit deploy`` and the CDK
-    ``LoraAdapter`` both do (same checks, same bytes): rank within the endpoint's
-    OPTION_MAX_LORA_RANK, and a cache tag while the plan uses LMCache."""
-    from lmikit.render.env import lmi_environment
-
-    base = Path(base_dir)
-    env = lmi_environment(spec, plan)
-    return package_adapter(base / adapter.source,
-                           formatter=base / adapter.formatter if adapter.formatter else None,
-                           model_id=spec.model.id,
-                           max_rank=int(env.get("OPTION_MAX_LORA_RANK", "0")) or None,
-                           cache_tag_name=adapter.name if plan.uses_lmcache else None)
-
-
+    excluded: tuple[str, ...] = ()  # files left out of the uploaded package
 
 
 class AdapterRegistry:
@@ -304,13 +151,15 @@ class AdapterRegistry:
                                "to the spec's adapters list and redeploy")
         return int(env.get("OPTION_MAX_LORA_RANK", "16"))
 
-    def package(self, name: str, path: str | Path,
-                formatter: str | Path | None = None) -> AdapterPackage:
-        """Package adapter ``name``; tagged for cache isolation when the base runs LMCache."""
+    def package(self, name: str, path: str | Path, formatter: str | Path | None = None,
+                include: Iterable[str] = ()) -> AdapterPackage:
+        """Package adapter ``name``; tagged for cache isolation when the base runs LMCache.
+        ``include`` patterns put back files the default exclusions leave out."""
         env = self._env()
         return package_adapter(path, formatter=formatter, model_id=env.get(MODEL_ID_ENV),
                                max_rank=self.max_rank(),
-                               cache_tag_name=name if lmcache_in_environment(env) else None)
+                               cache_tag_name=name if lmcache_in_environment(env) else None,
+                               include=include)
 
     # --- operations --------------------------------------------------------------------
 
@@ -341,10 +190,16 @@ class AdapterRegistry:
                            d.get("FailureReason"))
 
     def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
-                 wait: bool = True) -> AdapterInfo:
-        """Validate, upload and create the adapter component. Idempotent for equal weights."""
+                 wait: bool = True, include: Iterable[str] = ()) -> AdapterInfo:
+        """Validate, upload and create the adapter component. Idempotent for equal weights.
+        The result's ``excluded`` lists the files the package left out."""
         comp = self.component_name(name)
-        package = self.package(name, path, formatter)
+        package = self.package(name, path, formatter, include)
+        return dataclasses.replace(self._register(name, comp, package, wait),
+                                   excluded=package.excluded)
+
+    def _register(self, name: str, comp: str, package: AdapterPackage,
+                  wait: bool) -> AdapterInfo:
         stored = upload_artifact(self.clients.s3, self.bucket,
                                  f"lmikit/{self.endpoint}/adapters/{name}", package.data,
                                  self.kms_key_arn)
@@ -440,14 +295,19 @@ class AdapterRegistry:
         return [results[n] for n, _, _ in items]
 
     def update(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
-               wait: bool = True) -> AdapterInfo:
+               wait: bool = True, include: Iterable[str] = ()) -> AdapterInfo:
         """Point an existing adapter at new weights (or formatter)."""
         comp = self.component_name(name)
         existing = self._settled(comp)
         if existing is None:
             raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; use "
                                "'register'")
-        package = self.package(name, path, formatter)
+        package = self.package(name, path, formatter, include)
+        return dataclasses.replace(self._update(name, comp, existing, package, wait),
+                                   excluded=package.excluded)
+
+    def _update(self, name: str, comp: str, existing: dict[str, Any], package: AdapterPackage,
+                wait: bool) -> AdapterInfo:
         stored = upload_artifact(self.clients.s3, self.bucket,
                                  f"lmikit/{self.endpoint}/adapters/{name}", package.data,
                                  self.kms_key_arn)

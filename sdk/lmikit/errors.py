@@ -21,6 +21,7 @@ with ``raise ... from exc``.
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -121,7 +122,14 @@ class WaitTimeout(DeployError):
 
 
 class AdapterError(LmikitError, ValueError):
+    """An adapter or formatter is refused. ``problems`` lists each as ``(field, message)``,
+    field ``"source"`` or ``"formatter"`` (the spec field it belongs to), when known."""
+
     kind = "AdapterError"
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class InvokeError(LmikitError, RuntimeError):

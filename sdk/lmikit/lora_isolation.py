@@ -37,11 +37,18 @@ TAG_DIGEST_HEX = 32  # 128 bits of sha256
 
 def adapter_cache_tag(name: str, files: Mapping[str, bytes]) -> str:
     """``<name>.<digest>``: the digest covers every file's name and bytes except model.py."""
+    return adapter_cache_tag_from_digests(
+        name, {path: hashlib.sha256(data).digest() for path, data in files.items()})
+
+
+def adapter_cache_tag_from_digests(name: str, digests: Mapping[str, bytes]) -> str:
+    """:func:`adapter_cache_tag` from each file's sha256 digest (the packager hashes files as
+    it streams them, without holding their bytes)."""
     digest = hashlib.sha256()
-    for path in sorted(files):
+    for path in sorted(digests):
         if path in NOT_WEIGHTS:
             continue
-        digest.update(path.encode() + b"\0" + hashlib.sha256(files[path]).digest())
+        digest.update(path.encode() + b"\0" + digests[path])
     return f"{name}.{digest.hexdigest()[:TAG_DIGEST_HEX]}"
 
 

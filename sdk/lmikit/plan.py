@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lmikit import fit, sizing
 from lmikit import startup as su
+from lmikit.catalog.context import max_model_len_problem
 from lmikit.catalog.instances import InstanceType, get_instance
 from lmikit.catalog.models import ModelGeometry, get_model
 from lmikit.errors import PlanError
@@ -158,6 +159,7 @@ def _plan(i: PlanInputs) -> Plan:
     kv_bpt = geo.kv_bytes_per_token(kv_dtype_bytes)
     replication = geo.kv_replication(i.tp)
 
+    _check_context(i, geo, warnings)
     gpu_tokens = _check_holds(i, inst, geo, weight_bytes, kv_dtype_bytes)
     max_len = i.max_model_len or min(geo.max_position_embeddings or 32768, gpu_tokens)
     in_flight = i.concurrency * i.request_tokens
@@ -231,6 +233,22 @@ def _check_fit(i: PlanInputs, inst: InstanceType, geo: ModelGeometry) -> None:
                  and t <= inst.gpu_count]
         raise PlanError(f"engine.tensor_parallel_degree {i.tp} must divide the model's "
                         f"{geo.num_attention_heads} attention heads; valid: {valid}")
+
+
+def _check_context(i: PlanInputs, geo: ModelGeometry, warnings: list[str]) -> None:
+    """engine.max_model_len within the model's own limit (vLLM refuses longer at start-up);
+    a warning, not silence, where the model's config gives no limit."""
+    if not i.max_model_len:
+        return
+    if not geo.context_limit:
+        warnings.append(f"engine.max_model_len {i.max_model_len} was not checked against "
+                        f"{geo.model_id}'s own limit: {geo.source or 'its config'} gives none "
+                        "of max_position_embeddings, n_positions, max_seq_len or seq_length")
+        return
+    problem = max_model_len_problem(i.max_model_len, geo.context_limit, geo.context_limit_key,
+                                    geo.model_id, geo.source)
+    if problem:
+        raise PlanError(problem)
 
 
 def _check_holds(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, weight_bytes: int,

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
-from lmikit.render.container import reserved_path_problem
+from lmikit.render.container import RESERVED_PATHS, reserved_path_problem
 
 # SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
 # name becomes a prefix of longer names (endpoint config, components), so it is shorter.
@@ -294,12 +294,16 @@ class AlarmsSpec(_Model):
                                       description="SNS topic notified by the alarms.")
 
 
+RESERVED_METRICS_PATHS = RESERVED_PATHS  # the paths djl-serving or SageMaker answer
+
+
 class ObservabilitySpec(_Model):
     detailed_metrics: bool = Field(default=True, description="Endpoint detailed observability: "
                                    "scrape the container's Prometheus metrics.")
     metric_publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
         default=60, description="How often SageMaker publishes the scraped metrics.")
-    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]*$",
+    # SageMaker's MetricsEndpointPath (botocore): /(?!.*\.\.)[a-zA-Z0-9/_.\-]+, at most 256
+    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]+$", max_length=256,
                               description="Path lmikit's image serves vLLM/LMCache Prometheus "
                               "metrics at (the stock image serves only DJL's /server/metrics); "
                               "never a path djl-serving answers (/ping, /invocations, ...).")
@@ -310,6 +314,9 @@ class ObservabilitySpec(_Model):
 
     @model_validator(mode="after")
     def _metrics_path(self) -> ObservabilitySpec:
+        if ".." in self.metrics_path:
+            _fail([("observability.metrics_path", "must not contain '..' (SageMaker's "
+                    "MetricsEndpointPath refuses it)")])
         problem = reserved_path_problem(self.metrics_path)
         if problem:
             _fail([("observability.metrics_path", problem)])

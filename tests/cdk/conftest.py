@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from lmikit.testing import write_lora_adapter
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
@@ -42,12 +44,7 @@ class Synth:
 
 def write_adapter_spec(root: Path) -> Path:
     """A spec with one local LoRA adapter (tiny fake weights) and its formatter."""
-    adapter = root / "adapters" / "legal"
-    adapter.mkdir(parents=True)
-    (adapter / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": ADAPTER_MODEL, "r": 8, "peft_type": "LORA",
-         "target_modules": ["q_proj", "v_proj"]}))
-    (adapter / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    write_lora_adapter(root / "adapters" / "legal", base_model=ADAPTER_MODEL)
     shutil.copy(REPO / "examples" / "formatters" / "json_answers.py", root / "legal_fmt.py")
     spec = root / "adapters.yaml"
     spec.write_text(f"""api_version: v1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from lmikit.errors import AdapterError, RenderError
 from lmikit.metric_catalog import find_classic
 from lmikit.spec import DeploymentSpec
+from lmikit.testing import write_lora_adapter
 from lmikit_cdk._cfn import camel_case, snake_case
 from lmikit_cdk.app import spec_paths
 from lmikit_cdk.artifacts import adapter_artifact
@@ -59,11 +59,7 @@ def test_kv_aware_and_required_key_are_reported_together() -> None:
 
 
 def _local_adapter(root: Path, name: str = "a") -> str:
-    adapter = root / name
-    adapter.mkdir(parents=True)
-    (adapter / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8}))
-    (adapter / "adapter_model.safetensors").write_bytes(b"w")
+    write_lora_adapter(root / name)
     return name
 
 

@@ -3,7 +3,6 @@ for the real ``lmikit`` CLI against it."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -14,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from lmikit.testing import write_lora_adapter
 
 
 def _free_port_pair() -> int:
@@ -32,12 +33,8 @@ def _free_port_pair() -> int:
 
 
 def adapter_dir(root: Path, name: str) -> Path:
-    d = root / "adapters" / name
-    d.mkdir(parents=True)
-    (d / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8, "peft_type": "LORA"}))
-    (d / "adapter_model.safetensors").write_bytes(b"weights " + name.encode())
-    return d
+    """A valid LoRA adapter (config and safetensors weights lmikit's checks accept)."""
+    return write_lora_adapter(root / "adapters" / name, fill=sum(name.encode()) % 256)
 
 
 @pytest.fixture(scope="module")

@@ -37,10 +37,14 @@ def test_cli_walkthrough_against_the_sandbox(sandbox: dict[str, str], tmp_path: 
     assert r.returncode == 0, r.stderr
     assert "No changes" in r.stdout
 
+    (tmp_path / "adapters" / "support" / ".env").write_text("HF_TOKEN=hf_secret\n")
+    (tmp_path / "adapters" / "support" / "tokenizer.key").write_text("not a secret\n")
     r = lmikit(sandbox, tmp_path, "adapters", "register", "support", "adapters/support",
-               "--endpoint", "demo", "--wait")
+               "--endpoint", "demo", "--wait", "--include", "*.key")
     assert r.returncode == 0, r.stderr
     assert "demo-support InService" in r.stdout
+    assert "Left out of support's package: .env (add --include PATTERN to package one)" \
+        in r.stderr
 
     r = lmikit(sandbox, tmp_path, "adapters", "list", "--endpoint", "demo")
     assert [line.split(":")[0] for line in r.stdout.splitlines()] == ["legal", "support"]

@@ -28,6 +28,7 @@ from lmikit.loader import load_spec_text
 from lmikit.model_artifact import model_artifact_files
 from lmikit.plan import plan_spec
 from lmikit.spec import DeploymentSpec
+from lmikit.testing import write_lora_adapter
 from tests.formatters.conftest import find_decorated
 from tests.formatters.lmi_request_path import (
     ADAPTER_HEADER,
@@ -77,13 +78,9 @@ def _fresh_worker() -> Iterator[None]:
     sys.modules.pop(_LK_SHARED_MODULE, None)
 
 
-def _adapter(root: Path, name: str, weights: bytes | None = None) -> Path:
-    d = root / "adapters" / name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct", "r": 8, "peft_type": "LORA"}))
-    (d / "adapter_model.safetensors").write_bytes(weights or b"weights of " + name.encode())
-    return d
+def _adapter(root: Path, name: str, fill: int | None = None) -> Path:
+    return write_lora_adapter(root / "adapters" / name,
+                              fill=sum(name.encode()) % 256 if fill is None else fill)
 
 
 def _write(path: Path, source: str) -> Path:
@@ -156,8 +153,8 @@ def test_isolation_without_lmikit_model_py_the_adapters_collide(lmcache: LMCache
 
 def test_isolation_two_versions_of_one_adapter_differ(tmp_path: Path, lmcache: LMCacheKeys,
                                                       load_model_py: LoadModelPy) -> None:
-    one = _adapter(tmp_path / "v1", "legal", b"weights v1")
-    two = _adapter(tmp_path / "v2", "legal", b"weights v2")
+    one = _adapter(tmp_path / "v1", "legal", 1)
+    two = _adapter(tmp_path / "v2", "legal", 2)
     keys = []
     for path in (one, two):
         package = package_adapter(path, cache_tag_name="legal")
@@ -179,7 +176,8 @@ def test_isolation_tag_ignores_the_formatter_but_not_the_config(tmp_path: Path) 
         """)
     plain = package_adapter(path, cache_tag_name="legal").cache_tag
     assert package_adapter(path, formatter=fmt, cache_tag_name="legal").cache_tag == plain
-    (path / "adapter_config.json").write_text('{"r": 16}')
+    config = json.loads((path / "adapter_config.json").read_text())
+    (path / "adapter_config.json").write_text(json.dumps({**config, "lora_alpha": 32}))
     assert package_adapter(path, cache_tag_name="legal").cache_tag != plain
     assert package_adapter(path, cache_tag_name="other").cache_tag != plain
 

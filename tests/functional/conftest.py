@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,13 @@ from moto import mock_aws
 from lmikit.deploy import Deployment
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
-from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
+from lmikit.testing import (
+    FakeSageMaker,
+    Timings,
+    VirtualClock,
+    s3_artifact_exists,
+    write_lora_adapter,
+)
 
 REGION = "us-east-1"
 BUCKET = "lmikit-test-artifacts"
@@ -65,13 +70,10 @@ def session(fake: FakeSageMaker) -> Any:
 
 def make_adapter(root: Path, name: str = "legal", *, rank: int = 8,
                  base: str = "Qwen/Qwen2.5-7B-Instruct", weights: bool = True) -> Path:
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": base, "r": rank, "lora_alpha": 16, "peft_type": "LORA",
-         "target_modules": ["q_proj", "v_proj"]}))
-    if weights:
-        (d / "adapter_model.safetensors").write_bytes(b"weights-" + name.encode())
+    d = write_lora_adapter(root / name, base_model=base, rank=rank,
+                           fill=sum(name.encode()) % 256)
+    if not weights:
+        (d / "adapter_model.safetensors").unlink()
     return d
 
 

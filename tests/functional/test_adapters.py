@@ -14,7 +14,13 @@ import pytest
 from lmikit.adapters import AdapterRegistry, package_adapter
 from lmikit.deploy import Deployment
 from lmikit.errors import AdapterError
-from lmikit.testing import FakeSageMaker, SystemClock, Timings, VirtualClock
+from lmikit.testing import (
+    FakeSageMaker,
+    SystemClock,
+    Timings,
+    VirtualClock,
+    write_lora_adapter,
+)
 
 from .conftest import BUCKET, IMAGE, ROLE, deployment, live, make_adapter
 
@@ -179,7 +185,7 @@ def test_update_points_the_adapter_at_new_weights(registry: AdapterRegistry,
                                                   tmp_path: Path) -> None:
     path = make_adapter(tmp_path / "new", "tax")
     first = registry.register("tax", path)
-    (path / "adapter_model.safetensors").write_bytes(b"retrained")
+    write_lora_adapter(path, fill=99)  # retrained: same shapes, other weights
     second = registry.update("tax", path)
     assert second.artifact_url != first.artifact_url and second.status == "InService"
 

@@ -7,6 +7,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from lmikit.accept import TARGETS
 from lmikit.cli import main
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 
@@ -131,3 +132,40 @@ def test_cli_render_sagemaker_requests(run):
     assert "ModelName" not in data["CreateEndpointConfig"]["ProductionVariants"][0]
     assert data["CreateInferenceComponent"]["Specification"]["Container"]["Image"].startswith(
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cli_render_output_creates_missing_folders_for_every_target(run, tmp_path, target):
+    out = tmp_path / "new" / "deeper" / f"{target}.txt"
+    result = run("render", str(DEFAULT_SPEC), "-t", target, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"Created {out.parent}/" in result.output and f"Wrote {out}" in result.output
+    assert out.read_text() == run("render", str(DEFAULT_SPEC), "-t", target).stdout
+
+
+def test_cli_render_output_under_a_file_is_a_clear_error(run, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = run("render", str(DEFAULT_SPEC), "-t", "env", "-o", str(tmp_path / "file" / "o"))
+    assert result.exit_code == 1
+    assert f"Could not open file '{tmp_path / 'file' / 'o'}': {tmp_path / 'file'} is not a " \
+        "folder" in result.output
+
+
+@pytest.mark.parametrize(("shell", "marker"), [
+    ("bash", "complete -o nosort -F _lmikit_completion lmikit"),
+    ("zsh", "compdef _lmikit_completion lmikit"),
+    ("fish", "complete --no-files --command lmikit"),
+])
+def test_cli_completion_script_generates(shell, marker):
+    """What the README tells users to source: click's completion script for each shell."""
+    result = CliRunner().invoke(main, [], prog_name="lmikit",
+                                env={"_LMIKIT_COMPLETE": f"{shell}_source"})
+    assert result.exit_code == 0
+    assert marker in result.output and "_LMIKIT_COMPLETE" in result.output
+
+
+def test_cli_completion_completes_the_lazy_subcommands():
+    result = CliRunner().invoke(main, [], prog_name="lmikit", env={
+        "_LMIKIT_COMPLETE": "bash_complete", "COMP_WORDS": "lmikit re", "COMP_CWORD": "1"})
+    assert result.exit_code == 0
+    assert result.output.split() == ["plain,render"]

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
 from lmikit.errors import SpecError
 from lmikit.loader import load_spec, load_spec_text
-from lmikit.spec import DeploymentSpec
+from lmikit.spec import RESERVED_METRICS_PATHS, DeploymentSpec
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 
 BASE = """\
@@ -159,3 +161,33 @@ def test_load_spec_adapter_rank_above_lora_limit():
                   "adapters:\n  - {name: a, source: x, rank: 64}\n")
     assert err.problems[0].path == "adapters.0.rank"
     assert "engine.lora.max_rank (16)" in err.problems[0].message
+
+
+@pytest.mark.parametrize("path", [p + tail for p in RESERVED_METRICS_PATHS
+                                  for tail in ("", "/", "/x")])
+def test_spec_metrics_path_reserved_by_lmi_or_sagemaker_is_refused(path):
+    text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: {path}\n"
+    with pytest.raises(SpecError, match=r"observability.metrics_path \(s.yaml:\d+\): /\S+ is "
+                       r"answered by LMI \(djl-serving\) or SageMaker itself.*\[got '"
+                       + re.escape(path) + "'"):
+        load_spec_text(text, "s.yaml")
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/pingx", "/models-metrics", "/v1/models",
+                                  "/lmikit/metrics", "/a.b/c_d-e"])
+def test_spec_metrics_path_outside_the_reserved_ones_is_accepted(path):
+    text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: {path}\n"
+    assert load_spec_text(text, "s.yaml").observability.metrics_path == path
+
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("/", "string should match pattern"),
+    ("/a/../metrics", "must not contain '..'"),
+    ("/" + "m" * 256, "at most 256 characters"),
+])
+def test_spec_metrics_path_follows_sagemakers_metrics_endpoint_path(path, message):
+    """botocore's MetricsEndpointPath: /(?!.*\\.\\.)[a-zA-Z0-9/_.\\-]+, at most 256."""
+    text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: '{path}'\n"
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_spec_text(text, "s.yaml")

@@ -23,10 +23,16 @@ def _problems(text: str) -> str:
 
 @pytest.mark.parametrize("path", ["/ping", "/invocations", "/invocations/x", "/predictions/m",
                                   "/v1/chat/completions", "/models", "/server/metrics",
-                                  "/adapters", "/"])
+                                  "/adapters", "/execution-parameters", "/cluster/x"])
 def test_metrics_path_refuses_what_djl_serving_answers(path):
     text = _problems(BASE + f"observability:\n  metrics_path: {path}\n")
     assert "observability.metrics_path" in text and "/metrics" in text
+
+
+def test_metrics_path_root_is_refused_by_sagemakers_pattern():
+    """botocore's MetricsEndpointPath needs a character after the slash."""
+    text = _problems(BASE + "observability:\n  metrics_path: /\n")
+    assert "observability.metrics_path" in text and "[got '/']" in text
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/lmikit/metrics", "/pingx"])

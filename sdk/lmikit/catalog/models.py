@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmikit.catalog.context import context_limit
 from lmikit.catalog.model_config import DTYPE_BYTES, ConfigShape, config_shape, read_config_file
 from lmikit.errors import CatalogError
 
@@ -59,6 +60,8 @@ class ModelGeometry:
     index_kv_bytes_per_layer: int = 0  # the indexer's key cache, bytes per token per layer
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    context_limit: int = 0  # longest sequence vLLM serves (lmikit.catalog.context); 0: unknown
+    context_limit_key: str = ""  # the config key (and RoPE scaling) it comes from
 
     @property
     def full_attention_layers(self) -> int:
@@ -204,6 +207,7 @@ def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | N
         dtype = "fp8"
         notes.append("weights are published in FP8")
     total, active = count_params(shape)
+    limit, limit_key = context_limit(config)
     vision_params = 12 * shape.vision_hidden * shape.vision_hidden * shape.vision_depth
     embedding_params = shape.vocab_size * shape.hidden * (1 if shape.tie_word_embeddings else 2)
     # DeepSeek sparse attention: vLLM 0.23.0 (model_executor/models/deepseek_v2.py, Indexer)
@@ -239,6 +243,8 @@ def from_config(model_id: str, config: dict[str, Any], entry: dict[str, Any] | N
         index_kv_bytes_per_layer=index_bytes,
         source=source,
         notes=tuple(notes),
+        context_limit=limit,
+        context_limit_key=limit_key,
     )
 
 

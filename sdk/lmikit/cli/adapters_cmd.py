@@ -22,6 +22,10 @@ wait_option = click.option("--wait/--no-wait", default=False, show_default=True,
 formatter_option = click.option("--formatter", "-f", type=click.Path(exists=True,
                                                                       dir_okay=False),
                                 help="Python file with this adapter's formatters.")
+include_option = click.option(
+    "--include", "include", multiple=True, metavar="PATTERN",
+    help="Package a file the default exclusions leave out (.env, *.key, .git, ...): a name or "
+    "path pattern (fnmatch). Repeatable.")
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "5"))
 
 
@@ -30,8 +34,8 @@ def upload_options(command: Callable[..., None]) -> Callable[..., None]:
     for decorate in reversed([
         click.argument("name"),
         click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path)),
-        endpoint_option, formatter_option, wait_option, region_option, bucket_option,
-        kms_option,
+        endpoint_option, formatter_option, include_option, wait_option, region_option,
+        bucket_option, kms_option,
     ]):
         command = decorate(command)
     return command
@@ -46,6 +50,10 @@ def _registry(endpoint: str, region: str | None, bucket: str | None = None,
 
 
 def _echo(info: Any) -> None:
+    excluded = getattr(info, "excluded", ())
+    if excluded:
+        click.echo(f"Left out of {info.name}'s package: {', '.join(excluded)} (add --include "
+                   "PATTERN to package one)", err=True)
     line = f"{info.name}: {info.component} {info.status}"
     if info.artifact_url:
         line += f" ({info.artifact_url})"
@@ -61,11 +69,12 @@ def adapters_group() -> None:
 
 @adapters_group.command("register")
 @upload_options
-def register_cmd(name: str, path: Path, endpoint: str, formatter: str | None, wait: bool,
-                 region: str | None, bucket: str | None, kms_key_arn: str | None) -> None:
+def register_cmd(name: str, path: Path, endpoint: str, formatter: str | None,
+                 include: tuple[str, ...], wait: bool, region: str | None, bucket: str | None,
+                 kms_key_arn: str | None) -> None:
     """Validate, upload and host the adapter in PATH as NAME."""
     info = _registry(endpoint, region, bucket, kms_key_arn).register(name, path, formatter,
-                                                                     wait=wait)
+                                                                     wait=wait, include=include)
     _echo(info)
 
 
@@ -103,11 +112,12 @@ def list_cmd(endpoint: str, region: str | None) -> None:
 
 @adapters_group.command("update")
 @upload_options
-def update_cmd(name: str, path: Path, endpoint: str, formatter: str | None, wait: bool,
-               region: str | None, bucket: str | None, kms_key_arn: str | None) -> None:
+def update_cmd(name: str, path: Path, endpoint: str, formatter: str | None,
+               include: tuple[str, ...], wait: bool, region: str | None, bucket: str | None,
+               kms_key_arn: str | None) -> None:
     """Point adapter NAME at new weights (or a new formatter) from PATH."""
     _echo(_registry(endpoint, region, bucket, kms_key_arn).update(name, path, formatter,
-                                                                  wait=wait))
+                                                                  wait=wait, include=include))
 
 
 @adapters_group.command("remove")

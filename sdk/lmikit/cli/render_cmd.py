@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 @click.option("--target", "-t", type=click.Choice(TARGETS), required=True,
               help="What to render.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the rendered text to this file instead of stdout.")
+              help="Write the rendered text to this file instead of stdout (missing folders "
+              "are created).")
 @click.option("--namespace", default="default", show_default=True,
               help="hyperpod: Kubernetes namespace of the manifest.")
 @click.option("--vllm-image", default=None, metavar="IMAGE",
@@ -45,6 +46,20 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
         click.echo(f"Warning: {warning}", err=True)
     if output is None:
         click.echo(text, nl=False)
-    else:
-        output.write_text(text)
-        click.echo(f"Wrote {output}", err=True)
+        return
+    write_output(output, text)
+
+
+def write_output(output: Path, text: str) -> None:
+    """Write ``text`` to ``output``, creating its missing folders (and saying so)."""
+    folder = output.parent
+    if folder.exists() and not folder.is_dir():
+        raise click.FileError(str(output), f"{folder} is not a folder")
+    try:
+        if not folder.is_dir():
+            folder.mkdir(parents=True)
+            click.echo(f"Created {folder}/", err=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise click.FileError(str(output), exc.strerror or str(exc)) from exc
+    click.echo(f"Wrote {output}", err=True)

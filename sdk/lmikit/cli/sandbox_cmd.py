@@ -19,9 +19,12 @@ def serve_cmd(port: int, host: str, region: str) -> None:
     """Serve until Ctrl-C and print the environment that points boto3 at it."""
     import time
 
-    from lmikit.testing._server import start_sandbox
+    from lmikit.testing._server import SandboxError, start_sandbox
 
-    sandbox = start_sandbox(host, port, region=region)
+    try:
+        sandbox = start_sandbox(host, port, region=region)
+    except SandboxError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(f"lmikit sandbox: fake SageMaker on http://{host}:{sandbox.port}, moto on "
                f"http://{host}:{sandbox.moto_port}")
     click.echo("Point boto3 and the lmikit CLI at it (in another shell):\n")

@@ -24,9 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmikit._files import FileRefused, read_limited
 from lmikit.errors import AdapterError
 
 KINDS = ("input", "output")
+MAX_FORMATTER_BYTES = 1024**2  # a formatter file is a few kilobytes of Python
 DECORATORS = {"input_formatter": "input", "output_formatter": "output"}
 
 # Third-party top-level modules the LMI (vLLM) image ships, besides the standard library.
@@ -72,10 +74,10 @@ def validate_formatter_file(path: str | Path, *, require: Iterable[str] = ()) ->
 def inspect_formatter_file(path: str | Path, *, require: Iterable[str] = ()) -> FormatterFile:
     """Like :func:`validate_formatter_file`, returning the parsed details."""
     path = Path(path)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AdapterError(f"formatter {str(path)!r}: cannot read it: {exc.strerror}") from exc
+    try:  # a regular file of bounded size: never waits on a FIFO or reads a device
+        source = read_limited(path, MAX_FORMATTER_BYTES, "it").decode("utf-8")
+    except FileRefused as exc:
+        raise AdapterError(f"formatter {str(path)!r}: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise AdapterError(f"formatter {str(path)!r}: not UTF-8 text") from exc
     return inspect_formatter_source(source, path, require=require)

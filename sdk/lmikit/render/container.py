@@ -41,10 +41,12 @@ STOCK_REPOSITORY = "djl-inference"
 # Paths djl-serving (and so the front, which forwards them) must answer itself:
 # InferenceRequestHandler: /(ping|invocations|predictions|v1/chat/completions)([/?].*)?,
 # /models/.+/invoke; ManagementRequestHandler: /models, /workflows, /server/.+;
-# AdapterManagementRequestHandler: (/models/<name>)?/adapters.
-RESERVED_PATHS: tuple[str, ...] = ("/ping", "/invocations", "/predictions",
-                                   "/v1/chat/completions", "/models", "/workflows", "/server",
-                                   "/adapters")
+# AdapterManagementRequestHandler: (/models/<name>)?/adapters; ClusterRequestHandler:
+# /cluster/...; and SageMaker's container contract adds /execution-parameters (batch
+# transform). Each reserves the path and everything under it.
+RESERVED_PATHS: tuple[str, ...] = ("/ping", "/invocations", "/execution-parameters",
+                                   "/predictions", "/v1/chat/completions", "/models",
+                                   "/workflows", "/server", "/adapters", "/cluster")
 
 
 def reserved_path_problem(path: str) -> str | None:
@@ -58,9 +60,9 @@ def reserved_path_problem(path: str) -> str | None:
         return "'/' would answer every request with metrics; use a path such as /metrics"
     for reserved in RESERVED_PATHS:
         if clean == reserved or clean.startswith(reserved + "/"):
-            return (f"{reserved} belongs to djl-serving (SageMaker's health check, inference "
-                    "or management API), which must answer it; choose another path such as "
-                    "/metrics")
+            return (f"{reserved} is answered by LMI (djl-serving) or SageMaker itself (health "
+                    "check, inference or management API), and the metrics front would hide "
+                    "it; choose another path such as /metrics")
     return None
 
 

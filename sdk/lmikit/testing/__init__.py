@@ -12,6 +12,7 @@ lengths included); resources move through Creating -> InService on the clock; fa
 injected with :meth:`FakeSageMaker.inject`.
 """
 
+from lmikit.testing._adapters import lora_tensors, safetensors_bytes, write_lora_adapter
 from lmikit.testing._clock import SystemClock, VirtualClock
 from lmikit.testing._control import ServiceError, Timings
 from lmikit.testing._fake import (
@@ -34,5 +35,8 @@ __all__ = [
     "Timings",
     "VirtualClock",
     "compile_java_pattern",
+    "lora_tensors",
     "s3_artifact_exists",
+    "safetensors_bytes",
+    "write_lora_adapter",
 ]

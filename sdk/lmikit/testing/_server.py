@@ -4,6 +4,7 @@ CloudWatch: a sandbox anyone can point boto3 (and the lmikit CLI) at without an 
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,16 +90,65 @@ class Sandbox:
             self._moto.stop()
 
 
+class SandboxError(Exception):
+    """The sandbox cannot start; the message says why and what to do."""
+
+
+MOTO_MISSING = ("the sandbox runs moto for S3, IAM, STS and CloudWatch, and moto is not "
+                "installed: pip install 'lmikit[sandbox]'")
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or None when it can (checked by binding it)."""
+    try:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+            probe.bind((host, port))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def free_port_pair(host: str = "127.0.0.1", tries: int = 50) -> int | None:
+    """A port P with P and P + 1 both free on ``host`` (what ``--port`` needs), or None."""
+    for _ in range(tries):
+        with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = int(probe.getsockname()[1])
+        if port < 65534 and port_problem(host, port + 1) is None:
+            return port
+    return None
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "us-east-1",
                   timings: Timings | None = None, with_moto: bool = True,
                   token_seconds: float = 0.03, ttft_seconds: float = 0.2) -> Sandbox:
-    """Start the fake SageMaker on ``port`` and moto on ``port + 1`` (threads; returns)."""
+    """Start the fake SageMaker on ``port`` and moto on ``port + 1`` (threads; returns).
+
+    Raises :class:`SandboxError` (never waits) when a port is taken or moto is missing.
+    """
     moto = None
     moto_port = port + 1
     artifact_exists = None
+    for which, number in (("the fake SageMaker", port),
+                          *((("moto", moto_port),) if with_moto else ())):
+        problem = port_problem(host, number)
+        if problem:
+            free = free_port_pair(host)
+            hint = f", e.g. --port {free}" if free else ""
+            raise SandboxError(f"port {number} on {host} (for {which}) cannot be used: "
+                               f"{problem}. The sandbox listens on PORT and PORT+1; choose "
+                               f"another PORT with --port{hint}")
     if with_moto:
         import boto3
-        from moto.server import ThreadedMotoServer
+
+        try:
+            from moto.server import ThreadedMotoServer
+        except ModuleNotFoundError as exc:
+            raise SandboxError(MOTO_MISSING) from exc
 
         moto = ThreadedMotoServer(ip_address=host, port=moto_port, verbose=False)
         moto.start()
@@ -109,7 +159,13 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
     fake = FakeSageMaker(region, clock=SystemClock(), timings=timings or SANDBOX_TIMINGS,
                          artifact_exists=artifact_exists, stream_part_bytes=48,
                          token_seconds=token_seconds, ttft_seconds=ttft_seconds)
-    server = ThreadingHTTPServer((host, port), _handler(fake))
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(fake))
+    except OSError as exc:  # taken between the check and now
+        if moto is not None:
+            moto.stop()
+        raise SandboxError(f"port {port} on {host} cannot be used: {exc.strerror or exc}; "
+                           "choose another PORT with --port") from exc
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="lmikit-sandbox", daemon=True).start()
     return Sandbox(fake, host, server.server_address[1], moto_port, server, moto)

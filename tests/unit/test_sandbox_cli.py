@@ -1,0 +1,70 @@
+"""`lmikit sandbox serve` refuses at once, clearly, what it cannot do: a port in use, no moto."""
+
+from __future__ import annotations
+
+import builtins
+import socket
+
+import pytest
+from click.testing import CliRunner
+
+from lmikit.cli import main
+from lmikit.testing._server import free_port_pair, start_sandbox
+from tests.conftest import deadline
+
+
+@pytest.mark.parametrize("taken", [0, 1])
+def test_sandbox_serve_busy_port_names_it_and_says_how_to_choose(taken):
+    port = free_port_pair()
+    assert port is not None
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port + taken))
+        holder.listen()
+        with deadline(10):
+            result = CliRunner().invoke(main, ["sandbox", "serve", "--port", str(port)])
+    assert result.exit_code == 1
+    which = "moto" if taken else "the fake SageMaker"
+    assert result.output.startswith(f"Error: port {port + taken} on 127.0.0.1 (for {which}) "
+                                    "cannot be used: Address already in use. The sandbox "
+                                    "listens on PORT and PORT+1; choose another PORT with "
+                                    "--port, e.g. --port ")
+    assert "Traceback" not in result.output
+
+
+def test_sandbox_serve_without_moto_names_the_extra(monkeypatch):
+    real = builtins.__import__
+
+    def no_moto(name, *args, **kwargs):
+        if name == "moto" or name.startswith("moto."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_moto)
+    port = free_port_pair()
+    assert port is not None
+    with deadline(10):
+        result = CliRunner().invoke(main, ["sandbox", "serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert "moto is not installed: pip install 'lmikit[sandbox]'" in result.output
+
+
+def test_sandbox_extra_installs_moto():
+    """The extra the message names exists and brings moto's server (CI's dev extra too)."""
+    import tomllib
+
+    from tests.conftest import ROOT
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(r.startswith("moto[server]") for r in extras["sandbox"])
+    assert any(r.startswith("moto[server]") for r in extras["dev"])
+
+
+def test_sandbox_starts_on_a_free_pair_without_moto():
+    port = free_port_pair()
+    assert port is not None
+    sandbox = start_sandbox(port=port, with_moto=False)
+    try:
+        assert sandbox.port == port
+    finally:
+        sandbox.stop()
