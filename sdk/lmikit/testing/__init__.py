@@ -21,6 +21,7 @@ from lmikit.testing._fake import (
     Fault,
     s3_artifact_exists,
 )
+from lmikit.testing._iam import iam_actions, iam_policy_problems, unknown_actions
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
 __all__ = [
@@ -34,5 +35,8 @@ __all__ = [
     "Timings",
     "VirtualClock",
     "compile_java_pattern",
+    "iam_actions",
+    "iam_policy_problems",
     "s3_artifact_exists",
+    "unknown_actions",
 ]
