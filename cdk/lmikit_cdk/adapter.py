@@ -41,17 +41,16 @@ class LoraAdapter(ComponentMetrics, Construct):
         self.adapter = adapter
         self.artifact: TarballAsset | None = None
         if adapter.source.startswith("s3://"):
+            # the execution policy reads an s3:// source where it is
             self.artifact_url: str = adapter.source
-            bucket, _, key = adapter.source.removeprefix("s3://").partition("/")
         else:
             data = adapter_artifact(endpoint.spec, adapter, endpoint.base_dir, endpoint.plan)
             self.artifact = TarballAsset(
                 self, "Artifact", data=data,
                 display_name=f"{endpoint.spec.name} adapter {adapter.name}")
             self.artifact_url = self.artifact.s3_url
-            bucket, key = self.artifact.bucket_name, self.artifact.object_key
-        endpoint.execution_role.grant_read_objects(f"ReadAdapter{_sid(adapter.name)}",
-                                                   bucket, key)
+            endpoint.execution_role.grant_read_objects(adapter.name, self.artifact.bucket_name,
+                                                       self.artifact.object_key)
         self.request: dict[str, Any] = endpoint.render(
             {adapter.name: self.artifact_url}).adapter_components[adapter.name]
         self.inference_component_name: str = self.request["InferenceComponentName"]
@@ -64,6 +63,3 @@ class LoraAdapter(ComponentMetrics, Construct):
         self.inference_component_arn: str = (
             self.cfn_inference_component.attr_inference_component_arn)
 
-
-def _sid(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("-"))

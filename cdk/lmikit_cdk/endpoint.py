@@ -92,14 +92,12 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.image = image or LmiImage.for_spec(self, "Image", spec, mode=image_mode,
                                                 build_context=build_context)
         self.execution_role = ExecutionRole(self, "ExecutionRole", spec=spec)
-        self.execution_role.add_statements(self.image.pull_statements())
         data = model_artifact(spec, self.plan, self.base_dir, image=self.image_kind)
         self.model_artifact: TarballAsset | None = None
         if data is not None:
             self.model_artifact = TarballAsset(self, "ModelArtifact", data=data,
                                                display_name=f"{spec.name} model artifact")
-            self.execution_role.grant_read_objects("ReadModelArtifact",
-                                                   self.model_artifact.bucket_name,
+            self.execution_role.grant_read_objects("model", self.model_artifact.bucket_name,
                                                    self.model_artifact.object_key)
         # render
         self.requests = self.render()
@@ -136,12 +134,12 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.adapters: dict[str, LoraAdapter] = {
             a.name: LoraAdapter(self, f"Adapter-{a.name}", endpoint=self, adapter=a)
             for a in spec.adapters}
+        # every artifact the role reads is registered now: render its policy once
+        self.execution_role.render_policy(image_repository_arn=self.image.repository_arn)
         self.scaling: CopyCountScaling | None = None
         if autoscaling:
-            self.scaling = CopyCountScaling(
-                self, "Scaling", component_name=self.inference_component_name, spec=spec,
-                no_capacity_metric=self.metric_no_capacity_invocation_failures())
-            self.scaling.target.node.add_dependency(self.cfn_inference_component)
+            self.scaling = CopyCountScaling(self, "Scaling", spec=spec,
+                                            component=self.cfn_inference_component)
         # dashboard, alarms
         self.observability: LmiObservability | None = None
         obs = spec.observability

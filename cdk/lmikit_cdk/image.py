@@ -11,18 +11,17 @@ builds and pushes it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from lmikit.errors import RenderError
 from lmikit.image import lmi_image_uri
+from lmikit.render.iam import ecr_repository_arn
 from lmikit.spec import DeploymentSpec
 
 ImageMode = Literal["auto", "stock", "custom"]
@@ -42,10 +41,6 @@ BUILD_CONTEXT_EXCLUDE: tuple[str, ...] = (
     "**/*.pyc",
     "**/.DS_Store",
 )
-ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage",
-                    "ecr:GetDownloadUrlForLayer")
-_ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"
-                      r"(?:\.cn)?/(?P<repo>[a-z0-9._/-]+):(?P<tag>[\w.-]+)$")
 
 
 def container_code_reasons(spec: DeploymentSpec) -> list[str]:
@@ -91,7 +86,7 @@ class LmiImage(Construct):
         self.asset: ecr_assets.DockerImageAsset | None = None
         if not custom:
             self.image_uri = self.base_image_uri
-            self.repository_arn = _repository_arn(self.base_image_uri)
+            self.repository_arn = ecr_repository_arn(self.base_image_uri, cdk.Aws.PARTITION)
             return
         if build_context is None:
             raise RenderError("a custom LMI image needs build_context (the repository root "
@@ -135,16 +130,6 @@ class LmiImage(Construct):
     def is_custom(self) -> bool:
         return self.asset is not None
 
-    def pull_statements(self) -> list[iam.PolicyStatement]:
-        """Least-privilege ECR pull: layer actions on this image's repository only, plus
-        ecr:GetAuthorizationToken, which ECR only grants on resource ``*``."""
-        return [
-            iam.PolicyStatement(sid="PullImage", actions=list(ECR_PULL_ACTIONS),
-                                resources=[self.repository_arn]),
-            iam.PolicyStatement(sid="EcrAuthToken", actions=["ecr:GetAuthorizationToken"],
-                                resources=["*"]),
-        ]
-
 
 def build_context_exclude(context: Path, dockerfile: str = DOCKERFILE) -> list[str]:
     """Docker-ignore patterns for the staged build context (see BUILD_CONTEXT_EXCLUDE)."""
@@ -155,10 +140,3 @@ def build_context_exclude(context: Path, dockerfile: str = DOCKERFILE) -> list[s
     return [*(line for line in lines if line and not line.startswith("#")), f"!{dockerfile}",
             f"!{dockerfile}.dockerignore"]
 
-
-def _repository_arn(uri: str) -> str:
-    match = _ECR_URI.match(uri)
-    if not match:
-        raise RenderError(f"cannot read the ECR repository of image {uri!r}")
-    return (f"arn:{cdk.Aws.PARTITION}:ecr:{match['region']}:{match['account']}:"
-            f"repository/{match['repo']}")

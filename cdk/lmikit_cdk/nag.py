@@ -46,8 +46,8 @@ def acknowledge(construct: IConstruct, rule: str, reason: str,
 
 def acknowledge_role_wildcards(role: ExecutionRole) -> None:
     """Acknowledge each wildcard finding of the execution role's policy, one by one, with the
-    reason :data:`lmikit_cdk.role.WILDCARD_REASONS` gives for it."""
-    from lmikit_cdk.role import WILDCARD_REASONS
+    reason :func:`lmikit.render.iam.wildcard_reason` gives for its statement."""
+    from lmikit.render.iam import wildcard_reason
 
     stack = cdk.Stack.of(role)
     document = stack.resolve(role.policy.document.to_json())
@@ -55,31 +55,13 @@ def acknowledge_role_wildcards(role: ExecutionRole) -> None:
     for statement in document.get("Statement", []):
         resources = statement.get("Resource", [])
         resources = resources if isinstance(resources, list) else [resources]
-        actions = statement.get("Action", [])
-        actions = actions if isinstance(actions, list) else [actions]
-        reason = _wildcard_reason(statement.get("Sid", ""), actions, WILDCARD_REASONS)
+        reason = wildcard_reason(statement)
         for resource in resources:
             text = _finding_text(resource)
             if "*" in text and reason:
                 findings.append((f"{WILDCARD_RULE}[Resource::{text}]", reason))
     if findings:
         acknowledge(role.policy, *findings[0], *findings[1:])
-
-
-def _wildcard_reason(sid: str, actions: list[str], reasons: dict[str, str]) -> str | None:
-    if "ecr:GetAuthorizationToken" in actions:
-        return reasons["ecr:GetAuthorizationToken"]
-    if "cloudwatch:PutMetricData" in actions:
-        return reasons["cloudwatch:PutMetricData"]
-    if sid == "Logs":
-        return reasons["logs"]
-    if sid == "VpcDescribe":
-        return reasons["ec2:Describe"]
-    if sid == "VpcNetworkInterfaces":
-        return reasons["ec2:NetworkInterface"]
-    if sid.startswith(("ReadModelWeights", "ReadDraftWeights")):
-        return reasons["s3:weights"]
-    return None
 
 
 def _finding_text(value: object) -> str:

@@ -1,133 +1,78 @@
 """The endpoint's execution role: least privilege, no AWS managed policies.
 
 Every permission is a statement in one customer-managed policy (HIPAA packs flag inline
-policies). Wildcard resources appear only where the AWS API has no resource-level
-permission or names its resources at run time; each such place is listed in
-:data:`WILDCARD_REASONS` and acknowledged in cdk-nag with that reason.
+policies). The trust policy, descriptions, tags and the policy document come from
+:mod:`lmikit.render.iam`, the renderer ``lmikit deploy --create-role`` uses, with
+CloudFormation's partition and account (tokens) and the stack's asset locations. Wildcard
+resources appear only where the AWS API has no resource-level permission or names its
+resources at run time; each such place is listed in
+:data:`lmikit.render.iam.WILDCARD_REASONS` and acknowledged in cdk-nag with that reason.
+
+>>> role = ExecutionRole(stack, "ExecutionRole", spec=spec)  # doctest: +SKIP
+>>> role.grant_read_objects("model", bucket, key)  # doctest: +SKIP
+>>> role.render_policy(image_repository_arn=repo_arn)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from lmikit.errors import RenderError
+from lmikit.render.iam import (
+    SAGEMAKER_PRINCIPAL,
+    WILDCARD_REASONS,
+    execution_policy_document,
+    policy_description,
+    role_description,
+    role_tags,
+)
 from lmikit.spec import DeploymentSpec
 
-SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
-METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
-VPC_DESCRIBE_ACTIONS = ("ec2:DescribeDhcpOptions", "ec2:DescribeNetworkInterfaces",
-                        "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs")
-VPC_ENI_ACTIONS = ("ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission",
-                   "ec2:DeleteNetworkInterface", "ec2:DeleteNetworkInterfacePermission")
-
-# Why each wildcard exists (the cdk-nag acknowledgements quote these).
-WILDCARD_REASONS = {
-    "ecr:GetAuthorizationToken": "ecr:GetAuthorizationToken has no resource-level permission; "
-    "AWS requires Resource '*' (image layers are pulled from this image's repository only)",
-    "cloudwatch:PutMetricData": "cloudwatch:PutMetricData has no resource-level permission; "
-    "AWS requires Resource '*', so the statement is limited by cloudwatch:namespace to the "
-    "SageMaker endpoint and inference-component namespaces",
-    "logs": "SageMaker creates one log stream per instance and container at run time; the "
-    "statement is limited to this deployment's log groups, streams are named by SageMaker",
-    "ec2:Describe": "EC2 Describe* calls have no resource-level permission; AWS requires "
-    "Resource '*' for the VPC lookups SageMaker makes when it attaches the endpoint to the VPC",
-    "ec2:NetworkInterface": "SageMaker creates the endpoint's network interfaces at run time, "
-    "so their IDs are unknown; the statement is limited to this deployment's subnets and "
-    "security groups and to network interfaces in this account and region",
-    "s3:weights": "the model weights are many objects under the model.id S3 prefix; the "
-    "statement is limited to that prefix (read only)",
-}
+__all__ = ["WILDCARD_REASONS", "ExecutionRole"]
 
 
 class ExecutionRole(Construct):
     """An IAM role SageMaker assumes for one deployment, with one managed policy.
+
+    The policy is rendered once, by :meth:`render_policy`, after every artifact it reads
+    was registered with :meth:`grant_read_objects` (:class:`lmikit_cdk.LmiEndpoint` calls it
+    last).
 
     :param spec: the deployment (names its log groups, KMS key, VPC, secret and S3 weights).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec) -> None:
         super().__init__(scope, construct_id)
+        self.spec = spec
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL),
-                             description=f"SageMaker execution role of lmikit deployment "
-                             f"{spec.name}")
-        self.policy = iam.ManagedPolicy(
-            self, "Policy", roles=[self.role],
-            description=f"Least-privilege permissions of lmikit deployment {spec.name}")
+                             description=role_description(spec))
+        for tag in role_tags(spec):
+            cdk.Tags.of(self.role).add(tag["Key"], tag["Value"])
+        self.policy = iam.ManagedPolicy(self, "Policy", roles=[self.role],
+                                        description=policy_description(spec))
         self.role_arn: str = self.role.role_arn
-        self._add_base_statements(spec)
+        self.artifacts: dict[str, tuple[str, str]] = {}
+        self.document: dict[str, Any] | None = None
 
-    def add_statements(self, statements: Iterable[iam.PolicyStatement]) -> None:
-        for statement in statements:
-            self.policy.add_statements(statement)
+    def grant_read_objects(self, artifact: str, bucket: str, key: str) -> None:
+        """Let the role read one artifact object: ``artifact`` is ``"model"`` or an adapter
+        name (see :func:`lmikit.render.iam.execution_policy_document`)."""
+        if self.document is not None:
+            raise RenderError("the execution policy was already rendered; register every "
+                              "artifact before render_policy()")
+        self.artifacts[artifact] = (bucket, key)
 
-    def grant_read_objects(self, sid: str, bucket: str, key: str) -> None:
-        """s3:GetObject on exactly one object (an artifact)."""
-        self.add_statements([iam.PolicyStatement(
-            sid=sid, actions=["s3:GetObject"],
-            resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}/{key}"])])
-
-    def _add_base_statements(self, spec: DeploymentSpec) -> None:
-        stack = cdk.Stack.of(self)
-        groups = [f"/aws/sagemaker/Endpoints/{spec.name}",
-                  f"/aws/sagemaker/InferenceComponents/{spec.name}-*"]
-        log_arns = [stack.format_arn(service="logs", resource="log-group",
-                                     resource_name=f"{g}:*",
-                                     arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
-                    for g in groups]
-        statements = [
-            iam.PolicyStatement(sid="Logs", actions=[
-                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams",
-                "logs:PutLogEvents"], resources=log_arns),
-            iam.PolicyStatement(sid="Metrics", actions=["cloudwatch:PutMetricData"],
-                                resources=["*"], conditions={"StringEquals": {
-                                    "cloudwatch:namespace": list(METRIC_NAMESPACES)}}),
-        ]
-        sec = spec.security
-        if sec.kms_key_arn:
-            statements.append(iam.PolicyStatement(
-                sid="UseKmsKey", actions=["kms:Decrypt", "kms:DescribeKey",
-                                          "kms:GenerateDataKey"],
-                resources=[sec.kms_key_arn]))
-            statements.append(iam.PolicyStatement(
-                sid="KmsGrantForVolume", actions=["kms:CreateGrant"],
-                resources=[sec.kms_key_arn],
-                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}}))
-        if sec.hf_token_secret_arn:
-            statements.append(iam.PolicyStatement(
-                sid="ReadHfToken", actions=["secretsmanager:GetSecretValue"],
-                resources=[sec.hf_token_secret_arn]))
-        if sec.vpc:
-            statements.append(iam.PolicyStatement(
-                sid="VpcDescribe", actions=list(VPC_DESCRIBE_ACTIONS), resources=["*"]))
-            eni = stack.format_arn(service="ec2", resource="network-interface",
-                                   resource_name="*")
-            subnets = [stack.format_arn(service="ec2", resource="subnet", resource_name=s)
-                       for s in sec.vpc.subnet_ids]
-            groups_ = [stack.format_arn(service="ec2", resource="security-group",
-                                        resource_name=g) for g in sec.vpc.security_group_ids]
-            statements.append(iam.PolicyStatement(
-                sid="VpcNetworkInterfaces", actions=list(VPC_ENI_ACTIONS),
-                resources=[eni, *subnets, *groups_]))
-        for sid, uri in (("ReadModelWeights", spec.model.id),
-                         ("ReadDraftWeights", spec.engine.speculative.draft_model
-                          if spec.engine.speculative else "")):
-            if uri.startswith("s3://"):
-                statements.extend(_s3_prefix_read(sid, uri))
-        self.add_statements(statements)
-
-
-def _s3_prefix_read(sid: str, uri: str) -> list[iam.PolicyStatement]:
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    prefix = prefix.rstrip("/")
-    objects = f"{prefix}/*" if prefix else "*"
-    bucket_arn = f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"
-    list_statement = iam.PolicyStatement(sid=f"{sid}List", actions=["s3:ListBucket"],
-                                         resources=[bucket_arn])
-    if prefix:
-        list_statement.add_condition("StringLike", {"s3:prefix": [prefix, f"{prefix}/*"]})
-    return [list_statement,
-            iam.PolicyStatement(sid=sid, actions=["s3:GetObject"],
-                                resources=[f"{bucket_arn}/{objects}"])]
+    def render_policy(self, *, image_repository_arn: str) -> dict[str, Any]:
+        """Render the policy document (once) and add its statements to the managed policy."""
+        if self.document is not None:
+            raise RenderError("the execution policy is rendered once")
+        self.document = execution_policy_document(
+            self.spec, partition=cdk.Aws.PARTITION, account=cdk.Aws.ACCOUNT_ID,
+            image_repository_arn=image_repository_arn, artifacts=self.artifacts)
+        for statement in self.document["Statement"]:
+            self.policy.add_statements(iam.PolicyStatement.from_json(statement))
+        return self.document

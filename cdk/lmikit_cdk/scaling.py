@@ -1,81 +1,85 @@
 """Application Auto Scaling of the base component's copy count, including scale from zero.
 
-* Target tracking on ``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution``
-  with the spec's ``workload.concurrency`` (requests in flight per copy) as the target.
-* When ``instance.min_count`` is 0 the copy count may reach 0, and target tracking cannot
-  wake it (no copy, no per-copy metric). A step policy adds one instance worth of copies when
-  an alarm sees ``NoCapacityInvocationFailures >= 1``.
+The L1 properties are :func:`lmikit.render.scaling.render_scaling`'s request dicts, the ones
+:func:`lmikit.scaling.apply_scaling` sends with boto3, re-cased for jsii only:
+
+* ``AWS::ApplicationAutoScaling::ScalableTarget`` = ``RegisterScalableTarget`` (its ``Tags``
+  map becomes CloudFormation's tag list; ``RoleARN`` is the service-linked role's ARN);
+* ``AWS::ApplicationAutoScaling::ScalingPolicy`` = ``PutScalingPolicy``: the policy names its
+  target with the same ``ServiceNamespace``/``ResourceId``/``ScalableDimension`` the API takes
+  (not ``ScalingTargetId``) and depends on the target explicitly;
+* ``AWS::CloudWatch::Alarm`` = :func:`lmikit.render.scaling.no_capacity_alarm`, its action the
+  step policy's ARN (``Ref``).
+
+>>> scaling = CopyCountScaling(endpoint, "Scaling", spec=spec)  # doctest: +SKIP
+>>> scaling.cfn_target_tracking.policy_name  # doctest: +SKIP
+'chat-small-base-target-tracking'
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from lmikit.render.scaling import (
+    ScalingRequests,
+    copy_bounds,
+    no_capacity_alarm,
+    render_scaling,
+    service_linked_role_arn,
+)
 from lmikit.spec import DeploymentSpec
+from lmikit_cdk._cfn import l1_kwargs
 
-SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
-TARGET_METRIC = appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION  # noqa: E501
-# Application Auto Scaling's service-linked role for SageMaker: no role of our own.
-SERVICE_LINKED_ROLE = ("aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
-                       "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
-SCALE_IN_COOLDOWN = cdk.Duration.minutes(5)
-SCALE_OUT_COOLDOWN = cdk.Duration.minutes(1)
+__all__ = ["CopyCountScaling", "copy_bounds", "target_props"]
 
 
-def copy_bounds(spec: DeploymentSpec) -> tuple[int, int]:
-    """(min, max) copies: copies per instance times the instance bounds."""
-    per = spec.instance.copies_per_instance
-    return per * spec.instance.min_count, per * spec.instance.max_count
+def target_props(request: dict[str, Any]) -> dict[str, Any]:
+    """``RegisterScalableTarget`` kwargs as ScalableTarget properties: the API's ``Tags`` map
+    becomes CloudFormation's ``[{"Key", "Value"}]`` list (sorted by key)."""
+    out = {k: v for k, v in request.items() if k != "Tags"}
+    if request.get("Tags"):
+        out["Tags"] = [{"Key": k, "Value": v} for k, v in sorted(request["Tags"].items())]
+    return out
 
 
 class CopyCountScaling(Construct):
-    """Scaling of one inference component's copy count.
+    """Scaling of the base inference component's copy count.
 
-    :param component_name: the literal inference component name.
-    :param spec: supplies the bounds and the concurrency target.
+    :param spec: supplies the component name, the bounds and the concurrency target.
+    :param component: the construct that creates the component (the target depends on it).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, component_name: str,
-                 spec: DeploymentSpec,
-                 no_capacity_metric: cloudwatch.Metric) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec,
+                 component: Construct | None = None) -> None:
         super().__init__(scope, construct_id)
-        low, high = copy_bounds(spec)
         stack = cdk.Stack.of(self)
-        self.service_role = iam.Role.from_role_arn(
-            self, "ServiceLinkedRole",
-            f"arn:{stack.partition}:iam::{stack.account}:role/{SERVICE_LINKED_ROLE}",
-            mutable=False)
-        self.target = appscaling.ScalableTarget(
-            self, "Target", service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-            resource_id=f"inference-component/{component_name}",
-            scalable_dimension=SCALABLE_DIMENSION, min_capacity=low, max_capacity=high,
-            role=self.service_role)
-        self.target_tracking = self.target.scale_to_track_metric(
-            "ConcurrencyPerCopy", target_value=float(spec.workload.concurrency),
-            predefined_metric=TARGET_METRIC, scale_in_cooldown=SCALE_IN_COOLDOWN,
-            scale_out_cooldown=SCALE_OUT_COOLDOWN)
-        self.scale_from_zero: appscaling.StepScalingAction | None = None
-        self.no_capacity_alarm: cloudwatch.Alarm | None = None
-        if low == 0:
-            self.scale_from_zero = appscaling.StepScalingAction(
-                self, "ScaleOutFromZero", scaling_target=self.target,
-                adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
-                metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
-                cooldown=SCALE_OUT_COOLDOWN)
-            self.scale_from_zero.add_adjustment(
-                adjustment=spec.instance.copies_per_instance, lower_bound=0)
-            self.no_capacity_alarm = cloudwatch.Alarm(
-                self, "NoCapacityAlarm", metric=no_capacity_metric, threshold=1,
-                comparison_operator=cloudwatch.ComparisonOperator
-                .GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                evaluation_periods=1, datapoints_to_alarm=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"{component_name} was invoked with no copy running: "
-                "scale out from zero")
-            self.no_capacity_alarm.add_alarm_action(
-                cw_actions.ApplicationScalingAction(self.scale_from_zero))
+        self.requests: ScalingRequests = render_scaling(
+            spec, role_arn=service_linked_role_arn(stack.partition, stack.account))
+        self.cfn_target = appscaling.CfnScalableTarget(
+            self, "Target", **l1_kwargs(target_props(self.requests.target)))
+        if component is not None:
+            self.cfn_target.node.add_dependency(component)
+        self.cfn_target_tracking = appscaling.CfnScalingPolicy(
+            self, "TargetTracking", **l1_kwargs(self.requests.target_tracking))
+        self.cfn_target_tracking.node.add_dependency(self.cfn_target)
+        self.cfn_scale_from_zero: appscaling.CfnScalingPolicy | None = None
+        self.cfn_no_capacity_alarm: cloudwatch.CfnAlarm | None = None
+        self.alarm_request: dict[str, Any] | None = None
+        if self.requests.scale_from_zero is not None:
+            self.cfn_scale_from_zero = appscaling.CfnScalingPolicy(
+                self, "ScaleFromZero", **l1_kwargs(self.requests.scale_from_zero))
+            self.cfn_scale_from_zero.node.add_dependency(self.cfn_target)
+            # Ref of a ScalingPolicy is its ARN.
+            self.alarm_request = no_capacity_alarm(spec, self.cfn_scale_from_zero.ref)
+            self.cfn_no_capacity_alarm = cloudwatch.CfnAlarm(
+                self, "NoCapacityAlarm", **l1_kwargs(self.alarm_request))
+            if component is not None:
+                self.cfn_no_capacity_alarm.node.add_dependency(component)
+        low, high = copy_bounds(spec)
+        self.min_copies: int = low
+        self.max_copies: int = high

@@ -40,3 +40,33 @@ def deployment_tags(deployment: str, extra: Mapping[str, str] | None = None
     """SageMaker/IAM tag list: the deployment tag plus ``extra``, sorted by key."""
     merged = {DEPLOYMENT_TAG: deployment, **(extra or {})}
     return [{"Key": k, "Value": v} for k, v in sorted(merged.items())]
+
+
+def target_tracking_policy_name(deployment: str) -> str:
+    """The copy-count target-tracking policy of the base component."""
+    return f"{base_component_name(deployment)}-target-tracking"
+
+
+def scale_from_zero_name(deployment: str) -> str:
+    """The step-scaling policy and the alarm that wake a base component scaled to zero.
+
+    >>> scale_from_zero_name("docqa")
+    'docqa-base-scale-from-zero'
+    """
+    return f"{base_component_name(deployment)}-scale-from-zero"
+
+
+def execution_role_name(deployment: str) -> str:
+    """The IAM execution role ``lmikit deploy --create-role`` creates (and its managed
+    policy's name): at most 57 characters for a 40-character deployment name (IAM: 64)."""
+    return f"lmikit-{deployment}-execution"
+
+
+def artifact_prefix(deployment: str, adapter: str | None = None) -> str:
+    """S3 key prefix of the deployment's model artifact, or of one adapter's artifact.
+
+    >>> artifact_prefix("docqa"), artifact_prefix("docqa", "legal")
+    ('lmikit/docqa/model', 'lmikit/docqa/adapters/legal')
+    """
+    root = f"lmikit/{deployment}"
+    return f"{root}/adapters/{adapter}" if adapter else f"{root}/model"

@@ -1,50 +1,71 @@
-"""Deploy the dashboard and alarms with boto3, for users who do not use CDK.
+"""The dashboard and default alarms with boto3: what CDK's ``LmiObservability`` creates.
 
-Both calls are idempotent ``put_*`` calls: rerunning them replaces the dashboard and each
-alarm in place. ``deploy_alarms`` also deletes lmikit alarms of this deployment that the spec
-no longer renders (e.g. a disk-tier alarm after the disk tier was removed).
+:func:`apply_observability` makes CloudWatch hold exactly what the stack would: the
+dashboard ``<name>-lmikit`` when ``observability.dashboard`` is on (else it deletes lmikit's
+dashboard), and every alarm of :func:`lmikit.render.alarms.alarm_definitions` (the same
+``PutMetricAlarm`` dicts the stack's ``AWS::CloudWatch::Alarm`` resources carry), deleting
+this deployment's alarms the spec no longer renders. :func:`remove_observability` deletes them
+all. Both are idempotent and touch only lmikit's own: alarms tagged
+``lmikit:deployment=<name>`` (see :mod:`lmikit._cloudwatch`), and the dashboard of that name
+whose title widget is lmikit's (dashboards take no tags).
 
->>> from lmikit.observability import deploy_dashboard, deploy_alarms  # doctest: +SKIP
->>> deploy_dashboard(spec, plan)   # uses boto3.client("cloudwatch", region_name=spec.region)
-'docqa-qwen7b-lmikit'
+``deploy_dashboard`` / ``deploy_alarms`` are the single-purpose calls these build on.
+
+>>> from lmikit.observability import apply_observability  # doctest: +SKIP
+>>> [c.line() for c in apply_observability(spec, plan)]  # doctest: +SKIP
+['create dashboard docqa-qwen7b-lmikit', 'create alarm docqa-qwen7b-lmikit-5xx-rate', ...]
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from lmikit import _cloudwatch
+from lmikit._boto import call, client, error_code
+from lmikit.change import Change
 from lmikit.errors import DeployError
 from lmikit.plan import Plan
 from lmikit.render.alarms import alarm_definitions, alarm_prefix
-from lmikit.render.cloudwatch import put_dashboard_kwargs
+from lmikit.render.cloudwatch import dashboard_name, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec
 
+__all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]
 
-def _client(spec: DeploymentSpec, cloudwatch_client: Any | None) -> Any:
+
+def _client(spec: DeploymentSpec, cloudwatch_client: Any | None, session: Any = None) -> Any:
     if cloudwatch_client is not None:
         return cloudwatch_client
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("cloudwatch", region_name=spec.region,
-                        config=Config(retries={"mode": "adaptive", "max_attempts": 8}))
+    return client("cloudwatch", spec.region, session)
 
 
-def _call(what: str, fn: Any, **kwargs: Any) -> Any:
-    from botocore.exceptions import BotoCoreError, ClientError
+def _stored_dashboard(cw: Any, name: str) -> dict[str, Any] | None:
+    from botocore.exceptions import ClientError
 
     try:
-        return fn(**kwargs)
-    except (BotoCoreError, ClientError) as exc:
-        raise DeployError(f"{what} failed: {exc}") from exc
+        body = cw.get_dashboard(DashboardName=name)["DashboardBody"]
+    except ClientError as exc:
+        if error_code(exc) in ("ResourceNotFound", "ResourceNotFoundException"):
+            return None
+        raise DeployError(f"GetDashboard {name} failed: {error_code(exc)}") from exc
+    parsed = json.loads(body) if body else {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def is_lmikit_dashboard(spec: DeploymentSpec, body: dict[str, Any]) -> bool:
+    """Whether a dashboard body is lmikit's for ``spec``: its first widget is the summary
+    text titled ``# <name>:`` (:func:`lmikit.render.cloudwatch.dashboard_body`)."""
+    widgets = body.get("widgets") or [{}]
+    text = widgets[0].get("properties", {}).get("markdown", "")
+    return widgets[0].get("type") == "text" and str(text).startswith(f"# {spec.name}:")
 
 
 def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
-                     cloudwatch_client: Any | None = None) -> str:
+                     cloudwatch_client: Any | None = None, *, session: Any = None) -> str:
     """Create or replace the deployment's dashboard; returns its name."""
-    client = _client(spec, cloudwatch_client)
+    cw = _client(spec, cloudwatch_client, session)
     kwargs = put_dashboard_kwargs(spec, plan)
-    response = _call(f"PutDashboard {kwargs['DashboardName']}", client.put_dashboard, **kwargs)
+    response = call(cw, "put_dashboard", kwargs["DashboardName"], **kwargs)
     problems = response.get("DashboardValidationMessages") or []
     if problems:
         raise DeployError(f"dashboard {kwargs['DashboardName']} was stored with problems: "
@@ -53,30 +74,79 @@ def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
 
 
 def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | None = None,
-                  *, prune: bool = True) -> list[str]:
+                  *, prune: bool = True, session: Any = None) -> list[str]:
     """Create or update every default alarm; returns their names.
 
-    ``prune`` (default True) deletes alarms named ``<name>-lmikit-*`` that are no longer
-    rendered, including all of them when ``observability.alarms.enabled`` is false.
+    ``prune`` (default True) deletes this deployment's alarms (``<name>-lmikit-*`` tagged
+    ``lmikit:deployment=<name>``) that are no longer rendered, including all of them when
+    ``observability.alarms.enabled`` is false.
     """
-    client = _client(spec, cloudwatch_client)
-    names = []
-    for alarm in alarm_definitions(spec, plan):
-        _call(f"PutMetricAlarm {alarm.name}", client.put_metric_alarm, **alarm.request())
-        names.append(alarm.name)
+    return [c.name for c in _apply_alarms(spec, plan, _client(spec, cloudwatch_client, session),
+                                          prune=prune) if c.action not in ("delete", "kept")]
+
+
+def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool) -> list[Change]:
+    stored = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
+    changes = []
+    rendered = alarm_definitions(spec, plan)
+    for alarm in rendered:
+        changes.append(_cloudwatch.put(cw, alarm.request(), spec.name, stored.get(alarm.name)))
     if prune:
-        stale = sorted(set(_existing(client, alarm_prefix(spec))) - set(names))
-        for i in range(0, len(stale), 100):  # DeleteAlarms takes at most 100 names
-            _call("DeleteAlarms", client.delete_alarms, AlarmNames=stale[i:i + 100])
-    return names
+        names = {a.name for a in rendered}
+        stale = [a for n, a in sorted(stored.items()) if n not in names]
+        changes += _cloudwatch.delete_ours(cw, stale, spec.name)
+    return changes
 
 
-def _existing(client: Any, prefix: str) -> list[str]:
-    names: list[str] = []
-    kwargs: dict[str, Any] = {"AlarmNamePrefix": prefix}
-    while True:
-        page = _call("DescribeAlarms", client.describe_alarms, **kwargs)
-        names += [a["AlarmName"] for a in page.get("MetricAlarms", [])]
-        if not page.get("NextToken"):
-            return names
-        kwargs["NextToken"] = page["NextToken"]
+def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None,
+                        cloudwatch_client: Any | None = None) -> list[Change]:
+    """Make the dashboard and the default alarms what the spec renders (idempotent).
+
+    Returns one :class:`lmikit.change.Change` per dashboard and alarm (``create``,
+    ``update``, ``unchanged``, ``delete`` for what the spec no longer renders, ``kept`` for a
+    same-prefixed alarm that is not this deployment's).
+    """
+    cw = _client(spec, cloudwatch_client, session)
+    changes = [_apply_dashboard(spec, plan, cw)]
+    return [c for c in changes if c is not None] + _apply_alarms(spec, plan, cw, prune=True)
+
+
+def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any) -> Change | None:
+    name = dashboard_name(spec)
+    stored = _stored_dashboard(cw, name)
+    if stored is not None and not is_lmikit_dashboard(spec, stored):
+        if not spec.observability.dashboard:
+            return Change("dashboard", name, "kept", "not an lmikit dashboard")
+        raise DeployError(f"dashboard {name} exists and is not lmikit's dashboard of "
+                          f"{spec.name} (its first widget is not the lmikit summary); "
+                          "lmikit does not overwrite it: rename or delete it, or set "
+                          "observability.dashboard to false")
+    if not spec.observability.dashboard:
+        if stored is None:
+            return None
+        call(cw, "delete_dashboards", name, DashboardNames=[name])
+        return Change("dashboard", name, "delete", "observability.dashboard is false")
+    kwargs = put_dashboard_kwargs(spec, plan)
+    if stored == json.loads(kwargs["DashboardBody"]):
+        return Change("dashboard", name, "unchanged")
+    deploy_dashboard(spec, plan, cw)
+    return Change("dashboard", name, "create" if stored is None else "update")
+
+
+def remove_observability(spec: DeploymentSpec, *, session: Any = None,
+                         cloudwatch_client: Any | None = None) -> list[Change]:
+    """Delete lmikit's dashboard and every alarm tagged as this deployment's under
+    ``<name>-lmikit-``; anything else is kept (and reported as ``kept``)."""
+    cw = _client(spec, cloudwatch_client, session)
+    name = dashboard_name(spec)
+    stored = _stored_dashboard(cw, name)
+    changes: list[Change] = []
+    if stored is None:
+        changes.append(Change("dashboard", name, "absent"))
+    elif not is_lmikit_dashboard(spec, stored):
+        changes.append(Change("dashboard", name, "kept", "not an lmikit dashboard"))
+    else:
+        call(cw, "delete_dashboards", name, DashboardNames=[name])
+        changes.append(Change("dashboard", name, "delete"))
+    alarms = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
+    return changes + _cloudwatch.delete_ours(cw, [alarms[n] for n in sorted(alarms)], spec.name)

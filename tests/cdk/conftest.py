@@ -1,4 +1,5 @@
-"""Synthesize every example spec (and one spec with a LoRA adapter) once per session.
+"""Synthesize every example spec (examples/ and examples/models/, and one spec with a LoRA
+adapter) once per session.
 
 Everything here runs offline: no AWS credentials, no Docker (a DockerImageAsset only stages
 its build context).
@@ -21,7 +22,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted([*(REPO / "examples").glob("*.yaml"),
+                   *(REPO / "examples" / "models").glob("*.yaml")])
 ADAPTER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
 

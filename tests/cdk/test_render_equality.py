@@ -1,4 +1,5 @@
-"""The SageMaker properties in each template equal the SDK's request dicts, field by field.
+"""The SageMaker and scaling properties in each template equal the SDK's request dicts, field
+by field.
 
 The expected side is computed from the SDK alone (spec, plan, the pinned image URI and
 sentinel strings for what only CloudFormation knows); where a sentinel stands, the template
@@ -12,13 +13,17 @@ from typing import Any
 import pytest
 
 from lmikit.image import lmi_image_uri
+from lmikit.loader import load_spec
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests
 
+from .conftest import EXAMPLES
+
 ROLE, IMAGE, MODEL = "<token:role>", "<token:image>", "<token:model-name>"
 ARTIFACT = "s3://<token:artifact>.tar.gz"
-SENTINELS = (ROLE, ARTIFACT, IMAGE, MODEL)
-NAMES = ["chat-small", "claims-llama8b", "docqa-qwen7b", "rag-qwen72b", "docqa-lora"]
+STEP_POLICY = "<token:step-policy-arn>"
+SENTINELS = (ROLE, ARTIFACT, IMAGE, MODEL, STEP_POLICY)
+NAMES = [load_spec(p).name for p in EXAMPLES] + ["docqa-lora"]
 
 
 def _is_intrinsic(value: Any) -> bool:
@@ -99,3 +104,29 @@ def test_diff_reports_a_changed_field_by_path() -> None:
 def test_diff_requires_a_token_where_the_sdk_has_a_sentinel() -> None:
     assert diff({"R": ROLE}, {"R": "arn:aws:iam::1:role/x"}) == [
         ".R: expected a token, got 'arn:aws:iam::1:role/x'"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scaling_resources_equal_render_scaling_field_by_field(synths: dict[str, Any],
+                                                               name: str) -> None:
+    from lmikit.render.scaling import no_capacity_alarm, render_scaling
+    from lmikit_cdk.scaling import target_props
+
+    synth = synths[name]
+    spec = synth.stack.spec
+    req = render_scaling(spec, role_arn=ROLE)
+    _, target = synth.one("AWS::ApplicationAutoScaling::ScalableTarget")
+    problems = diff(target_props(req.target), target["Properties"], "ScalableTarget")
+    policies = {r["Properties"]["PolicyName"]: r["Properties"] for r in
+                synth.resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()}
+    assert sorted(policies) == sorted(p["PolicyName"] for p in req.policies)
+    for policy in req.policies:
+        problems += diff(policy, policies[policy["PolicyName"]], policy["PolicyName"])
+    alarms = {k: r["Properties"] for k, r in synth.resources("AWS::CloudWatch::Alarm").items()
+              if k.startswith("LmiScaling")}
+    if req.scale_from_zero is None:
+        assert alarms == {}
+    else:
+        (alarm,) = alarms.values()
+        problems += diff(no_capacity_alarm(spec, STEP_POLICY), alarm, "NoCapacityAlarm")
+    assert problems == []

@@ -85,7 +85,8 @@ def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll:
     d = Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,
                    plan=plan, progress=progress or (lambda event: None), poll_seconds=poll)
     if create_role and not role_arn:
-        d.role_arn = ensure_execution_role(spec, d.bucket, session=d.clients.session)
+        d.role_arn = ensure_execution_role(spec, d.bucket, session=d.clients.session,
+                                           image_uri=d.image_uri)
         click.echo(f"Execution role: {d.role_arn}")
     return d
 

@@ -9,7 +9,13 @@
 from lmikit.deploy._artifacts import StoredArtifact, default_bucket, upload_artifact
 from lmikit.deploy._aws import Clients, ProgressEvent, RealClock, Waiter
 from lmikit.deploy._deployment import Change, Deployment, DeployResult, ResourceState
-from lmikit.deploy._role import ensure_execution_role, execution_role_policy
+from lmikit.deploy._role import (
+    RoleResult,
+    apply_execution_role,
+    ensure_execution_role,
+    execution_role_policy,
+    remove_execution_role,
+)
 
 __all__ = [
     "Change",
@@ -19,10 +25,13 @@ __all__ = [
     "ProgressEvent",
     "RealClock",
     "ResourceState",
+    "RoleResult",
     "StoredArtifact",
     "Waiter",
+    "apply_execution_role",
     "default_bucket",
     "ensure_execution_role",
     "execution_role_policy",
+    "remove_execution_role",
     "upload_artifact",
 ]

@@ -1,72 +1,248 @@
-"""A least-privilege SageMaker execution role for one deployment.
+"""The least-privilege SageMaker execution role ``lmikit deploy --create-role`` creates.
 
-Unlike the common ``AmazonSageMakerFullAccess`` attachment, the inline policy grants only
-what the endpoint needs: read its artifacts, pull the LMI image, write logs and metrics,
-and (when the spec has a key) decrypt with the KMS key.
+The same role as the CDK stack's ``ExecutionRole``, from the same renderer
+(:mod:`lmikit.render.iam`): the trust policy, description and tags of the role, and one
+customer-managed policy (``lmikit-<name>-execution``, attached to the role) holding the
+permissions document, built with the region's partition and the caller's account. The SDK
+reads its artifacts under ``s3://<bucket>/lmikit/<name>/...`` (content-addressed keys), so
+the artifact statements grant those prefixes where the stack grants its asset objects.
+
+Only lmikit's own role is created or changed: an existing role (or policy) of that name must
+carry ``lmikit:deployment=<name>``; otherwise the call stops with an error that names the role
+and the tag (pass ``--role-arn`` to use a role of your own as it is).
+
+>>> from lmikit.deploy import ensure_execution_role  # doctest: +SKIP
+>>> ensure_execution_role(spec, "my-bucket")  # doctest: +SKIP
+'arn:aws:iam::123456789012:role/lmikit-docqa-execution'
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
+from lmikit._boto import owner, tag_map
+from lmikit.change import Change
 from lmikit.deploy._aws import Clients, call, error_code
 from lmikit.errors import DeployError
-from lmikit.names import deployment_tags
+from lmikit.names import DEPLOYMENT_TAG, artifact_prefix, execution_role_name
+from lmikit.render.iam import (
+    TRUST_POLICY,
+    ecr_repository_arn,
+    execution_policy_document,
+    partition_of,
+    policy_description,
+    role_description,
+    role_tags,
+)
 from lmikit.spec import DeploymentSpec
 
-TRUST = {"Version": "2012-10-17", "Statement": [{
-    "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-    "Action": "sts:AssumeRole"}]}
+LEGACY_INLINE_POLICY = "lmikit-endpoint"  # what earlier lmikit versions put on the role
+MAX_POLICY_VERSIONS = 5  # IAM keeps at most five versions of a managed policy
 
 
-def execution_role_policy(spec: DeploymentSpec, bucket: str) -> dict[str, Any]:
-    statements: list[dict[str, Any]] = [
-        {"Sid": "ReadArtifacts", "Effect": "Allow", "Action": ["s3:GetObject"],
-         "Resource": [f"arn:aws:s3:::{bucket}/lmikit/{spec.name}/*"]},
-        {"Sid": "PullImage", "Effect": "Allow",
-         "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
-                    "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-         "Resource": "*"},
-        {"Sid": "Logs", "Effect": "Allow",
-         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/*"},
-        {"Sid": "Metrics", "Effect": "Allow", "Action": ["cloudwatch:PutMetricData"],
-         "Resource": "*",
-         "Condition": {"StringLike": {"cloudwatch:namespace": ["AWS/SageMaker*", "lmikit*"]}}},
-    ]
-    if spec.model.is_s3:
-        bucket_name, _, prefix = spec.model.id[5:].partition("/")
-        statements.append({"Sid": "ReadWeights", "Effect": "Allow",
-                           "Action": ["s3:GetObject", "s3:ListBucket"],
-                           "Resource": [f"arn:aws:s3:::{bucket_name}",
-                                        f"arn:aws:s3:::{bucket_name}/{prefix}*"]})
-    if spec.security.kms_key_arn:
-        statements.append({"Sid": "Decrypt", "Effect": "Allow",
-                           "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                           "Resource": [spec.security.kms_key_arn]})
-    if spec.security.hf_token_secret_arn:
-        statements.append({"Sid": "HfToken", "Effect": "Allow",
-                           "Action": ["secretsmanager:GetSecretValue"],
-                           "Resource": [spec.security.hf_token_secret_arn]})
-    return {"Version": "2012-10-17", "Statement": statements}
+def sdk_artifacts(spec: DeploymentSpec, bucket: str) -> dict[str, tuple[str, str]]:
+    """Where ``lmikit deploy`` stores the artifacts: ``(bucket, key pattern)`` for the model
+    (unless SageMaker copies the weights itself) and every adapter that is not on S3."""
+    from lmikit.startup import weights_source
+
+    out: dict[str, tuple[str, str]] = {}
+    if weights_source(spec) != "s3-sagemaker":
+        out["model"] = (bucket, f"{artifact_prefix(spec.name)}/*")
+    for adapter in spec.adapters:
+        if not adapter.source.startswith("s3://"):
+            out[adapter.name] = (bucket, f"{artifact_prefix(spec.name, adapter.name)}/*")
+    return out
 
 
-def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = None) -> str:
-    """Create (or update) ``lmikit-<name>-execution`` and return its ARN."""
+def execution_role_policy(spec: DeploymentSpec, bucket: str, *, account: str,
+                          image_uri: str | None = None,
+                          partition: str | None = None) -> dict[str, Any]:
+    """The permissions policy document of the SDK's execution role.
+
+    ``image_uri`` defaults to the stock LMI image of ``engine.lmi_version``; ``partition`` to
+    the partition of ``spec.region``.
+    """
+    partition = partition or partition_of(spec.region)
+    if image_uri is None:
+        from lmikit.image import lmi_image_uri
+
+        image_uri = lmi_image_uri(spec.region, spec.engine.lmi_version)
+    return execution_policy_document(
+        spec, partition=partition, account=account,
+        image_repository_arn=ecr_repository_arn(image_uri, partition),
+        artifacts=sdk_artifacts(spec, bucket))
+
+
+@dataclass
+class RoleResult:
+    """The role's ARN and what :func:`apply_execution_role` did."""
+
+    arn: str
+    changes: list[Change] = field(default_factory=list)
+
+
+def _not_ours(kind: str, name: str, spec: DeploymentSpec, who: str | None,
+              arn: str) -> DeployError:
+    tagged = f"tagged {DEPLOYMENT_TAG}={who}" if who else f"not tagged {DEPLOYMENT_TAG}"
+    return DeployError(
+        f"IAM {kind} {name} exists but is {tagged}, so it is not lmikit's {kind} for "
+        f"deployment {spec.name!r}; lmikit does not take it over. Pass --role-arn "
+        f"(role_arn=) to deploy with a role of your own as it is, or tag it "
+        f"{DEPLOYMENT_TAG}={spec.name} to let lmikit manage it (it is at {arn})")
+
+
+def _get(iam: Any, operation: str, **kwargs: Any) -> dict[str, Any] | None:
     from botocore.exceptions import ClientError
 
-    iam = Clients(session, spec.region).iam
-    name = f"lmikit-{spec.name}-execution"
     try:
-        arn = str(iam.get_role(RoleName=name)["Role"]["Arn"])
+        result: dict[str, Any] = getattr(iam, operation)(**kwargs)
+        return result
     except ClientError as exc:
-        if error_code(exc) != "NoSuchEntity":
-            raise DeployError(f"GetRole {name} failed: {error_code(exc)}") from exc
-        arn = call(iam, "create_role", RoleName=name,
-                   AssumeRolePolicyDocument=json.dumps(TRUST),
-                   Description=f"lmikit execution role for {spec.name}",
-                   Tags=deployment_tags(spec.name))["Role"]["Arn"]
-    call(iam, "put_role_policy", RoleName=name, PolicyName="lmikit-endpoint",
-         PolicyDocument=json.dumps(execution_role_policy(spec, bucket)))
-    return arn
+        if error_code(exc) == "NoSuchEntity":
+            return None
+        raise DeployError(f"{operation} failed: {error_code(exc)}") from exc
+
+
+def _has_tags(stored: Any, spec: DeploymentSpec) -> bool:
+    have = tag_map(stored)
+    return all(have.get(t["Key"]) == t["Value"] for t in role_tags(spec))
+
+
+def _document(value: Any) -> Any:
+    """A policy document as IAM returns it (a dict, or URL-encoded JSON text)."""
+    return json.loads(unquote(value)) if isinstance(value, str) else value
+
+
+def apply_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = None,
+                         image_uri: str | None = None) -> RoleResult:
+    """Create or update the role and its managed policy (idempotent)."""
+    clients = Clients(session, spec.region)
+    iam = clients.iam
+    account = str(call(clients.sts, "get_caller_identity")["Account"])
+    partition = partition_of(spec.region)
+    name = execution_role_name(spec.name)
+    document = execution_role_policy(spec, bucket, account=account, image_uri=image_uri,
+                                     partition=partition)
+    result = RoleResult(arn=f"arn:{partition}:iam::{account}:role/{name}")
+    stored = _get(iam, "get_role", RoleName=name)
+    if stored is None:
+        result.arn = str(call(iam, "create_role", RoleName=name,
+                              AssumeRolePolicyDocument=json.dumps(TRUST_POLICY),
+                              Description=role_description(spec),
+                              Tags=role_tags(spec))["Role"]["Arn"])
+        result.changes.append(Change("iam-role", name, "create"))
+    else:
+        role = stored["Role"]
+        result.arn = str(role["Arn"])
+        who = owner(call(iam, "list_role_tags", RoleName=name).get("Tags"))
+        if who != spec.name:
+            raise _not_ours("role", name, spec, who, result.arn)
+        changed = []
+        if _document(role.get("AssumeRolePolicyDocument")) != TRUST_POLICY:
+            call(iam, "update_assume_role_policy", RoleName=name,
+                 PolicyDocument=json.dumps(TRUST_POLICY))
+            changed.append("trust policy")
+        if role.get("Description") != role_description(spec):
+            call(iam, "update_role", RoleName=name, Description=role_description(spec))
+            changed.append("description")
+        if not _has_tags(call(iam, "list_role_tags", RoleName=name).get("Tags"), spec):
+            call(iam, "tag_role", RoleName=name, Tags=role_tags(spec))
+            changed.append("tags")
+        result.changes.append(Change("iam-role", name, "update" if changed else "unchanged",
+                                     ", ".join(changed)))
+    policy_arn = _policy_arn_of(result.arn)
+    result.changes.append(_ensure_policy(iam, spec, name, policy_arn, document))
+    attached = call(iam, "list_attached_role_policies", RoleName=name)["AttachedPolicies"]
+    if policy_arn not in {p["PolicyArn"] for p in attached}:
+        call(iam, "attach_role_policy", RoleName=name, PolicyArn=policy_arn)
+    if LEGACY_INLINE_POLICY in call(iam, "list_role_policies", RoleName=name)["PolicyNames"]:
+        call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
+        result.changes.append(Change("iam-inline-policy", LEGACY_INLINE_POLICY, "delete",
+                                     "replaced by the managed policy"))
+    return result
+
+
+def _policy_arn_of(role_arn: str) -> str:
+    """The managed policy named like the role, in the role's partition and account (both
+    live under the IAM path ``/``)."""
+    return role_arn.replace(":role/", ":policy/", 1)
+
+
+def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
+                   document: dict[str, Any]) -> Change:
+    stored = _get(iam, "get_policy", PolicyArn=arn)
+    if stored is None:
+        call(iam, "create_policy", PolicyName=name, PolicyDocument=json.dumps(document),
+             Description=policy_description(spec), Tags=role_tags(spec))
+        return Change("iam-policy", name, "create")
+    tags = call(iam, "list_policy_tags", PolicyArn=arn).get("Tags")
+    if owner(tags) != spec.name:
+        raise _not_ours("policy", name, spec, owner(tags), arn)
+    if not _has_tags(tags, spec):
+        call(iam, "tag_policy", PolicyArn=arn, Tags=role_tags(spec))
+    default = stored["Policy"]["DefaultVersionId"]
+    version = call(iam, "get_policy_version", PolicyArn=arn, VersionId=default)
+    if _document(version["PolicyVersion"]["Document"]) == document:
+        return Change("iam-policy", name, "unchanged")
+    versions = call(iam, "list_policy_versions", PolicyArn=arn)["Versions"]
+    old = sorted((v for v in versions if not v["IsDefaultVersion"]),
+                 key=lambda v: v["CreateDate"])
+    if len(versions) >= MAX_POLICY_VERSIONS and old:
+        call(iam, "delete_policy_version", PolicyArn=arn, VersionId=old[0]["VersionId"])
+    call(iam, "create_policy_version", PolicyArn=arn, PolicyDocument=json.dumps(document),
+         SetAsDefault=True)
+    return Change("iam-policy", name, "update", "new default version")
+
+
+def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = None,
+                          image_uri: str | None = None) -> str:
+    """Create (or update) ``lmikit-<name>-execution`` and return its ARN
+    (:func:`apply_execution_role` without the change list)."""
+    return apply_execution_role(spec, bucket, session=session, image_uri=image_uri).arn
+
+
+def remove_execution_role(spec: DeploymentSpec, *, session: Any = None) -> list[Change]:
+    """Delete lmikit's role and managed policy (only when tagged as this deployment's).
+
+    A role that still has policies lmikit did not put there is kept (``kept``, naming them).
+    """
+    clients = Clients(session, spec.region)
+    iam = clients.iam
+    name = execution_role_name(spec.name)
+    changes: list[Change] = []
+    stored = _get(iam, "get_role", RoleName=name)
+    if stored is None:
+        return [Change("iam-role", name, "absent")]
+    who = owner(call(iam, "list_role_tags", RoleName=name).get("Tags"))
+    if who != spec.name:
+        return [Change("iam-role", name, "kept", f"not tagged {DEPLOYMENT_TAG}={spec.name}")]
+    policy_arn = _policy_arn_of(str(stored["Role"]["Arn"]))
+    attached = [p["PolicyArn"] for p in
+                call(iam, "list_attached_role_policies", RoleName=name)["AttachedPolicies"]]
+    if policy_arn in attached:
+        call(iam, "detach_role_policy", RoleName=name, PolicyArn=policy_arn)
+    policy = _get(iam, "get_policy", PolicyArn=policy_arn)
+    if policy is not None:
+        if owner(call(iam, "list_policy_tags", PolicyArn=policy_arn).get("Tags")) == spec.name:
+            for v in call(iam, "list_policy_versions", PolicyArn=policy_arn)["Versions"]:
+                if not v["IsDefaultVersion"]:
+                    call(iam, "delete_policy_version", PolicyArn=policy_arn,
+                         VersionId=v["VersionId"])
+            call(iam, "delete_policy", PolicyArn=policy_arn)
+            changes.append(Change("iam-policy", name, "delete"))
+        else:
+            changes.append(Change("iam-policy", name, "kept",
+                                  f"not tagged {DEPLOYMENT_TAG}={spec.name}"))
+    inline = call(iam, "list_role_policies", RoleName=name)["PolicyNames"]
+    if LEGACY_INLINE_POLICY in inline:
+        call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
+        inline = [p for p in inline if p != LEGACY_INLINE_POLICY]
+    foreign = sorted([*inline, *(a for a in attached if a != policy_arn)])
+    if foreign:
+        return [*changes, Change("iam-role", name, "kept",
+                                 "other policies are attached: " + ", ".join(foreign))]
+    call(iam, "delete_role", RoleName=name)
+    return [*changes, Change("iam-role", name, "delete")]

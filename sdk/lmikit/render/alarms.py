@@ -32,12 +32,13 @@ classic metrics with classic alarm semantics. ``AlarmDef`` still supports PromQL
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lmikit import metric_catalog as mc
-from lmikit.names import VARIANT_NAME, base_component_name
+from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
 from lmikit.plan import Plan
 from lmikit.render.env import EMF_MIN_INTERVAL_S
 from lmikit.spec import DeploymentSpec
@@ -80,6 +81,7 @@ class AlarmDef:
     recovery_period: int | None = None
     evaluation_interval: int | None = None
     actions: tuple[str, ...] = ()
+    tags: tuple[tuple[str, str], ...] = ()
 
     def request(self) -> dict[str, Any]:
         """PutMetricAlarm kwargs (also AWS::CloudWatch::Alarm properties)."""
@@ -88,6 +90,8 @@ class AlarmDef:
         if self.actions:
             out["AlarmActions"] = list(self.actions)
             out["OKActions"] = list(self.actions)
+        if self.tags:
+            out["Tags"] = [{"Key": k, "Value": v} for k, v in self.tags]
         if self.kind == "promql":
             criteria: dict[str, Any] = {"Query": self.promql_query}
             if self.pending_period is not None:
@@ -150,11 +154,22 @@ def container_dimensions(spec: DeploymentSpec) -> dict[str, str]:
     return {"EndpointName": spec.name, "InferenceComponentName": base_component_name(spec.name)}
 
 
+def alarm_tags(spec: DeploymentSpec) -> tuple[tuple[str, str], ...]:
+    """Every lmikit alarm's tags: the deployment tag (what lets lmikit prune and remove only
+    its own alarms) and ``spec.tags``."""
+    return tuple((t["Key"], t["Value"]) for t in deployment_tags(spec.name, spec.tags))
+
+
 def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
     """The deployment's default alarms; empty when ``observability.alarms.enabled`` is off."""
     cfg = spec.observability.alarms
     if not cfg.enabled:
         return []
+    return [dataclasses.replace(a, tags=alarm_tags(spec)) for a in _definitions(spec, plan)]
+
+
+def _definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
+    cfg = spec.observability.alarms
     actions = (cfg.sns_topic_arn,) if cfg.sns_topic_arn else ()
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
     base = base_component_name(spec.name)

@@ -22,6 +22,7 @@ from lmikit.testing._fake import (
     Fault,
     s3_artifact_exists,
 )
+from lmikit.testing._iam import iam_actions, iam_policy_problems, unknown_actions
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
 __all__ = [
@@ -35,8 +36,11 @@ __all__ = [
     "Timings",
     "VirtualClock",
     "compile_java_pattern",
+    "iam_actions",
+    "iam_policy_problems",
     "lora_tensors",
     "s3_artifact_exists",
     "safetensors_bytes",
+    "unknown_actions",
     "write_lora_adapter",
 ]

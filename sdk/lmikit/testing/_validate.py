@@ -34,9 +34,20 @@ _JAVA_CLASSES = {
 }
 
 
+# Java strings are UTF-16: a class range over supplementary characters is written as a range
+# of surrogate pairs (Application Auto Scaling's ResourceId pattern, among others).
+_SURROGATE_RANGE = "\\uD800\\uDC00-\\uDBFF\\uDFFF"
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_java_pattern(pattern: str) -> re.Pattern[str] | None:
-    """Translate a Java regex from the service model to Python; None if it cannot be."""
+    r"""Translate a Java regex from the service model to Python; None if it cannot be.
+
+    >>> rx = compile_java_pattern(r"[\u0020-\uD7FF\uD800\uDC00-\uDBFF\uDFFF]*")
+    >>> rx.fullmatch("inference-component/x \U0001F600") is not None
+    True
+    """
+    pattern = pattern.replace(_SURROGATE_RANGE, "\\U00010000-\\U0010FFFF")
     out: list[str] = []
     i, depth = 0, 0
     while i < len(pattern):
