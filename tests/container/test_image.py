@@ -101,6 +101,17 @@ def test_dockerfile_metrics_front_env_matches_code_defaults() -> None:
     assert "lmikit_runtime.front" in run  # imported at build time: a broken copy fails early
 
 
+def test_dockerfile_installs_log_redaction_for_every_python_process() -> None:
+    """The module the .pth line imports is the one copied from the runtime, installed in a
+    site-packages directory; the build fails unless a fresh interpreter has loaded it."""
+    (run,) = [rest for op, rest in _instructions() if op == "RUN" and ".pth" in rest]
+    assert "site.getsitepackages()[0]" in run
+    assert 'cp /opt/lmikit/lmikit_runtime/logredact.py "$site/lmikit_log_redact.py"' in run
+    assert 'echo "import lmikit_log_redact" > "$site/lmikit-log-redact.pth"' in run
+    assert "'lmikit_log_redact' not in sys.modules" in run
+    assert not _ignored("container/lmikit_runtime/logredact.py")
+
+
 def test_entrypoint_execs_original_with_arguments() -> None:
     last = [ln for ln in ENTRYPOINT.read_text().splitlines() if ln.strip()][-1]
     assert last == 'exec "${LMIKIT_LMI_ENTRYPOINT:-/usr/local/bin/dockerd-entrypoint.sh}" "$@"'
