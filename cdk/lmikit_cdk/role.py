@@ -45,7 +45,7 @@ WILDCARD_REASONS = {
 class ExecutionRole(Construct):
     """An IAM role SageMaker assumes for one deployment, with one managed policy.
 
-    :param spec: the deployment (names its log groups, KMS key, VPC, secret and S3 weights).
+    :param spec: the deployment (names its log groups, KMS key, VPC, secrets and S3 weights).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec) -> None:
@@ -99,6 +99,10 @@ class ExecutionRole(Construct):
             statements.append(iam.PolicyStatement(
                 sid="ReadHfToken", actions=["secretsmanager:GetSecretValue"],
                 resources=[sec.hf_token_secret_arn]))
+        if spec.kv_cache.remote_credentials_secret_arn:
+            statements.append(iam.PolicyStatement(
+                sid="ReadKvRemoteCredentials", actions=["secretsmanager:GetSecretValue"],
+                resources=[spec.kv_cache.remote_credentials_secret_arn]))
         if sec.vpc:
             statements.append(iam.PolicyStatement(
                 sid="VpcDescribe", actions=list(VPC_DESCRIBE_ACTIONS), resources=["*"]))

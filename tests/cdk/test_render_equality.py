@@ -18,7 +18,8 @@ from lmikit.render.sagemaker import render_requests
 ROLE, IMAGE, MODEL = "<token:role>", "<token:image>", "<token:model-name>"
 ARTIFACT = "s3://<token:artifact>.tar.gz"
 SENTINELS = (ROLE, ARTIFACT, IMAGE, MODEL)
-NAMES = ["chat-small", "claims-llama8b", "docqa-qwen7b", "rag-qwen72b", "docqa-lora"]
+NAMES = ["chat-small", "claims-llama8b", "docqa-qwen7b", "rag-qwen72b", "docqa-lora",
+         "secure-redis"]
 
 
 def _is_intrinsic(value: Any) -> bool:
