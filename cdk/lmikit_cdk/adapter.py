@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from lmikit.errors import AdapterError
 from lmikit.spec import AdapterSpec
@@ -40,6 +40,7 @@ class LoraAdapter(ComponentMetrics, Construct):
                                "add it there so the base component enables LoRA")
         self.adapter = adapter
         self.artifact: TarballAsset | None = None
+        ready: IConstruct | None = None
         if adapter.source.startswith("s3://"):
             # the execution policy reads an s3:// source where it is
             self.artifact_url: str = adapter.source
@@ -48,9 +49,13 @@ class LoraAdapter(ComponentMetrics, Construct):
             self.artifact = TarballAsset(
                 self, "Artifact", data=data,
                 display_name=f"{endpoint.spec.name} adapter {adapter.name}")
-            self.artifact_url = self.artifact.s3_url
-            endpoint.execution_role.grant_read_objects(adapter.name, self.artifact.bucket_name,
-                                                       self.artifact.object_key)
+            location = endpoint.publish_artifact(
+                f"Adapter{_sid(adapter.name)}", self.artifact,
+                f"adapters/{adapter.name}", len(data))
+            ready = location.ready
+            self.artifact_url = location.s3_url
+            endpoint.execution_role.grant_read_objects(adapter.name, location.bucket_name,
+                                                       location.object_key)
         self.request: dict[str, Any] = endpoint.render(
             {adapter.name: self.artifact_url}).adapter_components[adapter.name]
         self.inference_component_name: str = self.request["InferenceComponentName"]
@@ -60,6 +65,13 @@ class LoraAdapter(ComponentMetrics, Construct):
         self.cfn_inference_component = sagemaker.CfnInferenceComponent(
             self, "Component", **l1_kwargs(self.request))
         self.cfn_inference_component.node.add_dependency(endpoint.cfn_inference_component)
+        if ready is not None:
+            self.cfn_inference_component.node.add_dependency(ready)
         self.inference_component_arn: str = (
             self.cfn_inference_component.attr_inference_component_arn)
 
+
+
+def _sid(name: str) -> str:
+    """A construct-id-friendly form of an adapter name (``legal-v2`` -> ``LegalV2``)."""
+    return "".join(part.capitalize() for part in name.split("-"))

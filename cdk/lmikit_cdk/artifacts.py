@@ -4,16 +4,21 @@ The same input gives the same bytes (:func:`lmikit.artifact.deterministic_tar`),
 asset hash, the S3 key and therefore the template stay the same across synths and machines.
 The bytes are staged in a file named by their sha256 before CDK copies them into the cloud
 assembly.
+
+With ``security.kms_key_arn`` the components do not read the asset where CDK put it (the
+bootstrap bucket, encrypted with the bootstrap's own key) but a copy encrypted with the
+spec's key (:mod:`lmikit_cdk.kms_artifacts`); :class:`PublishedArtifact` says which.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from lmikit.artifact import sha256_hex
 from lmikit.plan import Plan
@@ -45,8 +50,8 @@ class TarballAsset(Construct):
     ``InferenceComponentContainerSpecification.ArtifactUrl``). A plain ``s3_assets.Asset``
     names the object ``<hash><extension>``, and the extension of ``x.tar.gz`` is only
     ``.gz``; so the file is staged with :class:`aws_cdk.AssetStaging` and registered with the
-    stack's synthesizer under the source hash ``<sha256>.tar``, which makes the key
-    ``<sha256>.tar.gz``.
+    stack's synthesizer under the source hash ``<sha256>.tar`` (the sha256 of the bytes),
+    which makes the key ``<sha256>.tar.gz``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, data: bytes,
@@ -58,7 +63,8 @@ class TarballAsset(Construct):
         location = stack.synthesizer.add_file_asset(
             file_name=self.staging.relative_staged_path(stack),
             packaging=cdk.FileAssetPackaging.FILE,
-            source_hash=f"{self.staging.asset_hash}.tar",
+            # The content's sha256 names the object, as the SDK deployer names its uploads.
+            source_hash=f"{self.sha256}.tar",
             display_name=display_name)
         self.bucket_name: str = location.bucket_name
         self.object_key: str = location.object_key
@@ -79,3 +85,18 @@ def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,
 
     return package_spec_adapter(spec, plan or plan_spec(spec, base_dir), adapter,
                                 base_dir).data
+
+
+@dataclass(frozen=True)
+class PublishedArtifact:
+    """Where a component reads an artifact, and what must exist before it does."""
+
+    bucket_name: str
+    object_key: str
+    s3_url: str
+    ready: IConstruct  # the construct that puts the object there (a dependency target)
+
+
+def published(asset: TarballAsset) -> PublishedArtifact:
+    """The asset read where CDK uploads it (no KMS key in the spec)."""
+    return PublishedArtifact(asset.bucket_name, asset.object_key, asset.s3_url, asset)

@@ -14,6 +14,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
@@ -27,8 +28,9 @@ from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs
 from lmikit_cdk.adapter import LoraAdapter
-from lmikit_cdk.artifacts import TarballAsset
+from lmikit_cdk.artifacts import PublishedArtifact, TarballAsset, published
 from lmikit_cdk.image import ImageMode, LmiImage
+from lmikit_cdk.kms_artifacts import KmsArtifactStore
 from lmikit_cdk.metrics import ComponentMetrics
 from lmikit_cdk.observability import LmiObservability
 from lmikit_cdk.role import ExecutionRole
@@ -72,6 +74,8 @@ class LmiEndpoint(ComponentMetrics, Construct):
     :param image_mode: ``auto`` (default), ``stock`` or ``custom``; see :class:`LmiImage`.
     :param build_context: repository root for lmikit's own image.
     :param autoscaling: create copy-count autoscaling (default True).
+    :param artifact_bucket: with ``security.kms_key_arn``, the bucket artifacts are copied
+        into, SSE-KMS with that key (default: a bucket this construct creates).
     :param observability: create the dashboard and default alarms the spec asks for
         (``observability.dashboard``, ``observability.alarms.enabled``; default True).
     """
@@ -80,7 +84,8 @@ class LmiEndpoint(ComponentMetrics, Construct):
                  base_dir: str | Path = ".", plan: Plan | None = None,
                  image: LmiImage | None = None, image_mode: ImageMode = "auto",
                  build_context: str | Path | None = None, autoscaling: bool = True,
-                 observability: bool = True) -> None:
+                 observability: bool = True,
+                 artifact_bucket: s3.IBucket | None = None) -> None:
         super().__init__(scope, construct_id)
         # defaults
         self.spec = spec
@@ -93,12 +98,23 @@ class LmiEndpoint(ComponentMetrics, Construct):
                                                 build_context=build_context)
         self.execution_role = ExecutionRole(self, "ExecutionRole", spec=spec)
         data = model_artifact(spec, self.plan, self.base_dir, image=self.image_kind)
+        self.artifact_store: KmsArtifactStore | None = None
+        if spec.security.kms_key_arn and (data is not None or any(
+                not a.source.startswith("s3://") for a in spec.adapters)):
+            self.artifact_store = KmsArtifactStore(self, "Artifacts",
+                                                   key_arn=spec.security.kms_key_arn,
+                                                   prefix=f"lmikit/{spec.name}",
+                                                   bucket=artifact_bucket)
         self.model_artifact: TarballAsset | None = None
+        self.model_artifact_location: PublishedArtifact | None = None
         if data is not None:
             self.model_artifact = TarballAsset(self, "ModelArtifact", data=data,
                                                display_name=f"{spec.name} model artifact")
-            self.execution_role.grant_read_objects("model", self.model_artifact.bucket_name,
-                                                   self.model_artifact.object_key)
+            self.model_artifact_location = self.publish_artifact(
+                "Model", self.model_artifact, "model", len(data))
+            self.execution_role.grant_read_objects("model",
+                                                   self.model_artifact_location.bucket_name,
+                                                   self.model_artifact_location.object_key)
         # render
         self.requests = self.render()
         names = self.requests.names
@@ -126,6 +142,8 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.cfn_inference_component = sagemaker.CfnInferenceComponent(
             self, "BaseComponent", **l1_kwargs(base_props))
         self.cfn_inference_component.node.add_dependency(self.cfn_endpoint)
+        if self.model_artifact_location is not None:
+            self.cfn_inference_component.node.add_dependency(self.model_artifact_location.ready)
         self.endpoint_arn: str = self.cfn_endpoint.attr_endpoint_arn
         self.endpoint_config_arn: str = self.cfn_endpoint_config.attr_endpoint_config_arn
         self.inference_component_arn: str = (
@@ -160,8 +178,18 @@ class LmiEndpoint(ComponentMetrics, Construct):
         return render_requests(
             self.spec, self.plan, image_uri=self.image.image_uri,
             execution_role_arn=self.execution_role.role_arn,
-            model_artifact_url=self.model_artifact.s3_url if self.model_artifact else None,
+            model_artifact_url=(self.model_artifact_location.s3_url
+                                if self.model_artifact_location else None),
             adapter_artifact_urls=urls, image_kind=self.image_kind)
+
+    def publish_artifact(self, construct_id: str, asset: TarballAsset, subdir: str,
+                         size: int) -> PublishedArtifact:
+        """Where components read ``asset``: with ``security.kms_key_arn`` a SSE-KMS copy at
+        ``lmikit/<name>/<subdir>/<sha256>.tar.gz`` in the artifact bucket, else the asset
+        where CDK uploads it."""
+        if self.artifact_store is None:
+            return published(asset)
+        return self.artifact_store.publish(construct_id, asset, subdir, size)
 
     @property
     def image_kind(self) -> ImageKind:
@@ -195,6 +223,8 @@ class LmiEndpoint(ComponentMetrics, Construct):
                             "HIPAA.Security-SageMakerEndpointConfigurationKMSKeyConfigured",
                             _no_volume_key_reason(self.spec))
         nag.acknowledge_role_wildcards(self.execution_role)
+        if self.artifact_store is not None:
+            self.artifact_store.acknowledge_copy_function()
 
 
 def _no_volume_key_reason(spec: DeploymentSpec) -> str:

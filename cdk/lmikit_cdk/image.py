@@ -48,6 +48,8 @@ def container_code_reasons(spec: DeploymentSpec) -> list[str]:
 
     * formatters: lmikit's formatter plumbing (typed formatters, per-adapter dispatch);
     * ``security.hf_token_secret_arn``: the token is fetched from Secrets Manager at start;
+    * ``kv_cache.remote_credentials_secret_arn``: the remote tier's credentials are fetched
+      from Secrets Manager at start and handed to LMCache only;
     * ``observability.detailed_metrics``: lmikit serves vLLM/LMCache Prometheus metrics at
       ``observability.metrics_path``, which the stock image does not expose.
     """
@@ -57,6 +59,9 @@ def container_code_reasons(spec: DeploymentSpec) -> list[str]:
         reasons.append("formatters need lmikit's formatter plumbing")
     if spec.security.hf_token_secret_arn:
         reasons.append("security.hf_token_secret_arn is read from Secrets Manager at start")
+    if spec.kv_cache.remote_credentials_secret_arn:
+        reasons.append("kv_cache.remote_credentials_secret_arn is read from Secrets Manager at "
+                       "start and handed to LMCache")
     if spec.observability.detailed_metrics:
         reasons.append(f"observability.detailed_metrics scrapes "
                        f"{spec.observability.metrics_path}, served by lmikit's metrics bridge")

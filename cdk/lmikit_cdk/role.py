@@ -42,7 +42,7 @@ class ExecutionRole(Construct):
     was registered with :meth:`grant_read_objects` (:class:`lmikit_cdk.LmiEndpoint` calls it
     last).
 
-    :param spec: the deployment (names its log groups, KMS key, VPC, secret and S3 weights).
+    :param spec: the deployment (names its log groups, KMS key, VPC, secrets and S3 weights).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec) -> None:

@@ -1,9 +1,12 @@
 """The start-up step the entrypoint runs before LMI: ``eval "$(python3 -m lmikit_runtime.start)"``.
 
-It sizes LMCache for this host, fetches the Hugging Face token, starts the metrics front
-(or the port-9400 sidecar) and the EMF emitter, and prints ``export NAME=value`` lines on
-stdout for the wrapper to evaluate, so the token travels through a pipe into the server's
-environment only: never a file, never a log line. Log lines go to stderr (the container log).
+It sizes LMCache for this host, fetches the Hugging Face token and the remote KV tier's
+credentials, starts the metrics front (or the port-9400 sidecar) and the EMF emitter, and
+prints ``export NAME=value`` lines on stdout for the wrapper to evaluate, so secrets travel
+through a pipe into the server's environment only: never a file, never a log line (the
+variables holding them are listed in ``LMIKIT_REDACT_ENV`` for :mod:`lmikit_runtime.logredact`,
+and never given to the metrics front, sidecar or EMF emitter). Log lines go to stderr (the
+container log).
 Exit status 2 means the plan cannot fit this host, or the metrics front could not listen; the
 log line says what to change. A bad ``LMIKIT_EMF`` only turns the EMF emitter off.
 
@@ -36,10 +39,24 @@ from lmikit_runtime.front import (
     upstream_address,
 )
 from lmikit_runtime.hostfacts import Host
-from lmikit_runtime.secrets import SecretError, fetch_hf_token
+from lmikit_runtime.logredact import ENV as REDACT_ENV
+from lmikit_runtime.secrets import (
+    SecretError,
+    fetch_hf_token,
+    fetch_remote_credentials,
+    url_with_credentials,
+)
 
 log = logging.getLogger("lmikit.start")
-SECRET_NAMES = frozenset({"HF_TOKEN"})
+# LMCACHE_REMOTE_URL overrides the LMCache file's remote_url (LMCache 0.5.6
+# lmcache_get_or_create_config: from_file, then update_config_from_env), so the credentials
+# reach LMCache without being written into the file.
+REMOTE_URL_ENV = "LMCACHE_REMOTE_URL"
+SECRET_NAMES = frozenset({"HF_TOKEN", REMOTE_URL_ENV})
+KV_CREDENTIALS_ENV = "LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN"
+# LMCache's usage telemetry (lmcache/usage_telemetry, on unless LMCACHE_TRACK_USAGE=false)
+# sends the engine's remote_url to stats.lmcache.ai over plain HTTP.
+TRACK_USAGE_ENV = "LMCACHE_TRACK_USAGE"
 FRONT_READY_TIMEOUT = 15.0
 STDERR_FD = 2  # background processes log to the container log, never to the wrapper's pipe
 
@@ -56,6 +73,12 @@ def start(env: Mapping[str, str], *, host: Host | None = None, secrets_client: A
     if arn:
         exports["HF_TOKEN"] = fetch_hf_token(arn, client=secrets_client)
         log.info("HF_TOKEN: read from Secrets Manager secret %s", arn)
+    kv_arn = env.get(KV_CREDENTIALS_ENV)
+    if kv_arn:
+        exports.update(_remote_credentials(env, kv_arn, secrets_client))
+    secret_vars = sorted(SECRET_NAMES & exports.keys())
+    if secret_vars:
+        exports[REDACT_ENV] = ",".join(secret_vars)
     if env.get("LMIKIT_METRICS_PATH") or env.get("LMIKIT_EMF"):
         exports.update(_metrics(env, exports, runtime_dir, spawn or subprocess.Popen))
     return exports
@@ -76,6 +99,25 @@ def _lmcache(env: Mapping[str, str], host: Host, runtime_dir: Path) -> dict[str,
         if local_disk:
             Path(local_disk[len("file://"):]).mkdir(parents=True, exist_ok=True)
     return cfg.env
+
+
+def _remote_credentials(env: Mapping[str, str], arn: str, client: Any) -> dict[str, str]:
+    """``LMCACHE_REMOTE_URL``: the planned remote URL with the secret's credentials, for the
+    LMI server's environment only."""
+    plan = runtime_plan_from_env(env, env.get("LMIKIT_MODEL_DIR", "/opt/ml/model"))
+    if plan.tier != "remote" or not plan.remote_url:
+        log.info("remote KV credentials (%s) not used: this deployment has no remote tier "
+                 "(tier %s)", arn, plan.tier)
+        return {}
+    credentials = fetch_remote_credentials(arn, client=client)
+    url = url_with_credentials(plan.remote_url, credentials)
+    if env.get(TRACK_USAGE_ENV, "false") != "false":
+        log.warning("%s=%s replaced by false: LMCache's usage telemetry would send the remote "
+                    "URL, credentials included", TRACK_USAGE_ENV, env[TRACK_USAGE_ENV])
+    log.info("%s: %s with the %s user's password from Secrets Manager secret %s",
+             REMOTE_URL_ENV, plan.remote_url, "named" if credentials.username else "default",
+             arn)
+    return {REMOTE_URL_ENV: url, TRACK_USAGE_ENV: "false"}
 
 
 def _metrics(env: Mapping[str, str], exports: Mapping[str, str], runtime_dir: Path,

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from lmikit._credentials import mask_credentials
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import Problem, SpecError, safe_repr
 from lmikit.spec import FIELD_MARK, DeploymentSpec
@@ -447,6 +448,8 @@ def _lower_first(text: str) -> str:
 
 
 def _short(value: Any) -> Any:
-    """The value itself when it prints short, else its shortened text."""
+    """The value itself when it prints short, else its shortened text; credentials in URLs
+    are masked either way."""
+    value = mask_credentials(value)
     text = safe_repr(value)
     return value if len(text) < 80 else text

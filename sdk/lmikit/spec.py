@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
+from lmikit._credentials import credential_paths
 from lmikit.render.container import RESERVED_PATHS, reserved_path_problem
 
 # SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
@@ -65,7 +66,10 @@ FIELD_MARK = "\u00a7"
 class _Model(BaseModel):
     # strict: YAML already gives typed values, so no coercion ("2" is not 2, true is not 1),
     # as in the committed JSON Schema's types.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
+    # hide_input_in_errors: a ValidationError's text never repeats what was given (a URL
+    # with a password, for one); lmikit.loader shows values itself, masked.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True,
+                              hide_input_in_errors=True)
 
 
 class ModelSpec(_Model):
@@ -174,7 +178,14 @@ class KvCacheSpec(_Model):
                            description="Absolute directory on the instance's NVMe (trailing /).")
     remote_url: str | None = Field(default=None, max_length=512,
                                    pattern=r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$",
-                                   description="Remote tier URL, e.g. redis://host:6379.")
+                                   description="Remote tier URL, e.g. redis://host:6379; "
+                                   "never with credentials (see remote_credentials_secret_arn).")
+    remote_credentials_secret_arn: str | None = Field(
+        default=None, pattern=SECRET_ARN_PATTERN,
+        description="Secrets Manager secret with the user name and password of a redis:// or "
+        "rediss:// remote_url (JSON {\"username\": ..., \"password\": ...}, or the password "
+        "alone). lmikit's image reads it at start with the execution role and gives it to "
+        "LMCache only; it is never rendered into any file, template or manifest.")
     in_memory_only: bool = Field(default=False, description="Regulated data: keep KV only in "
                                  "GPU and CPU memory; forbids any disk or remote tier.")
 
@@ -197,6 +208,7 @@ class KvCacheSpec(_Model):
         if self.remote_url and self.mode not in ("remote", "auto") and not self.in_memory_only:
             errors.append(("kv_cache.mode", f"{self.mode!r} ignores kv_cache.remote_url; use "
                            "'remote' or 'auto'"))
+        errors += self._credentials_problems()
         if self.mode == "off":
             errors += [(f"kv_cache.{k}", "mode 'off' takes no cache sizes; remove this field")
                        for k in ("cpu_size_gb", "disk_size_gb") if getattr(self, k) != "auto"]
@@ -205,6 +217,34 @@ class KvCacheSpec(_Model):
                            "'cpu+disk' or remove this field"))
         _fail(errors)
         return self
+
+    def _credentials_problems(self) -> list[tuple[str, str]]:
+        field = "kv_cache.remote_credentials_secret_arn"
+        if not self.remote_credentials_secret_arn:
+            return []
+        if not self.remote_url:
+            return [(field, "names credentials for kv_cache.remote_url, which is not set; set "
+                     "remote_url or remove this field")]
+        scheme = self.remote_url.split("://", 1)[0]
+        if scheme not in REMOTE_SCHEMES_WITH_CREDENTIALS:
+            why = REMOTE_SCHEMES_WITHOUT_CREDENTIALS.get(scheme, "it takes no credentials")
+            return [(field, f"LMCache's {scheme}:// remote connector takes no credentials "
+                     f"({why}); remove this field")]
+        return []
+
+
+# Remote schemes whose LMCache 0.5.6 connector takes a user name and password (in the URL's
+# user info: RedisConnectorAdapter passes the URL to redis.ConnectionPool.from_url), and why
+# the others take none (lmcache/v1/storage_backend/connector/*_adapter.py).
+REMOTE_SCHEMES_WITH_CREDENTIALS = ("redis", "rediss")
+REMOTE_SCHEMES_WITHOUT_CREDENTIALS = {
+    "s3": "it signs with the execution role's AWS credentials; grant the role access to the "
+          "bucket instead",
+    "lm": "LMCServerConnector is given only the URL's host and port",
+    "infinistore": "InfinistoreConnector is given only the URL's host, port and device",
+    "mooncakestore": "MooncakestoreConnector reads its servers from MOONCAKE_CONFIG_PATH or "
+                     "extra_config, neither of which lmikit renders",
+}
 
 
 class WorkloadSpec(_Model):
@@ -375,6 +415,15 @@ class DeploymentSpec(_Model):
                Annotated[str, Field(max_length=256)]] = Field(
         default_factory=dict, max_length=40, description="Tags on every resource.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credentials_in_urls(cls, data: Any) -> Any:
+        """Refuse a URL with credentials in any field, before anything else: every spec string
+        is published somewhere (environment, template, artifact, manifest, tags)."""
+        _fail([(".".join(map(str, path)), _credentials_message(path, what))
+               for path, what in credential_paths(data)])
+        return data
+
     @model_validator(mode="after")
     def _cross_fields(self) -> DeploymentSpec:
         errors: list[tuple[str, str]] = []
@@ -427,6 +476,9 @@ class DeploymentSpec(_Model):
         if self.kv_cache.remote_url:
             errors.append(("kv_cache.remote_url", f"{why}: a remote KV tier is unreachable; "
                            "remove it"))
+        if self.kv_cache.remote_credentials_secret_arn:
+            errors.append(("kv_cache.remote_credentials_secret_arn", f"{why} (no Secrets "
+                           "Manager); remove this field"))
         for key in ("input", "output"):
             if getattr(self.formatters, key):
                 errors.append((f"formatters.{key}", "with security.network_isolation SageMaker "
@@ -454,3 +506,25 @@ class DeploymentSpec(_Model):
         if self.sessions.enabled is None:
             return self.routing.strategy == "sticky_session"
         return self.sessions.enabled
+
+
+PUBLISHED = ("the container environment, the CloudFormation template, the model artifact, "
+             "the HyperPod manifest or resource tags")
+# Fields that take an s3:// URI (adapters.<i>.source too).
+S3_URI_FIELDS = (("model", "id"), ("engine", "speculative", "draft_model"))
+
+
+def _credentials_message(path: tuple[str | int, ...], what: str) -> str:
+    """What to do instead of a URL with credentials at ``path`` (never the value itself)."""
+    dotted = ".".join(map(str, path))
+    head = (f"the URL carries credentials ({what}); spec values are published ({PUBLISHED}), "
+            "so credentials never belong in one")
+    if dotted == "kv_cache.remote_url":
+        return (f"{head}. Remove them from the URL and put them in a Secrets Manager secret "
+                "named by kv_cache.remote_credentials_secret_arn: lmikit's image reads it at "
+                "start with the execution role and hands it to LMCache only")
+    if path in S3_URI_FIELDS or (path[:1] == ("adapters",) and path[2:] == ("source",)):
+        return (f"{head}. S3 is read with the execution role's permissions, never with "
+                "credentials in a URL: remove them and grant the role read access instead")
+    return (f"{head}. Remove them; lmikit takes secrets only from Secrets Manager "
+            "(security.hf_token_secret_arn, kv_cache.remote_credentials_secret_arn)")

@@ -1,5 +1,5 @@
-"""Synthesize every example spec (examples/ and examples/models/, and one spec with a LoRA
-adapter) once per session.
+"""Synthesize every example spec (examples/ and examples/models/, and specs with a LoRA
+adapter, a KMS key and a remote-tier secret) once per session.
 
 Everything here runs offline: no AWS credentials, no Docker (a DockerImageAsset only stages
 its build context).
@@ -80,15 +80,51 @@ def adapter_spec_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_adapter_spec(tmp_path_factory.mktemp("adapter-spec"))
 
 
+KMS_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+KV_SECRET = "arn:aws:secretsmanager:us-west-2:111122223333:secret:kv-redis-AbCdEf"
+
+
+def write_secure_spec(root: Path) -> Path:
+    """A spec with a customer KMS key, a Redis remote tier whose credentials are a Secrets
+    Manager secret, and a local LoRA adapter (so both kinds of artifact are copied)."""
+    adapters = write_adapter_spec(root).parent / "adapters"
+    spec = root / "secure.yaml"
+    spec.write_text(f"""api_version: v1
+name: secure-redis
+region: us-west-2
+model:
+  id: {ADAPTER_MODEL}
+instance:
+  type: ml.g6e.2xlarge
+kv_cache:
+  mode: remote
+  remote_url: rediss://cache.internal:6380/0
+  remote_credentials_secret_arn: {KV_SECRET}
+security:
+  kms_key_arn: {KMS_KEY}
+adapters:
+  - name: legal
+    source: {adapters / "legal"}
+""")
+    return spec
+
+
 @pytest.fixture(scope="session")
-def synth_app(adapter_spec_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One App with a stack per example spec plus the adapter spec, synthesized once."""
+def secure_spec_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_secure_spec(tmp_path_factory.mktemp("secure-spec"))
+
+
+@pytest.fixture(scope="session")
+def synth_app(adapter_spec_path: Path, secure_spec_path: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One App with a stack per example spec plus the adapter and the KMS/secret specs,
+    synthesized once."""
     import aws_cdk as cdk
 
     from lmikit_cdk.app import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
-    specs = [str(p) for p in EXAMPLES] + [str(adapter_spec_path)]
+    specs = [str(p) for p in EXAMPLES] + [str(adapter_spec_path), str(secure_spec_path)]
     app = cdk.App(outdir=str(outdir), context={"spec": ",".join(specs), "lmikit:nag": False})
     build_app(app, build_context=REPO)
     assembly = app.synth()

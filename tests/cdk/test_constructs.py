@@ -66,11 +66,15 @@ def _local_adapter(root: Path, name: str = "a") -> str:
 def test_feature_rich_spec_fits_cloudformation_environment_cap(tmp_path: Path) -> None:
     """CloudFormation caps Container.Environment at 16; engine options go to
     serving.properties in the model artifact, so every feature at once still fits."""
-    spec = _spec(observability={"detailed_metrics": True}, kv_cache={"mode": "cpu"},
+    spec = _spec(observability={"detailed_metrics": True},
+                 kv_cache={"mode": "remote", "remote_url": "rediss://cache:6380",
+                           "remote_credentials_secret_arn":
+                           "arn:aws:secretsmanager:us-east-1:111122223333:secret:kv-AbCdEf"},
                  adapters=[{"name": "a", "source": _local_adapter(tmp_path)}],
                  engine={"speculative": {"method": "eagle3", "draft_model": "org/draft"}},
                  security={"hf_token_secret_arn":
-                           "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf"})
+                           "arn:aws:secretsmanager:us-east-1:111122223333:secret:hf-AbCdEf",
+                           "kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k"})
     stack = _stack()
     endpoint = LmiEndpoint(stack, "E", spec=spec, build_context=REPO, base_dir=tmp_path)
     template = cdk.assertions.Template.from_stack(stack).to_json()
@@ -81,6 +85,7 @@ def test_feature_rich_spec_fits_cloudformation_environment_cap(tmp_path: Path) -
     assert len(env) <= 16
     assert env == endpoint.requests.base_component["Specification"]["Container"]["Environment"]
     assert "OPTION_SPECULATIVE_CONFIG" not in env  # it travels in serving.properties
+    assert {"LMIKIT_HF_TOKEN_SECRET_ARN", "LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN"} <= set(env)
 
 
 def test_stock_image_is_pinned_to_the_lmi_version() -> None:

@@ -23,7 +23,7 @@ ROLE, IMAGE, MODEL = "<token:role>", "<token:image>", "<token:model-name>"
 ARTIFACT = "s3://<token:artifact>.tar.gz"
 STEP_POLICY = "<token:step-policy-arn>"
 SENTINELS = (ROLE, ARTIFACT, IMAGE, MODEL, STEP_POLICY)
-NAMES = [load_spec(p).name for p in EXAMPLES] + ["docqa-lora"]
+NAMES = [load_spec(p).name for p in EXAMPLES] + ["docqa-lora", "secure-redis"]
 
 
 def _is_intrinsic(value: Any) -> bool:

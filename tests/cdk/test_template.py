@@ -69,11 +69,17 @@ def test_artifact_objects_are_tar_gz(synths: dict[str, Any]) -> None:
     assert keys and all(k.endswith(".tar.gz") for k in keys)
 
 
+def _sagemaker_roles(synth: Any) -> dict[str, Any]:
+    return {k: r for k, r in synth.resources("AWS::IAM::Role").items()
+            if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+            == {"Service": "sagemaker.amazonaws.com"}}
+
+
 def test_endpoint_config_execution_role_is_the_deployment_role(
         synths: dict[str, Any]) -> None:
     for synth in synths.values():
         _, config = synth.one("AWS::SageMaker::EndpointConfig")
-        role_id, _ = synth.one("AWS::IAM::Role")
+        (role_id,) = _sagemaker_roles(synth)
         assert config["Properties"]["ExecutionRoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
 
@@ -213,12 +219,19 @@ def test_metric_data_is_limited_to_sagemaker_namespaces(synths: dict[str, Any]) 
 
 
 def test_execution_role_has_no_aws_managed_policy(synths: dict[str, Any]) -> None:
-    for synth in synths.values():
-        for role in synth.resources("AWS::IAM::Role").values():
+    """No role lmikit creates has an AWS managed or inline policy: the execution role, and
+    with a KMS key the artifact copy function's role (lmikit_cdk.kms_artifacts)."""
+    for name, synth in synths.items():
+        roles = synth.resources("AWS::IAM::Role")
+        assert len(_sagemaker_roles(synth)) == 1
+        for role_id, role in roles.items():
             assert "ManagedPolicyArns" not in role["Properties"]
             assert "Policies" not in role["Properties"]
-            assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0][
-                "Principal"] == {"Service": "sagemaker.amazonaws.com"}
+            if role_id not in _sagemaker_roles(synth):
+                assert role_id.startswith("LmikitArtifactCopyRole"), (name, role_id)
+                assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0][
+                    "Principal"] == {"Service": "lambda.amazonaws.com"}
+        assert not synth.resources("AWS::IAM::Policy"), name
 
 
 def test_ecr_pull_is_limited_to_the_image_repository(synths: dict[str, Any]) -> None:

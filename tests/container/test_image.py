@@ -101,6 +101,36 @@ def test_dockerfile_metrics_front_env_matches_code_defaults() -> None:
     assert "lmikit_runtime.front" in run  # imported at build time: a broken copy fails early
 
 
+def test_dockerfile_installs_log_redaction_for_every_python_process() -> None:
+    """The module the .pth line imports is the one copied from the runtime, installed in a
+    site-packages directory; the build fails unless a fresh interpreter has loaded it."""
+    (run,) = [rest for op, rest in _instructions() if op == "RUN" and ".pth" in rest]
+    assert "site.getsitepackages()[0]" in run
+    assert 'cp /opt/lmikit/lmikit_runtime/logredact.py "$site/lmikit_log_redact.py"' in run
+    assert 'echo "import lmikit_log_redact" > "$site/lmikit-log-redact.pth"' in run
+    assert "'lmikit_log_redact' not in sys.modules" in run
+    assert not _ignored("container/lmikit_runtime/logredact.py")
+
+
+def test_dockerfile_redaction_step_works_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    """The Dockerfile's RUN line, verbatim but for the paths, in a new virtual environment:
+    its python then loads the module at start and masks a secret in a log line."""
+    import venv
+
+    (run,) = [rest for op, rest in _instructions() if op == "RUN" and ".pth" in rest]
+    venv.create(tmp_path / "venv", with_pip=False)
+    python = tmp_path / "venv" / "bin" / "python"
+    script = run.replace("/opt/lmikit/", f"{ROOT / 'container'}/").replace("python3",
+                                                                        str(python))
+    subprocess.run(["sh", "-ec", script], check=True, timeout=60)
+    log = ("import logging, os; logging.basicConfig(); "
+           "logging.getLogger('x').warning('at %s', os.environ['U'])")
+    env = {"U": "redis://u:S3ntinel@cache:6379", "LMIKIT_REDACT_ENV": "U"}
+    out = subprocess.run([str(python), "-c", log], env=env, capture_output=True, text=True,
+                         check=True, timeout=60).stderr
+    assert "at redis://****@cache:6379" in out and "S3ntinel" not in out
+
+
 def test_entrypoint_execs_original_with_arguments() -> None:
     last = [ln for ln in ENTRYPOINT.read_text().splitlines() if ln.strip()][-1]
     assert last == 'exec "${LMIKIT_LMI_ENTRYPOINT:-/usr/local/bin/dockerd-entrypoint.sh}" "$@"'

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
            "lmikit.catalog.models", "lmikit.catalog.model_options", "lmikit.fit",
-           "lmikit.catalog.model_config", "lmikit._files", "lmikit.errors", "lmikit.accept",
+           "lmikit.catalog.model_config", "lmikit._files", "lmikit._credentials",
+           "lmikit.errors", "lmikit.accept",
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.catalog.prices", "lmikit.sim", "lmikit.sim.coefficients",

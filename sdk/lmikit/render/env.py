@@ -55,6 +55,10 @@ CONTAINER_ENV_KEYS = frozenset({
     "OPTION_SESSIONS_EXPIRATION", "SERVING_PROMETHEUS", MODEL_ID_ENV,
 })
 CFN_ENVIRONMENT_MAX = 16
+# lmikit's image: Secrets Manager secrets read at start (lmikit_runtime.start); only their
+# ARNs are ever rendered.
+HF_TOKEN_SECRET_ENV = "LMIKIT_HF_TOKEN_SECRET_ARN"
+KV_REMOTE_CREDENTIALS_ENV = "LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN"
 EMF_MIN_INTERVAL_S = 60
 
 
@@ -151,9 +155,9 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "sto
     """Every LMI option as ``OPTION_*`` plus the process environment the image needs.
 
     The model definition is not in it (see :func:`model_options`). Never holds a secret: with
-    lmikit's image the HF token is fetched from Secrets Manager at start
-    (``LMIKIT_HF_TOKEN_SECRET_ARN``); the stock image cannot read one (the SageMaker renderer
-    refuses that combination).
+    lmikit's image the HF token and the remote KV tier's credentials are fetched from Secrets
+    Manager at start (``LMIKIT_HF_TOKEN_SECRET_ARN``, ``LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN``:
+    ARNs only); the stock image cannot read one (the SageMaker renderer refuses that).
     """
     env = {"PYTHONHASHSEED": "0"}
     env |= {row(k).env_name: v for k, v in lmi_options(spec, plan).items()}
@@ -164,7 +168,10 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "sto
         if plan.uses_lmcache:
             env["LMIKIT_PLAN"] = plan_contract(spec, plan)
         if spec.security.hf_token_secret_arn:
-            env["LMIKIT_HF_TOKEN_SECRET_ARN"] = spec.security.hf_token_secret_arn
+            env[HF_TOKEN_SECRET_ENV] = spec.security.hf_token_secret_arn
+        credentials = spec.kv_cache.remote_credentials_secret_arn
+        if credentials and plan.tier == "remote":
+            env[KV_REMOTE_CREDENTIALS_ENV] = credentials
     elif plan.uses_lmcache and weights_source(spec) == "s3-sagemaker":
         env |= lmcache_environment(plan)
     return dict(sorted(env.items()))

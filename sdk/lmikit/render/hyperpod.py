@@ -78,6 +78,15 @@ def kv_cache_spec(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
     if spec.kv_cache.in_memory_only or plan.tier == "cpu":
         return out
     url = spec.kv_cache.remote_url
+    if plan.tier == "remote" and spec.kv_cache.remote_credentials_secret_arn:
+        raise RenderError(
+            "kv_cache.remote_credentials_secret_arn: the HyperPod operator configures LMCache's "
+            "L2 Redis from kvCacheSpec.l2CacheSpec, whose only fields are l2CacheBackend and "
+            "l2CacheLocalUrl (InferenceEndpointConfig v1 CRD): it has no Kubernetes Secret "
+            "reference, and the operator strips user LMCACHE_* variables. lmikit never writes "
+            "credentials into a manifest: use a Redis the cluster reaches without credentials "
+            "(network policy, security groups), the managed tiered storage (kv_cache.mode "
+            "'cpu+disk'), or deploy to SageMaker, where lmikit's image reads the secret")
     if plan.tier == "remote" and url and url.startswith(("redis://", "rediss://")):
         out["enableL2Cache"] = True
         out["l2CacheSpec"] = {"l2CacheBackend": "redis", "l2CacheLocalUrl": url}

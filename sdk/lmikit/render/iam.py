@@ -191,6 +191,9 @@ def execution_policy_document(spec: DeploymentSpec, *, partition: str, account: 
     if sec.hf_token_secret_arn:
         statements.append(_statement("ReadHfToken", ["secretsmanager:GetSecretValue"],
                                      [sec.hf_token_secret_arn]))
+    if spec.kv_cache.remote_credentials_secret_arn:  # read by lmikit's start step
+        statements.append(_statement("ReadKvRemoteCredentials", ["secretsmanager:GetSecretValue"],
+                                     [spec.kv_cache.remote_credentials_secret_arn]))
     if sec.vpc:
         ec2 = f"arn:{partition}:ec2:{region}:{account}"
         statements.append(_statement("VpcDescribe", VPC_DESCRIBE_ACTIONS, ["*"]))

@@ -53,7 +53,7 @@ from lmikit.startup import estimate_startup, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
            "adapter_component_name", "base_component_name", "render_requests",
-           "startup_timeouts", "tags"]
+           "startup_timeouts", "stock_image_secret_problems", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
@@ -119,6 +119,22 @@ def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
     return out
 
 
+def stock_image_secret_problems(spec: DeploymentSpec) -> list[str]:
+    """Secrets the spec names that only lmikit's image can read: the stock LMI image has no
+    start step that fetches a Secrets Manager secret (lmikit_runtime.start does)."""
+    image = ("deploy lmikit's image (container/Dockerfile, passed as image_uri with image_kind "
+             "'lmikit'; CDK picks it for this spec) or remove the field")
+    out = []
+    if spec.security.hf_token_secret_arn:
+        out.append("security.hf_token_secret_arn: the stock LMI image cannot read a Secrets "
+                   f"Manager secret; {image}")
+    if spec.kv_cache.remote_credentials_secret_arn:
+        out.append("kv_cache.remote_credentials_secret_arn: the stock LMI image cannot read a "
+                   "Secrets Manager secret and hand the credentials to LMCache (it has no start "
+                   f"step, and credentials are never rendered into the URL); {image}")
+    return out
+
+
 def volume_kms_key(spec: DeploymentSpec) -> str | None:
     """The KMS key for the endpoint volume, or None where it must not be set."""
     sec = spec.security
@@ -150,11 +166,10 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     missing = [a.name for a in spec.adapters if a.name not in adapter_artifact_urls]
     if missing:
         raise RenderError(f"no artifact URL for adapter(s): {', '.join(missing)}")
-    if image_kind == "stock" and spec.security.hf_token_secret_arn:
-        raise RenderError(
-            "security.hf_token_secret_arn: the stock LMI image cannot read a Secrets Manager "
-            "secret; deploy lmikit's image (container/Dockerfile, passed as image_uri with "
-            "image_kind 'lmikit'; CDK picks it for this spec) or remove the field")
+    if image_kind == "stock":
+        refused = stock_image_secret_problems(spec)
+        if refused:
+            raise RenderError("; ".join(refused))
     sagemaker_copies = weights_source(spec) == "s3-sagemaker"
     warnings: list[str] = []
     timeouts = startup_timeouts(spec, plan)
