@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lmikit.errors import AdapterError
 from lmikit.formatters import isolation, runtime
+from lmikit.formatters._pyast import compile_module, parse
 from lmikit.formatters._validate import (
     DJL_MODULES,
     LMIKIT_MODULE,
@@ -79,7 +80,7 @@ def build_model_py(*files: str | Path, input_file: str | Path | None = None,
     parsed = [inspect_formatter_file(p, require=sorted(k)) for p, k in wanted.items()]
     _check_unique(parsed)
     runtime_text = RUNTIME_PATH.read_text(encoding="utf-8")
-    reserved = _defined_names(ast.parse(runtime_text))
+    reserved = _defined_names(parse(runtime_text))
     sources = ", ".join(p.path.name for p in parsed) or "no formatter file"
     out = [HEADER.format(sources=sources),
            "\n# " + "-" * 24 + " lmikit formatter runtime (lmikit/formatters/runtime.py)\n",
@@ -88,7 +89,7 @@ def build_model_py(*files: str | Path, input_file: str | Path | None = None,
            '_lk_djl["output"] = _djl_output_formatter\n']
     if isolating:
         isolation_text = ISOLATION_PATH.read_text(encoding="utf-8")
-        reserved |= _defined_names(ast.parse(isolation_text)) | {ISOLATED_INPUT}
+        reserved |= _defined_names(parse(isolation_text)) | {ISOLATED_INPUT}
         out += [f"\n# {'-' * 24} lmikit cache isolation (lmikit/formatters/isolation.py)\n",
                 _strip_imports(isolation_text)]
     for info in parsed:
@@ -101,7 +102,7 @@ def build_model_py(*files: str | Path, input_file: str | Path | None = None,
             out.append(f"_lk_share_base_input({user_input})\n")
         out.append(f"{ISOLATED_INPUT} = _lk_isolating_input({user_input}, {adapter_tag!r})\n")
     text = "".join(out)
-    compile(text, "model.py", "exec")  # a bug here is ours, not the user's: fail loudly
+    compile_module(text, "model.py")  # a bug here is ours, not the user's: fail loudly
     return text
 
 
@@ -113,7 +114,7 @@ def _check_unique(parsed: list[FormatterFile]) -> None:
                                "per model.py")
     seen: dict[str, str] = {}
     for p in parsed:
-        own = _defined_names(ast.parse(p.source))
+        own = _defined_names(parse(p.source))
         for name in sorted(own):
             if name in seen:
                 raise AdapterError(f"formatter files {seen[name]} and {p.path.name} both "
@@ -147,7 +148,7 @@ def _strip_imports(text: str) -> str:
 
 def _rewrite(info: FormatterFile, reserved: set[str]) -> str:
     """The file's source with lmikit/djl imports replaced by assignments to inlined names."""
-    tree = ast.parse(info.source)
+    tree = parse(info.source)
     lines = info.source.splitlines(keepends=True)
     where = info.path.name
     clash = sorted(_defined_names(tree) & reserved)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import AdapterError
+from lmikit.formatters._pyast import compile_module, parse
 
 KINDS = ("input", "output")
 MAX_FORMATTER_BYTES = 1024**2  # a formatter file is a few kilobytes of Python
@@ -88,8 +89,8 @@ def inspect_formatter_source(source: str, path: str | Path = "<formatter>", *,
     path = Path(path)
     where = str(path)
     try:
-        tree = ast.parse(source, filename=where)
-        compile(tree, where, "exec")
+        tree = parse(source, where)
+        compile_module(tree, where)
     except SyntaxError as exc:
         raise AdapterError(f"formatter {where!r} does not compile: {exc.msg} "
                            f"(line {exc.lineno})") from exc
