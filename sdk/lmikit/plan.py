@@ -392,6 +392,12 @@ def _retrieve_efficiency() -> float:
     return Coefficients().cpu_retrieve_efficiency
 
 
+def _tokenize_s_per_token() -> float:
+    from lmikit.sim.coefficients import Coefficients
+
+    return Coefficients().tokenize_s_per_token
+
+
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
                  replication: int, volume: su.Volume) -> list[str]:
     s = sizing
@@ -419,7 +425,8 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         "workers; never on a non-NVMe or >90% full filesystem",
         f"prefill at {s.PREFILL_MFU:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per "
         "GPU, with the causal attention term; fixed overhead "
-        f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request",
+        f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request, plus vLLM tokenizing the whole "
+        f"prompt at {_tokenize_s_per_token() * 1e6:.1f} us per token, hit or miss",
         f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
         f"{_retrieve_efficiency():.0%} of it "
         "(ranks load in parallel); NVMe "

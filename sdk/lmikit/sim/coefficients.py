@@ -7,6 +7,8 @@ stated assumption; ``docs/planner.md`` cites each one. ``lmikit simulate --calib
 >>> c = Coefficients()
 >>> c.prefill_mfu, c.cpu_retrieve_efficiency
 (0.55, 0.7)
+>>> round(c.tokenize_s_per_token * 10_000, 4)  # a 10,000-token prompt
+0.0207
 >>> Coefficients(prefill_mfu=0.4).prefill_mfu
 0.4
 """
@@ -32,6 +34,15 @@ HBM_GBPS: dict[str, tuple[float, str]] = {
 }
 
 
+# Single-thread encode throughput of HuggingFace ``tokenizers`` (the Rust library behind vLLM's
+# fast tokenizers) on the Llama-3.1 tokenizer: 1.93 MB/s on ten short English documents, 2.05
+# MB/s on 10,000 and 1.28 MB/s on one 24 MB blob (huggingface/tokenizers pull request #1582,
+# "Add benchmark vs tiktoken", July 2024). vLLM tokenizes every prompt in its API server before
+# the engine sees it, cached prefix or not.
+TOKENIZE_BYTES_PER_S = 1.93e6
+TOKEN_BYTES = 4  # English text under a BPE tokenizer (the routers' PrefixLength conversion too)
+
+
 def hbm_gbps(gpu_name: str) -> float:
     """Datasheet memory bandwidth of a catalog GPU (GB/s)."""
     from lmikit.errors import CatalogError
@@ -49,6 +60,7 @@ class Coefficients:
 
     prefill_mfu: float = sizing.PREFILL_MFU
     request_overhead_s: float = sizing.REQUEST_OVERHEAD_S
+    tokenize_s_per_token: float = TOKEN_BYTES / TOKENIZE_BYTES_PER_S
     decode_hbm_efficiency: float = 0.75
     decode_step_overhead_s: float = 0.004
     cpu_retrieve_efficiency: float = 0.7
@@ -83,7 +95,12 @@ class Coefficients:
 PROVENANCE: dict[str, str] = {
     "prefill_mfu": "share of dense bf16 peak reached by vLLM prefill (compute-bound GEMMs at "
                    "thousands of tokens per pass reach 50-60% MFU)",
-    "request_overhead_s": "tokenization, scheduling and the first decode step, per request",
+    "request_overhead_s": "scheduling and the first decode step, per request (no public "
+                          "measurement; calibrate it)",
+    "tokenize_s_per_token": "vLLM's API server tokenizing the prompt before the engine sees "
+                            "it: 4 bytes per token at 1.93 MB/s, the single-thread encode "
+                            "throughput of HuggingFace tokenizers on Llama-3.1's tokenizer "
+                            "(huggingface/tokenizers pull request #1582)",
     "decode_hbm_efficiency": "share of datasheet memory bandwidth a decode step reaches "
                              "(weights + KV read once per step)",
     "decode_step_overhead_s": "CPU-side scheduling and launch per decode step (CUDA graphs on)",

@@ -164,11 +164,12 @@ def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
                    chunk_size: int) -> SingleRequest:
     """The simulator's cost of one request with nothing queued: what ``lmikit plan`` shows.
 
-    A hit matches whole chunks of the prompt minus its new suffix; the remainder is
-    prefilled attending to the matched context. The suffix is shorter than a chunk in the
-    usual case, so nothing new is stored; a longer one pays the store of its full chunks.
+    vLLM tokenizes the whole prompt first, hit or miss. A hit matches whole chunks of the
+    prompt minus its new suffix; the remainder is prefilled attending to the matched
+    context. The suffix is shorter than a chunk in the usual case, so nothing new is stored;
+    a longer one pays the store of its full chunks.
     """
-    overhead = m.coeff.request_overhead_s
+    overhead = m.coeff.request_overhead_s + request_tokens * m.coeff.tokenize_s_per_token
     miss = m.prefill_s(request_tokens, 0) + overhead
     matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
     rest = request_tokens - matched

@@ -2,7 +2,10 @@
 
 Each model copy is one GPU timeline with continuous batching (rules, each unit-tested):
 
-1. A routed request waits until the copy has fewer than ``max_batch_size`` requests admitted
+0. A routed request reaches the copy's waiting queue after vLLM's API server has tokenized
+   its prompt (``tokenize_s_per_token`` per prompt token, cached prefix or not; the router has
+   already counted it as outstanding).
+1. A queued request waits until the copy has fewer than ``max_batch_size`` requests admitted
    (vLLM's ``max_num_seqs``) and its KV fits the copy's GPU pool beside what admitted
    requests use. The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`):
    chunks an admitted request uses are pinned and shared (a prefix common to many requests
@@ -47,7 +50,7 @@ from lmikit.sim.routers import Router
 from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
 from lmikit.sim.workloads import Request, Workload
 
-ARRIVE, PREFILL_DONE, DECODE = 0, 1, 2
+ARRIVE, PREFILL_DONE, DECODE, ENQUEUE = 0, 1, 2, 3
 LMCACHE_TIERS = ("cpu", "disk", "remote")
 
 
@@ -368,7 +371,17 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             res.copy_of[r.id] = i
             c = fleet[i]
             c.outstanding += 1
+            tokenize = r.prompt_tokens * c.engine.coeff.tokenize_s_per_token
+            if tokenize > 0:
+                push(t + tokenize, ENQUEUE, r, i)
+                continue
             c.waiting.append(r)
+            advance(c, t)
+            admit(c, t)
+        elif kind == ENQUEUE:
+            assert isinstance(obj, Request)
+            c = fleet[version]
+            c.waiting.append(obj)
             advance(c, t)
             admit(c, t)
         elif kind == PREFILL_DONE:

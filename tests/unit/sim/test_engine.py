@@ -58,6 +58,22 @@ def test_plan_prediction_is_the_engine_single_request() -> None:
         assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
 
 
+def test_tokenization_is_4_bytes_per_token_at_the_tokenizers_library_single_thread_rate() -> None:
+    # huggingface/tokenizers pull request #1582: 1.93 MB/s, one thread, Llama-3.1 tokenizer
+    assert Coefficients().tokenize_s_per_token == pytest.approx(4 / 1.93e6)
+
+
+def test_single_request_pays_tokenization_of_the_whole_prompt_hit_or_miss() -> None:
+    c = Coefficients(tokenize_s_per_token=1e-5)
+    with_tok = single_request(engine_for("Qwen/Qwen3-8B", P4DE, coeff=c), 20_000, 100, 256)
+    without = single_request(engine_for("Qwen/Qwen3-8B", P4DE,
+                                        coeff=c.replace(tokenize_s_per_token=0)),
+                             20_000, 100, 256)
+    assert with_tok.miss_s - without.miss_s == pytest.approx(0.2)
+    for tier in ("gpu", "cpu", "disk", "remote"):
+        assert with_tok.hit_s[tier] - without.hit_s[tier] == pytest.approx(0.2)
+
+
 def test_every_catalog_gpu_has_a_memory_bandwidth() -> None:
     assert {i.gpu.name for i in INSTANCES.values()} <= set(HBM_GBPS)
     with pytest.raises(CatalogError, match="no memory bandwidth"):

@@ -15,6 +15,12 @@ from lmikit.sim.workloads import Phase, Request, Workload
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
                     coeff=Coefficients(request_overhead_s=0.01))
+TOK = ENGINE.coeff.tokenize_s_per_token
+
+
+def tok(tokens: int) -> float:
+    """vLLM's API server tokenizing a prompt before the engine queues it."""
+    return tokens * TOK
 
 
 def trace(*reqs: tuple[float, list[tuple[int, int]], int]) -> Workload:
@@ -30,14 +36,33 @@ def copy(**kw: int) -> CopyConfig:
 
 def test_lone_request_ttft_is_prefill_plus_overhead() -> None:
     out = run(trace((0.0, [(1, 5_000)], 1)), [copy()], LeastOutstanding())
-    assert out.ttft[0] == pytest.approx(ENGINE.prefill_s(5_000, 0) + 0.01)
+    assert out.ttft[0] == pytest.approx(tok(5_000) + ENGINE.prefill_s(5_000, 0) + 0.01)
 
 
 def test_second_request_queues_behind_the_first_prefill() -> None:
     out = run(trace((0.0, [(1, 5_000)], 1), (0.0, [(2, 5_000)], 1)), [copy()],
               LeastOutstanding())
     p = ENGINE.prefill_s(5_000, 0)
-    assert out.ttft[1] == pytest.approx(2 * p + 0.01)
+    assert out.ttft[1] == pytest.approx(tok(5_000) + 2 * p + 0.01)
+
+
+def test_a_prompt_is_tokenized_before_it_joins_the_queue() -> None:
+    # a 100,000-token prompt is still being tokenized (~0.2 s) when a 1,000-token one
+    # arrives 10 ms later: the short one is queued, and prefilled, first
+    work = trace((0.0, [(1, 100_000)], 1), (0.01, [(2, 1_000)], 1))
+    out = run(work, [copy()], LeastOutstanding())
+    assert out.ttft[1] == pytest.approx(0.01 + tok(1_000) + ENGINE.prefill_s(1_000, 0) + 0.01)
+    assert out.ttft[1] < out.ttft[0]
+    assert out.copy_of == [0, 0]
+
+
+def test_a_cached_prompt_is_tokenized_in_full() -> None:
+    doc = (1, 25_600)
+    work = trace((0.0, [doc, (2, 100)], 1), (30.0, [doc, (3, 100)], 1))
+    out = run(work, [copy()], LeastOutstanding())
+    assert out.served["gpu"][1] == 25_600
+    assert out.ttft[1] - 30.0 == pytest.approx(
+        tok(25_700) + ENGINE.prefill_s(100, 25_600) + 0.01)
 
 
 def test_max_batch_size_holds_requests_until_one_finishes() -> None:
@@ -57,7 +82,7 @@ def test_repeat_hits_gpu_prefix_cache_and_prefills_only_the_suffix() -> None:
     work = trace((0.0, [doc, (2, 100)], 1), (10.0, [doc, (3, 100)], 1))
     out = run(work, [copy()], LeastOutstanding())
     assert out.served["gpu"][1] == 2_560
-    assert out.ttft[1] - 10.0 == pytest.approx(ENGINE.prefill_s(100, 2_560) + 0.01)
+    assert out.ttft[1] - 10.0 == pytest.approx(tok(2_660) + ENGINE.prefill_s(100, 2_560) + 0.01)
 
 
 def test_cpu_hit_pays_retrieve_and_the_first_request_pays_the_store() -> None:
@@ -66,11 +91,11 @@ def test_cpu_hit_pays_retrieve_and_the_first_request_pays_the_store() -> None:
                  (10.0, [doc, (4, 100)], 1))
     cfg = copy(gpu_tokens=2_700, cpu_tokens=100_000)  # the GPU pool holds one document
     out = run(work, [cfg], LeastOutstanding())
-    assert out.ttft[0] == pytest.approx(ENGINE.prefill_s(2_660, 0) + ENGINE.store_s(2_560)
-                                        + 0.01)
+    assert out.ttft[0] == pytest.approx(tok(2_660) + ENGINE.prefill_s(2_660, 0)
+                                        + ENGINE.store_s(2_560) + 0.01)
     assert (out.served["gpu"][2], out.served["cpu"][2]) == (0, 2_560)
     assert out.ttft[2] - 10.0 == pytest.approx(
-        ENGINE.retrieve_s("cpu", 2_560) + ENGINE.prefill_s(100, 2_560) + 0.01)
+        tok(2_660) + ENGINE.retrieve_s("cpu", 2_560) + ENGINE.prefill_s(100, 2_560) + 0.01)
 
 
 def test_decode_takes_one_step_per_output_token() -> None:
