@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lmikit.sim.engine import EngineModel
-from lmikit.sim.routers import Router
+from lmikit.sim.routers import Epp, Router
 from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
 from lmikit.sim.workloads import Request, Workload
 
@@ -359,6 +359,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if state["left"] == 0:
             start_phase(state["phase"] + 1, t)
 
+    epp = router if isinstance(router, Epp) else None  # reads metrics as last scraped
     start_phase(0, 0.0)
     t = 0.0
     while events:
@@ -367,6 +368,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             assert isinstance(obj, Request)
             r = obj
             res.arrival[r.id] = t
+            if epp is not None:
+                epp.now = t
             i = router.pick(r, fleet)
             res.copy_of[r.id] = i
             c = fleet[i]

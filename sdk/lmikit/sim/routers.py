@@ -188,6 +188,12 @@ class Epp:
       copy, remembered in a per-copy LRU of ``capacity_chunks`` (routing history, not the
       cache: it goes on believing in chunks the copy has evicted).
 
+    With ``refresh_s`` the queue and KV-cache scorers read each copy's metrics as the picker
+    last scraped them: one ticker per copy every ``refresh_s`` (the picker's
+    ``refreshMetricsInterval``, 50 ms by default in gateway-api-inference-extension v0.5.1,
+    ``pkg/epp/backend/metrics/pod_metrics.go``), sampled at the first pick after each tick.
+    The event loop sets ``now`` before each pick.
+
     >>> class C:
     ...     def __init__(self, q, held): self.queued = q; self._held = held; self.kv_usage = 0.5
     ...     def holds(self, keys): return self._held
@@ -200,24 +206,43 @@ class Epp:
 
     def __init__(self, rng: random.Random, *, prefix_weight: float = 0.0,
                  kv_weight: float = 0.0, queue_weight: float = 0.0,
-                 approximate: tuple[int, int] | None = None) -> None:
+                 approximate: tuple[int, int] | None = None, refresh_s: float = 0.0) -> None:
         self.rng = rng
         self.weights = (prefix_weight, kv_weight, queue_weight)
         self.approximate = approximate
         self.index: list[LruTier] = []
+        self.refresh_s = refresh_s
+        self.now = 0.0  # set by the event loop before each pick
+        self._seen: list[tuple[int, float]] = []
+        self._next: list[float] = []
+
+    def _metrics(self, fleet: Sequence[Copy]) -> list[tuple[int, float]]:
+        """(waiting queue, KV usage) of each copy as the picker last scraped them."""
+        if not self.refresh_s:
+            return [(c.queued, c.kv_usage) for c in fleet]
+        n, every, now = len(fleet), self.refresh_s, self.now
+        if not self._next:  # one ticker per copy, started at spread phases
+            self._seen = [(c.queued, c.kv_usage) for c in fleet]
+            self._next = [now + every * (i + 1) / n for i in range(n)]
+        for i, c in enumerate(fleet):
+            if now >= self._next[i]:
+                self._seen[i] = (c.queued, c.kv_usage)
+                self._next[i] += every * (int((now - self._next[i]) / every) + 1)
+        return self._seen
 
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         n = len(fleet)
         wp, wk, wq = self.weights
         score = [0.0] * n
+        seen = self._metrics(fleet) if wq or wk else []
         if wq:
-            queues = [c.queued for c in fleet]
+            queues = [q for q, _ in seen]
             lo, hi = min(queues), max(queues)
             for i, q in enumerate(queues):
                 score[i] += wq * (1.0 if hi == lo else (hi - q) / (hi - lo))
         if wk:
-            for i, c in enumerate(fleet):
-                score[i] += wk * (1.0 - c.kv_usage)
+            for i, (_, usage) in enumerate(seen):
+                score[i] += wk * (1.0 - usage)
         keys = req.keys
         if wp and self.approximate is not None:
             capacity, limit = self.approximate

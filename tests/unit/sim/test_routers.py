@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from lmikit.sim.routers import (
+    Epp,
     KvAware,
     LeastOutstanding,
     PrefixAware,
@@ -20,6 +21,7 @@ class C:
     outstanding: int = 0
     held: int = 0
     waiting: int | None = None
+    kv_usage: float = 0.0
 
     @property
     def queued(self) -> int:
@@ -94,3 +96,24 @@ def test_make_router_rejects_unknown_names() -> None:
     with pytest.raises(ValueError, match="unknown routing 'round_robin'"):
         make_router("round_robin", random.Random(0), chunk_size=256, prefix_length_bytes=4096,
                     concurrency_threshold=4, busy_at=4)
+
+
+def test_epp_reads_queues_as_last_scraped_every_refresh_interval() -> None:
+    # one 50 ms ticker per copy, at spread phases (copy 0 at 25 ms, copy 1 at 50 ms)
+    epp = Epp(random.Random(0), queue_weight=1.0, refresh_s=0.05)
+    fleet = [C(waiting=0), C(waiting=5)]
+    epp.now = 0.0
+    assert epp.pick(R(), fleet) == 0
+    fleet[0].waiting = 9  # copy 0 fills up; the picker has not scraped it yet
+    epp.now = 0.01
+    assert epp.pick(R(), fleet) == 0
+    epp.now = 0.06  # both scraped since
+    assert epp.pick(R(), fleet) == 1
+
+
+def test_epp_without_a_refresh_interval_reads_live_queues() -> None:
+    epp = Epp(random.Random(0), queue_weight=1.0)
+    fleet = [C(waiting=0), C(waiting=5)]
+    assert epp.pick(R(), fleet) == 0
+    fleet[0].waiting = 9
+    assert epp.pick(R(), fleet) == 1
