@@ -16,16 +16,20 @@ results (llm-d-kv-cache-manager ``benchmarking/73-capacity/README.md`` and
 - ``loadgen/load_timer.py``: ``constant`` spaces a stage's requests by exponential gaps
   scaled to fill its duration; ``poisson`` draws a Poisson count per second and spaces them
   the same way within the second.
-- TTFT is the first streamed line after the request is sent; output tokens/s is the output
-  tokens of successful requests over (last end - first start) (``reportgen/base.py``).
+- TTFT is the first streamed line after the request is sent (``apis/completion.py``; the
+  clock starts inside a new HTTP session per request, ``client/modelserver/openai_client.py``);
+  output tokens/s is the output tokens of successful requests over (last end - first start)
+  (``reportgen/base.py``).
 
 Still assumed, because neither report says: the 4-characters-per-token ratio that turns
-the approximate scorer's 64-character blocks into tokens, and the pool per pod, taken from
-lmikit's planner (324,636 and 488,721 tokens: 5.6% and 5.9% above the reports' 307,328 and
-461,376, so the chain a user runs is what is tested). vLLM runs at its defaults on H100
-(``max_num_seqs`` 1024, ``max_num_batched_tokens`` 8192: vLLM ``engine/arg_utils.py``,
-``EngineArgs.get_batch_defaults``) with 64-token blocks (the precise scorer's
-``blockSize``, which must equal vLLM's block size for its hashes to match).
+the approximate scorer's 64-byte blocks into tokens (it changes nothing here: any ratio
+above 2.7 keeps the 256 hashed blocks inside the system prompt and each pod's LRU holding
+over 120 groups, more than either run has; ``test_llmd.py`` checks it), and the pool per
+pod, taken from lmikit's planner (324,636 and 488,721 tokens: 5.6% and 5.9% above the
+reports' 307,328 and 461,376, so the chain a user runs is what is tested). vLLM runs at its
+defaults on H100 (``max_num_seqs`` 1024, ``max_num_batched_tokens`` 8192: vLLM
+``engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``) with 64-token blocks (the
+precise scorer's ``blockSize``, which must equal vLLM's block size for its hashes to match).
 """
 
 from __future__ import annotations
@@ -86,9 +90,18 @@ X37 = Setup(
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}})
 
-# GIE's prefix-cache scorer defaults as the 73-capacity config sets them: 64-character
-# blocks, at most 256 of them matched, 31,250 blocks remembered per server.
+# The approximate ("estimate" mode) scorer both runs used: llm-d-inference-scheduler v0.2.1
+# (pkg/plugins/scorer/prefix_cache.go) hands it to gateway-api-inference-extension v0.5.1's
+# prefix plugin (pkg/epp/scheduling/framework/plugins/multi/prefix): the prompt's bytes in
+# 64-byte blocks, at most 256 of them hashed (chained, seeded with the model name), each
+# pod's blocks remembered in an LRU of 31,250 when the pod is picked (PostCycle), score =
+# blocks matched from the start / blocks hashed. These are its defaults, which the
+# 73-capacity config sets explicitly and the 37-capacity config leaves implicit.
 APPROX_CHARS, APPROX_MAX_BLOCKS, APPROX_LRU_BLOCKS = 64, 256, 31_250
+# Queue and KV-cache scorers read each pod's metrics as the picker last scraped them, every
+# 50 ms (gateway-api-inference-extension v0.5.1 pkg/epp/server/runserver.go,
+# DefaultRefreshMetricsInterval; backend/metrics/pod_metrics.go, one ticker per pod).
+REFRESH_S = 0.05
 
 
 def _offsets(rate: float, duration: int, poisson: bool, rng: random.Random) -> list[float]:
@@ -144,18 +157,19 @@ def workload(setup: Setup, seed: int = 0) -> Workload:
     return Workload("inference-perf shared_prefix", phases, BLOCK)
 
 
-def router(weights: dict[str, float], prompt_tokens: int) -> Router:
+def router(weights: dict[str, float], prompt_tokens: int,
+           chars_per_token: int = CHARS_PER_TOKEN) -> Router:
     if not weights:
         return RandomRouter(random.Random(1))
     approx = None
     if "approximate" in weights:
-        chars = min(prompt_tokens * CHARS_PER_TOKEN, APPROX_CHARS * APPROX_MAX_BLOCKS)
-        approx = (APPROX_LRU_BLOCKS * APPROX_CHARS // CHARS_PER_TOKEN // BLOCK,
-                  chars // CHARS_PER_TOKEN // BLOCK)
+        chars = min(prompt_tokens * chars_per_token, APPROX_CHARS * APPROX_MAX_BLOCKS)
+        approx = (APPROX_LRU_BLOCKS * APPROX_CHARS // chars_per_token // BLOCK,
+                  chars // chars_per_token // BLOCK)
     return Epp(random.Random(1),
                prefix_weight=weights.get("precise", weights.get("approximate", 0.0)),
                kv_weight=weights.get("kv", 0.0), queue_weight=weights.get("queue", 0.0),
-               approximate=approx)
+               approximate=approx, refresh_s=REFRESH_S)
 
 
 def copies(setup: Setup, coeff: Coefficients | None = None) -> list[CopyConfig]:
