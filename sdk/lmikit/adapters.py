@@ -9,7 +9,13 @@ AdapterInfo(name='legal', component='docqa-qwen7b-legal', status='InService', ..
 Before anything is uploaded the adapter is checked: ``adapter_config.json`` is present and
 valid, its base model is the endpoint's model, its rank fits the endpoint's
 ``OPTION_MAX_LORA_RANK``, weights are present and the formatter file (if any) compiles and
-defines a formatter. A registration that fails leaves no component behind.
+defines a formatter. A registration that fails (or is refused) leaves no component and no
+artifact behind, and says so only when that is true.
+
+The registry acts only on adapter components of the endpoint's own deployment (tagged for
+it, on its base), takes the region and bucket from the deployment (:meth:`for_spec`, or the
+endpoint's ``lmikit:bucket`` tag), and holds the deployment's lease while it changes
+anything, so it never races ``lmikit deploy`` or its garbage collection.
 
 While the endpoint runs LMCache, every adapter gets a ``model.py`` that tags its requests'
 cache keys with its name and a digest of its files (:mod:`lmikit.lora_isolation`), so
@@ -23,38 +29,25 @@ import builtins
 import concurrent.futures as cf
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lmikit import aws
 from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
-from lmikit.deploy._artifacts import (
-    StoredArtifact,
-    default_bucket,
-    delete_artifact,
-    upload_artifact,
-)
-from lmikit.deploy._aws import (
-    Clients,
-    Clock,
-    ProgressFn,
-    RealClock,
-    Waiter,
-    call,
-    describe_or_none,
-    error_code,
-    error_message,
-    no_progress,
-)
-from lmikit.deploy._model import component_environment
-from lmikit.errors import AdapterError, DeployError, LmikitError
+from lmikit.aws import Clients, Clock, ProgressEvent, ProgressFn, RealClock, Waiter, no_progress
+from lmikit.errors import AdapterError, LmikitError
 from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
-    DEPLOYMENT_TAG,
+    BUCKET_TAG,
     MODEL_ID_ENV,
     adapter_component_name,
     base_component_name,
+    deployment_prefix,
+    deployment_tags,
 )
 
 if TYPE_CHECKING:
@@ -236,13 +229,14 @@ def package_spec_adapter(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
                            cache_tag_name=adapter.name if plan.uses_lmcache else None)
 
 
-
-
 class AdapterRegistry:
     """Register, list, update and remove adapters of one endpoint.
 
     ``base_component`` defaults to ``<endpoint>-base`` (the name ``lmikit deploy`` gives it);
-    adapter components are named ``<endpoint>-<adapter>``.
+    adapter components are named ``<endpoint>-<adapter>``. ``bucket`` defaults to the one
+    the endpoint's ``lmikit:bucket`` tag names, else ``sagemaker-<region>-<account>``.
+    ``lease_wait_seconds`` is how long a change waits for a deploy (or another registry)
+    holding the deployment's lease.
     """
 
     def __init__(self, endpoint: str, *, session: Any = None, region: str | None = None,
@@ -250,7 +244,10 @@ class AdapterRegistry:
                  base_component: str | None = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 5.0,
                  timeout_seconds: float = 900.0, max_workers: int = 16,
-                 retry_mode: str = "adaptive") -> None:
+                 retry_mode: str = "adaptive", lease_wait_seconds: float = 300.0,
+                 force_unlock: bool = False) -> None:
+        if bucket is not None:
+            aws.check_bucket_name(bucket)
         self.endpoint = endpoint
         self.clients = Clients(session, region, retry_mode)
         self._bucket = bucket
@@ -259,15 +256,40 @@ class AdapterRegistry:
         self.clock = clock or RealClock()
         self.progress = progress
         self.max_workers = max_workers
+        self.poll_seconds = poll_seconds
+        self.lease_wait_seconds = lease_wait_seconds
+        self.force_unlock = force_unlock
         self.waiter = Waiter(self.clients.sagemaker, self.clock, progress, poll_seconds,
                              timeout_seconds)
         self._base: dict[str, Any] | None = None
+        self._lease: aws.Lease | None = None
+
+    @classmethod
+    def for_spec(cls, spec: DeploymentSpec, **kwargs: Any) -> AdapterRegistry:
+        """The registry of ``spec``'s endpoint, in the spec's region with its KMS key."""
+        kwargs.setdefault("region", spec.region)
+        kwargs.setdefault("kms_key_arn", spec.security.kms_key_arn)
+        return cls(spec.name, **kwargs)
+
+    @property
+    def region(self) -> str:
+        return self.clients.region
 
     @property
     def bucket(self) -> str:
         if self._bucket is None:
-            self._bucket = default_bucket(self.clients)
+            tags = aws.tags_of(self.clients.sagemaker, self._endpoint()["EndpointArn"])
+            self._bucket = tags.get(BUCKET_TAG) or aws.default_bucket(self.clients)
         return self._bucket
+
+    def where(self) -> str:
+        """One line naming the endpoint, its region and the artifact bucket."""
+        return (f"endpoint {self.endpoint} in {self.region}, artifacts in "
+                f"s3://{self.bucket}/{deployment_prefix(self.endpoint)}")
+
+    def store(self) -> aws.ArtifactStore:
+        return aws.ArtifactStore(self.clients.s3, self.bucket, deployment=self.endpoint,
+                                 region=self.region, kms_key_arn=self.kms_key_arn)
 
     def component_name(self, name: str) -> str:
         comp = adapter_component_name(self.endpoint, name)
@@ -276,25 +298,43 @@ class AdapterRegistry:
             raise AdapterError(f"adapter name {name!r} must be letters, digits and hyphens, and "
                                f"'{self.endpoint}-<name>' at most {MAX_COMPONENT_NAME} "
                                "characters")
+        if comp == self.base_component:
+            raise AdapterError(f"{name!r} names {comp}, the base inference component of "
+                               f"{self.endpoint!r}, not an adapter; `lmikit destroy` removes "
+                               "a deployment's base")
         return comp
 
     # --- the endpoint's base -----------------------------------------------------------
 
+    def _endpoint(self) -> dict[str, Any]:
+        desc = aws.describe(self.clients.sagemaker, "endpoint", self.endpoint)
+        if desc is None:
+            raise AdapterError(f"endpoint {self.endpoint!r} not found in region {self.region}; "
+                               "deploy it first, or pass the spec (--spec) or --region")
+        return desc
+
     def base(self) -> dict[str, Any]:
         """The base component's description (cached); checks that it can host adapters."""
         if self._base is None:
-            desc = describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                    InferenceComponentName=self.base_component)
+            sm = self.clients.sagemaker
+            self._endpoint()
+            desc = aws.describe(sm, "inference-component", self.base_component)
             if desc is None or desc.get("EndpointName") != self.endpoint:
                 raise AdapterError(f"endpoint {self.endpoint!r} has no base inference component "
-                                   f"{self.base_component!r}; deploy it first (lmikit deploy)")
-            if desc.get("Specification", {}).get("BaseInferenceComponentName"):
+                                   f"{self.base_component!r} in {self.region}; deploy it first "
+                                   "(lmikit deploy)")
+            if aws.base_of(desc):
                 raise AdapterError(f"{self.base_component!r} is itself an adapter")
+            owner = aws.owner_of(aws.tags_of(sm, desc["InferenceComponentArn"]))
+            if owner != self.endpoint:
+                raise AdapterError(aws.not_ours_message("inference-component",
+                                                        self.base_component, self.endpoint,
+                                                        owner))
             self._base = desc
         return self._base
 
     def _env(self) -> dict[str, str]:
-        return component_environment(self.clients.sagemaker, self.base())
+        return aws.component_environment(self.clients.sagemaker, self.base())
 
     def max_rank(self) -> int:
         env = self._env()
@@ -312,32 +352,59 @@ class AdapterRegistry:
                                max_rank=self.max_rank(),
                                cache_tag_name=name if lmcache_in_environment(env) else None)
 
+    def adapter(self, name: str) -> dict[str, Any] | None:
+        """Adapter ``name``'s component as described (settled), or None when there is none.
+
+        Refuses a component of that name that is not an adapter of this endpoint's own
+        deployment (the base itself, or another deployment's component)."""
+        comp = self.component_name(name)
+        desc = self.waiter.settled("inference-component", comp)
+        if desc is None:
+            return None
+        owner = aws.owner_of(aws.tags_of(self.clients.sagemaker,
+                                         desc["InferenceComponentArn"]))
+        if owner != self.endpoint or desc.get("EndpointName") != self.endpoint:
+            raise AdapterError(f"{name!r} names inference component {comp}, which belongs to "
+                               + (f"deployment {owner!r}" if owner else "no lmikit deployment")
+                               + f" (endpoint {desc.get('EndpointName')!r}), not to "
+                               f"{self.endpoint!r}; lmikit leaves it alone")
+        if aws.base_of(desc) != self.base_component:
+            raise AdapterError(f"{comp} is a base inference component, not an adapter of "
+                               f"{self.base_component}; `lmikit destroy` removes a base")
+        return desc
+
     # --- operations --------------------------------------------------------------------
 
-    def list(self) -> list[AdapterInfo]:
+    @contextmanager
+    def _leased(self, operation: str) -> Iterator[None]:
+        if self._lease is not None:  # register_many holds it for its registrations
+            yield
+            return
+        store = self.store()
+        store.ensure_bucket()
+        lease = aws.Lease(self.clients.s3, self.bucket, self.endpoint, clock=self.clock,
+                          operation=operation)
+        lease.acquire(force=self.force_unlock, wait_seconds=self.lease_wait_seconds,
+                      poll_seconds=self.poll_seconds)
+        self._lease = lease
+        try:
+            yield
+        finally:
+            self._lease = None
+            lease.release()
+
+    def list(self) -> builtins.list[AdapterInfo]:
         sm = self.clients.sagemaker
-        out = []
-        token = None
-        while True:
-            kwargs: dict[str, Any] = {"EndpointNameEquals": self.endpoint, "MaxResults": 100}
-            if token:
-                kwargs["NextToken"] = token
-            page = call(sm, "list_inference_components", **kwargs)
-            for row in page["InferenceComponents"]:
-                d = describe_or_none(sm, "describe_inference_component",
-                                     InferenceComponentName=row["InferenceComponentName"])
-                if d and d.get("Specification", {}).get("BaseInferenceComponentName"):
-                    out.append(self._info(d))
-            token = page.get("NextToken")
-            if not token:
-                return sorted(out, key=lambda a: a.name)
+        return sorted((self._info(d) for d in aws.components_of(sm, self.endpoint)
+                       if aws.base_of(d) == self.base_component
+                       and aws.owner_of(aws.tags_of(sm, d["InferenceComponentArn"]))
+                       == self.endpoint), key=lambda a: a.name)
 
     def _info(self, d: dict[str, Any]) -> AdapterInfo:
         comp = d["InferenceComponentName"]
         prefix = f"{self.endpoint}-"
         return AdapterInfo(comp[len(prefix):] if comp.startswith(prefix) else comp, comp,
-                           d["InferenceComponentStatus"],
-                           d.get("Specification", {}).get("Container", {}).get("ArtifactUrl"),
+                           d["InferenceComponentStatus"], aws.artifact_of(d),
                            d.get("FailureReason"))
 
     def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
@@ -345,79 +412,70 @@ class AdapterRegistry:
         """Validate, upload and create the adapter component. Idempotent for equal weights."""
         comp = self.component_name(name)
         package = self.package(name, path, formatter)
-        stored = upload_artifact(self.clients.s3, self.bucket,
-                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
-                                 self.kms_key_arn)
-        sm = self.clients.sagemaker
-        existing = self._settled(comp)
-        if existing is not None:
-            have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
-            if existing["InferenceComponentStatus"] == "Failed":
-                self._delete(comp)
-            elif have == stored.url:
-                self.progress_note(comp, "unchanged", existing["InferenceComponentStatus"])
-                return self._info(existing)
-            else:
-                raise AdapterError(f"adapter {name!r} is already registered on "
-                                   f"{self.endpoint!r} with other weights; use 'update'")
-        body = {
-            "InferenceComponentName": comp, "EndpointName": self.endpoint,
-            "Specification": {"BaseInferenceComponentName": self.base_component,
-                              "Container": {"ArtifactUrl": stored.url}},
-            "Tags": [{"Key": DEPLOYMENT_TAG, "Value": self.endpoint},
-                     {"Key": ADAPTER_TAG, "Value": name}],
-        }
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            sm.create_inference_component(**body)
-        except (ClientError, BotoCoreError) as exc:
-            return self._create_failed(exc, name, comp, stored, wait)
-        return self._finish(comp, stored, wait, created=True)
-
-    def _create_failed(self, exc: BaseException, name: str, comp: str, stored: StoredArtifact,
-                       wait: bool) -> AdapterInfo:
-        if "already existing" in error_message(exc):
-            # a concurrent run is registering it: fine if it is the same artifact
-            d = self._settled(comp)
-            if d and d.get("Specification", {}).get("Container", {}).get("ArtifactUrl") \
-                    == stored.url and d["InferenceComponentStatus"] != "Failed":
-                return self._info(d)
-        if stored.uploaded:
+        with self._leased("adapters register"):
+            existing = self.adapter(name)
+            source = aws.as_source(package if hasattr(package, "open") else package.data)
+            store = self.store()
+            prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+            url = store.url(prefix, source.sha256)
+            if existing is not None:
+                if existing["InferenceComponentStatus"] == "Failed":
+                    self._delete(comp)
+                elif aws.artifact_of(existing) == url:
+                    self._note(comp, "unchanged", existing["InferenceComponentStatus"])
+                    return self._info(existing)
+                else:
+                    raise AdapterError(f"adapter {name!r} is already registered on "
+                                       f"{self.endpoint!r} with other weights; use 'update' "
+                                       "(nothing was uploaded)")
+            stored = store.put(prefix, source)
+            body = {"InferenceComponentName": comp, "EndpointName": self.endpoint,
+                    "Specification": {"BaseInferenceComponentName": self.base_component,
+                                      "Container": {"ArtifactUrl": stored.url}},
+                    "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
             try:
-                delete_artifact(self.clients.s3, stored)
-            except LmikitError:
-                pass
-        code = error_code(exc)
-        if not code:
-            raise exc
-        raise AdapterError(f"registering {name!r} failed: {code}: {error_message(exc)}") \
-            from exc
-
-    def _finish(self, comp: str, stored: StoredArtifact, wait: bool,
-                created: bool) -> AdapterInfo:
-        if not wait:
-            d = describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                 InferenceComponentName=comp)
-            return self._info(d) if d else AdapterInfo(comp, comp, "Creating", stored.url)
-        try:
-            d = self.waiter.in_service("inference-component", comp,
-                                       "create" if created else "update")
-        except (LmikitError, KeyboardInterrupt) as exc:
-            if created:
-                self._cleanup(comp)
-            if isinstance(exc, KeyboardInterrupt):
+                aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
+                return self._finish(comp, wait, "create")
+            except KeyboardInterrupt:
+                self._clean_up(comp, stored)
                 raise
-            raise AdapterError(f"adapter component {comp} did not come up: {exc}"
-                               + ("; it was deleted, nothing is left behind" if created
-                                  else "")) from exc
-        return self._info(d)
+            except LmikitError as exc:
+                raise self._failed(f"registering {name!r}", comp, stored, exc) from exc
 
-    def _cleanup(self, comp: str) -> None:
-        try:
-            self._delete(comp)
-        except LmikitError:
-            pass
+    def _failed(self, what: str, comp: str | None, stored: aws.StoredArtifact,
+                exc: LmikitError) -> AdapterError:
+        left = self._clean_up(comp, stored)
+        tail = ("; what it created was deleted, nothing is left behind" if not left else
+                "; left behind: " + "; ".join(left))
+        return AdapterError(f"{what} failed: {exc}{tail}")
+
+    def _clean_up(self, comp: str | None, stored: aws.StoredArtifact) -> builtins.list[str]:
+        """Delete what a failed registration made (the component, an artifact it uploaded
+        that nothing uses); returns what is left."""
+        left = []
+        if comp is not None:
+            try:
+                if aws.describe(self.clients.sagemaker, "inference-component", comp):
+                    self._delete(comp)
+            except LmikitError as err:
+                left.append(f"inference component {comp} ({err})")
+        if stored.uploaded:
+            users = [a.component for a in self.list() if a.artifact_url == stored.url] \
+                if not left else ["(not checked)"]
+            try:
+                if users:
+                    left.append(f"artifact {stored.url} (used by {', '.join(users)})")
+                else:
+                    self.store().delete_key(stored.key)
+            except LmikitError as err:
+                left.append(f"artifact {stored.url} ({err})")
+        return left
+
+    def _finish(self, comp: str, wait: bool, action: str) -> AdapterInfo:
+        if not wait:
+            d = aws.describe(self.clients.sagemaker, "inference-component", comp)
+            return self._info(d) if d else AdapterInfo(comp, comp, "Creating")
+        return self._info(self.waiter.in_service("inference-component", comp, action))
 
     def register_many(self, items: builtins.list[tuple[str, str | Path, str | Path | None]],
                       *, wait: bool = True) -> builtins.list[AdapterInfo]:
@@ -426,8 +484,8 @@ class AdapterRegistry:
         self.base()
         results: dict[str, AdapterInfo] = {}
         errors: list[str] = []
-        with cf.ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(items)))) \
-                as pool:
+        with self._leased("adapters register-dir"), cf.ThreadPoolExecutor(
+                max_workers=max(1, min(self.max_workers, len(items)))) as pool:
             futures = {pool.submit(self.register, n, p, f, wait=wait): n for n, p, f in items}
             for fut in cf.as_completed(futures):
                 try:
@@ -443,48 +501,49 @@ class AdapterRegistry:
                wait: bool = True) -> AdapterInfo:
         """Point an existing adapter at new weights (or formatter)."""
         comp = self.component_name(name)
-        existing = self._settled(comp)
-        if existing is None:
-            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; use "
-                               "'register'")
         package = self.package(name, path, formatter)
-        stored = upload_artifact(self.clients.s3, self.bucket,
-                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
-                                 self.kms_key_arn)
-        have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
-        if have == stored.url and existing["InferenceComponentStatus"] == "InService":
-            return self._info(existing)
-        try:
-            call(self.clients.sagemaker, "update_inference_component",
-                 InferenceComponentName=comp,
-                 Specification={"BaseInferenceComponentName": self.base_component,
-                                "Container": {"ArtifactUrl": stored.url}})
-        except DeployError as exc:
-            raise AdapterError(f"updating {name!r} failed: {exc}") from exc
-        info = self._finish(comp, stored, wait, created=False)
-        if wait and info.artifact_url != stored.url:
-            raise AdapterError(f"the update of {name!r} was rolled back: "
-                               f"{info.failure or 'no reason given'}")
-        return info
+        with self._leased("adapters update"):
+            existing = self.adapter(name)
+            if existing is None:
+                raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; "
+                                   "use 'register'")
+            source = aws.as_source(package if hasattr(package, "open") else package.data)
+            prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+            if aws.artifact_of(existing) == self.store().url(prefix, source.sha256) and \
+                    existing["InferenceComponentStatus"] == "InService":
+                return self._info(existing)
+            stored = self.store().put(prefix, source)
+            try:
+                aws.call(self.clients.sagemaker, "update_inference_component",
+                         InferenceComponentName=comp,
+                         Specification={"BaseInferenceComponentName": self.base_component,
+                                        "Container": {"ArtifactUrl": stored.url}})
+            except aws.AwsError as exc:
+                after = self.waiter.settled("inference-component", comp) or {}
+                if aws.artifact_of(after) != stored.url:  # not a lost answer
+                    raise self._failed(f"updating {name!r}", None, stored, exc) from exc
+            info = self._finish(comp, wait, "update")
+            if wait and info.artifact_url != stored.url:
+                raise self._failed(f"updating {name!r}", None, stored, AdapterError(
+                    f"the update was rolled back: {info.failure or 'no reason given'}"))
+            return info
 
     def remove(self, name: str, *, wait: bool = True) -> None:
+        """Delete adapter ``name``'s component (only an adapter of this deployment)."""
         comp = self.component_name(name)
-        if self._settled(comp) is None:
-            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
-        self._delete(comp, wait=wait)
+        with self._leased("adapters remove"):
+            if self.adapter(name) is None:
+                raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
+            self._delete(comp, wait=wait)
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _settled(self, comp: str) -> dict[str, Any] | None:
-        return self.waiter.settled("inference-component", comp)
-
     def _delete(self, comp: str, wait: bool = True) -> None:
-        call(self.clients.sagemaker, "delete_inference_component", InferenceComponentName=comp)
-        self.progress_note(comp, "delete", "Deleting")
+        aws.delete(self.clients.sagemaker, "inference-component", comp)
+        self._note(comp, "delete", "Deleting")
         if wait:
             self.waiter.gone("inference-component", comp)
 
-    def progress_note(self, comp: str, action: str, status: str) -> None:
-        from lmikit.deploy._aws import ProgressEvent
-
-        self.progress(ProgressEvent("inference-component", comp, action, status))
+    def _note(self, comp: str, action: str, status: str) -> None:
+        self.progress(ProgressEvent("inference-component", comp, action, status, 0.0, "",
+                                    self.clock.monotonic()))
