@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from lmikit import aws
 from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
 from lmikit.aws import Clients, Clock, ProgressEvent, ProgressFn, RealClock, Waiter, no_progress
-from lmikit.errors import AdapterError, LmikitError
+from lmikit.errors import AdapterError, AwsError, LmikitError
 from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
@@ -414,7 +414,7 @@ class AdapterRegistry:
         package = self.package(name, path, formatter)
         with self._leased("adapters register"):
             existing = self.adapter(name)
-            source = aws.as_source(package if hasattr(package, "open") else package.data)
+            source = aws.package_source(package)
             store = self.store()
             prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
             url = store.url(prefix, source.sha256)
@@ -445,31 +445,26 @@ class AdapterRegistry:
     def _failed(self, what: str, comp: str | None, stored: aws.StoredArtifact,
                 exc: LmikitError) -> AdapterError:
         left = self._clean_up(comp, stored)
-        tail = ("; what it created was deleted, nothing is left behind" if not left else
-                "; left behind: " + "; ".join(left))
-        return AdapterError(f"{what} failed: {exc}{tail}")
+        return AdapterError(f"{what} failed: {exc}" + (
+            "; left behind: " + "; ".join(left) if left else
+            "; what it created was deleted, nothing is left behind"))
 
     def _clean_up(self, comp: str | None, stored: aws.StoredArtifact) -> builtins.list[str]:
         """Delete what a failed registration made (the component, an artifact it uploaded
         that nothing uses); returns what is left."""
-        left = []
-        if comp is not None:
-            try:
-                if aws.describe(self.clients.sagemaker, "inference-component", comp):
-                    self._delete(comp)
-            except LmikitError as err:
-                left.append(f"inference component {comp} ({err})")
-        if stored.uploaded:
-            users = [a.component for a in self.list() if a.artifact_url == stored.url] \
-                if not left else ["(not checked)"]
-            try:
-                if users:
-                    left.append(f"artifact {stored.url} (used by {', '.join(users)})")
-                else:
-                    self.store().delete_key(stored.key)
-            except LmikitError as err:
-                left.append(f"artifact {stored.url} ({err})")
-        return left
+        try:
+            if comp is not None and aws.describe(self.clients.sagemaker, "inference-component",
+                                                 comp):
+                self._delete(comp)
+            users = [a.component for a in self.list() if a.artifact_url == stored.url]
+            if stored.uploaded and users:
+                return [f"artifact {stored.url} (used by {', '.join(users)})"]
+            if stored.uploaded:
+                self.store().delete_key(stored.key)
+        except LmikitError as err:
+            return [f"{comp or 'the component'} or artifact {stored.url} (could not check or "
+                    f"delete: {err})"]
+        return []
 
     def _finish(self, comp: str, wait: bool, action: str) -> AdapterInfo:
         if not wait:
@@ -507,26 +502,33 @@ class AdapterRegistry:
             if existing is None:
                 raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; "
                                    "use 'register'")
-            source = aws.as_source(package if hasattr(package, "open") else package.data)
+            source = aws.package_source(package)
             prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
             if aws.artifact_of(existing) == self.store().url(prefix, source.sha256) and \
                     existing["InferenceComponentStatus"] == "InService":
                 return self._info(existing)
             stored = self.store().put(prefix, source)
             try:
-                aws.call(self.clients.sagemaker, "update_inference_component",
-                         InferenceComponentName=comp,
-                         Specification={"BaseInferenceComponentName": self.base_component,
-                                        "Container": {"ArtifactUrl": stored.url}})
-            except aws.AwsError as exc:
-                after = self.waiter.settled("inference-component", comp) or {}
-                if aws.artifact_of(after) != stored.url:  # not a lost answer
-                    raise self._failed(f"updating {name!r}", None, stored, exc) from exc
-            info = self._finish(comp, wait, "update")
-            if wait and info.artifact_url != stored.url:
-                raise self._failed(f"updating {name!r}", None, stored, AdapterError(
-                    f"the update was rolled back: {info.failure or 'no reason given'}"))
+                self._set_artifact(comp, stored.url)
+                info = self._finish(comp, wait, "update")
+                if wait and info.artifact_url != stored.url:
+                    raise AdapterError(f"the update was rolled back: "
+                                       f"{info.failure or 'no reason given'}")
+            except LmikitError as exc:
+                raise self._failed(f"updating {name!r}", None, stored, exc) from exc
             return info
+
+    def _set_artifact(self, comp: str, url: str) -> None:
+        """UpdateInferenceComponent to ``url``; an answer lost is no failure."""
+        try:
+            aws.call(self.clients.sagemaker, "update_inference_component",
+                     InferenceComponentName=comp,
+                     Specification={"BaseInferenceComponentName": self.base_component,
+                                    "Container": {"ArtifactUrl": url}})
+        except AwsError:
+            after = self.waiter.settled("inference-component", comp) or {}
+            if aws.artifact_of(after) != url:
+                raise
 
     def remove(self, name: str, *, wait: bool = True) -> None:
         """Delete adapter ``name``'s component (only an adapter of this deployment)."""

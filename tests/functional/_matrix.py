@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import inspect
 import json
 import shutil
 import tempfile
@@ -29,8 +30,9 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+import lmikit.deploy
 from lmikit.adapters import AdapterRegistry
-from lmikit.deploy import Deployment, Interrupts
+from lmikit.deploy import Deployment
 from lmikit.errors import LmikitError
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
@@ -68,6 +70,22 @@ _NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName", "M
 _STATUS_OPS = {"CreateEndpoint", "UpdateEndpoint", "CreateInferenceComponent",
                "UpdateInferenceComponent", "UpdateInferenceComponentRuntimeConfig"}
 _REFUSED_OPS = {"CreateEndpointConfig", "CreateModel"}  # "failed" = the service refuses
+# benchmarks/fault_matrix.py --baseline runs these cases against an older lmikit, whose
+# deployer has no Interrupts: Ctrl-C is then a KeyboardInterrupt raised in the call.
+HAS_INTERRUPTS = "interrupts" in inspect.signature(Deployment).parameters
+
+
+class _Presses:
+    def __init__(self) -> None:
+        self.presses = 0
+
+    def press(self) -> int:
+        self.presses += 1
+        return self.presses
+
+
+def _interrupts() -> Any:
+    return lmikit.deploy.Interrupts() if HAS_INTERRUPTS else _Presses()  # type: ignore
 
 
 def _adapter(root: Path, name: str, weights: bytes) -> None:
@@ -126,7 +144,7 @@ class World:
         self.fake = FakeSageMaker(REGION, clock=self.clock, timings=Timings(),
                                   artifact_exists=s3_artifact_exists(self.s3))
         self.session = self.fake.install(_session())
-        self.interrupts = Interrupts()
+        self.interrupts = _interrupts()
 
     def close(self) -> None:
         self._mock.stop()
@@ -136,7 +154,8 @@ class World:
         return load_spec_text(text, source=str(self.tmp / "spec.yaml"))
 
     def deployment(self, text: str, **kwargs: Any) -> Deployment:
-        kwargs.setdefault("interrupts", self.interrupts)
+        if HAS_INTERRUPTS:
+            kwargs.setdefault("interrupts", self.interrupts)
         return Deployment(self.spec(text), session=self.session, role_arn=ROLE, bucket=BUCKET,
                           base_dir=self.tmp, image_uri=IMAGE, clock=self.clock,
                           poll_seconds=10, retry_mode="standard", **kwargs)
@@ -354,6 +373,8 @@ def _arm(world: World, case: Case) -> Callable[[], bool]:
             state["seen"] += 1
             return
         state["fired"] = True
+        if not HAS_INTERRUPTS:  # an older deployer: the signal's KeyboardInterrupt
+            raise KeyboardInterrupt
         for _ in range(presses):
             world.interrupts.press()
 
@@ -371,14 +392,16 @@ def run_case(case: Case, old: dict[str, Any], new: dict[str, Any]) -> Outcome:
             fired = _arm(world, case)
             error: BaseException | None = None
             tb = None
+            notes: list[str] = []
             try:
-                world.action(case.scenario)
+                result = world.action(case.scenario)
+                notes = list(getattr(result, "notes", []))
             except LmikitError as exc:
                 error = exc
             except BaseException as exc:  # noqa: BLE001 - a traceback is what we count
                 error = exc
                 tb = "".join(traceback.format_exception(exc))
-            outcome = _judge(world, case, old, new, error, fired(), tb)
+            outcome = _judge(world, case, old, new, error, fired(), tb, notes)
             _converge(world, case, new, outcome)
             return outcome
     finally:
@@ -386,18 +409,22 @@ def run_case(case: Case, old: dict[str, Any], new: dict[str, Any]) -> Outcome:
 
 
 def _judge(world: World, case: Case, old: dict[str, Any], new: dict[str, Any],
-           error: BaseException | None, fired: bool, tb: str | None) -> Outcome:
+           error: BaseException | None, fired: bool, tb: str | None,
+           notes: list[str]) -> Outcome:
     state = world.state()
     final = "old" if state == old else "new" if state == new else "neither"
     message = str(error) if error else ""
     claimed = getattr(error, "state", None)
-    if final == "neither" and error is not None and tb is None and (
-            claimed == "partial" or "left behind:" in message):
+    if error is not None and tb is None and (claimed == "partial"
+                                             or "left behind:" in message):
         final = "partial"  # a state the error explains (what is left, how to finish)
     if claimed == "old" and final != "old":
         final = "neither"  # the error said "as it was" and it is not
     if error is None and final != "new":
         final = "neither"  # success must mean the new state
+    if error is None and final == "new" and any("`lmikit gc" in n for n in notes):
+        final = "partial"  # finished; the clean-up left to do is named
+        message = "\n".join(notes)
     if "nothing is left behind" in message and (final != "old" or world.orphans()):
         final = "neither"
     outcome = Outcome(case, final, fired, traceback=tb, message=message)
@@ -411,7 +438,7 @@ def _converge(world: World, case: Case, new: dict[str, Any], outcome: Outcome) -
     """Run the operation again without faults: it must reach the new state, and leave no
     orphans behind."""
     world.fake.clear_faults()
-    world.interrupts = Interrupts()
+    world.interrupts = _interrupts()
     try:
         world.action(case.scenario)
         if case.scenario in ("deploy", "update"):  # and once more: nothing left to do

@@ -15,7 +15,9 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.catalog.prices", "lmikit.sim", "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",
            "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
-           "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat"]
+           "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat", "lmikit.names",
+           "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
+           "lmikit.deploy._interrupt", "lmikit.deploy._hooks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

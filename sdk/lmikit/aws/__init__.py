@@ -43,6 +43,7 @@ from lmikit.aws._store import (
     as_source,
     check_bucket_name,
     default_bucket,
+    package_source,
     split_s3_url,
 )
 from lmikit.aws._waiter import ProgressEvent, ProgressFn, Stopped, Waiter, no_progress
@@ -84,6 +85,7 @@ __all__ = [
     "not_ours_message",
     "owned_names",
     "owner_of",
+    "package_source",
     "paginate",
     "split_s3_url",
     "status_of",

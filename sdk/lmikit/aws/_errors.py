@@ -8,8 +8,10 @@ with the operation, AWS's error code and a message a person can act on.
 >>> exc = ClientError({"Error": {"Code": "ValidationException",
 ...     "Message": 'Could not find endpoint "x".'}}, "DescribeEndpoint")
 >>> err = map_error(exc, "describe_endpoint")
->>> err.code, is_not_found(err), str(err)
-('ValidationException', True, 'DescribeEndpoint failed: ValidationException: Could not find endpoint "x".')
+>>> err.code, err.operation, is_not_found(err)
+('ValidationException', 'DescribeEndpoint', True)
+>>> str(err)
+'DescribeEndpoint failed: ValidationException: Could not find endpoint "x".'
 """
 
 from __future__ import annotations

@@ -25,13 +25,14 @@ from typing import Any
 from lmikit.aws._clients import Clock
 from lmikit.aws._errors import call, is_not_found
 from lmikit.errors import AwsError, DeployError, LeaseHeld
+from lmikit.names import deployment_prefix
 
 LEASE_SECONDS = 2 * 3600.0
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
 
 
 def lease_key(deployment: str) -> str:
-    return f"lmikit/{deployment}/lease.json"
+    return f"{deployment_prefix(deployment)}lease.json"
 
 
 def default_owner() -> str:

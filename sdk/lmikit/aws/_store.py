@@ -10,10 +10,10 @@ under a deployment's own prefix *and* carrying its name are ever deleted by it.
 >>> artifact_key("lmikit/docqa/model", src.sha256)[-20:]
 '0ff61f20015ad.tar.gz'
 >>> check_bucket_name("my-artifacts")
->>> check_bucket_name("Invalid_Bucket!")
+>>> check_bucket_name("my..bucket")
 Traceback (most recent call last):
 ...
-lmikit.errors.DeployError: bucket 'Invalid_Bucket!' is not a valid S3 bucket name: it contains '!' 'B' 'I' '_' (only lowercase letters, digits, '.' and '-' are allowed)
+lmikit.errors.DeployError: bucket 'my..bucket' is not a valid S3 bucket name: ...
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from lmikit.aws._errors import call, is_not_found, map_error, paginate
 from lmikit.errors import AwsError, DeployError
+from lmikit.names import deployment_prefix
 
 DEPLOYMENT_METADATA = "lmikit-deployment"  # S3 user metadata: x-amz-meta-lmikit-deployment
 SHA256_METADATA = "sha256"
@@ -103,6 +104,14 @@ def as_source(source: bytes | ArtifactSource) -> ArtifactSource:
     raise TypeError("an artifact is bytes or an object with .sha256, .size and .open()")
 
 
+def package_source(package: Any) -> ArtifactSource:
+    """The source to upload for a packaged artifact: the package itself when it streams
+    (``.sha256``, ``.size``, ``.open()``), else its ``.data`` bytes."""
+    if isinstance(package, ArtifactSource):
+        return package
+    return as_source(package.data)
+
+
 def artifact_key(prefix: str, sha256: str) -> str:
     return f"{prefix.strip('/')}/{sha256}.tar.gz"
 
@@ -162,8 +171,12 @@ class ArtifactStore:
 
     def __init__(self, s3: Any, bucket: str, *, deployment: str, region: str | None = None,
                  kms_key_arn: str | None = None,
-                 on_bytes: Callable[[int], None] | None = None) -> None:
+                 on_bytes: Callable[[int], None] | None = None,
+                 multipart_threshold: int = MULTIPART_THRESHOLD,
+                 multipart_chunk: int = MULTIPART_CHUNK) -> None:
         self.s3 = s3
+        self.multipart_threshold = multipart_threshold
+        self.multipart_chunk = multipart_chunk
         self.bucket = bucket
         self.deployment = deployment
         self.region = region
@@ -174,7 +187,7 @@ class ArtifactStore:
     def root(self) -> str:
         """The deployment's own prefix (with its trailing slash: ``docqa-v2`` is not in
         ``lmikit/docqa/``)."""
-        return f"lmikit/{self.deployment}/"
+        return deployment_prefix(self.deployment)
 
     def url(self, prefix: str, sha256: str) -> str:
         return f"s3://{self.bucket}/{artifact_key(prefix, sha256)}"
@@ -242,8 +255,8 @@ class ArtifactStore:
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
-        config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD,
-                                multipart_chunksize=MULTIPART_CHUNK)
+        config = TransferConfig(multipart_threshold=self.multipart_threshold,
+                                multipart_chunksize=self.multipart_chunk)
         with src.open() as raw:
             reader = _HashingReader(raw)
             try:

@@ -66,10 +66,18 @@ class Waiter:
                                     self.clock.monotonic()))
 
     def _pause(self, kind: str, name: str, waiting_for: str) -> None:
-        if self.should_stop():
-            raise Stopped(f"stopped waiting for {kind} {name} to be {waiting_for}")
+        """Sleep one poll interval, in steps of at most a second so that a request to stop
+        waiting is seen at once."""
         self.on_poll()
-        self.clock.sleep(self.poll_seconds)
+        left = self.poll_seconds
+        while True:
+            if self.should_stop():
+                raise Stopped(f"stopped waiting for {kind} {name} to be {waiting_for}")
+            if left <= 0:
+                return
+            step = min(1.0, left)
+            self.clock.sleep(step)
+            left -= step
 
     def in_service(self, kind: str, name: str, action: str,
                    timeout_seconds: float | None = None) -> dict[str, Any]:
@@ -106,6 +114,7 @@ class Waiter:
         """
         status_key = KINDS[kind].status_key
         start = self.clock.monotonic()
+        last = None
         while True:
             desc = describe(self.sagemaker, kind, name)
             if desc is None or status_key is None:
@@ -120,7 +129,9 @@ class Waiter:
             if elapsed >= self.timeout_seconds:
                 raise WaitTimeout(f"timed out after {self.timeout_seconds:.0f} s waiting for "
                                   f"{kind} {name} to finish {status}")
-            self.note(kind, name, "wait", status, elapsed)
+            if status != last:
+                self.note(kind, name, "wait", status, elapsed)
+                last = status
             self._pause(kind, name, "settled")
 
     def gone(self, kind: str, name: str, timeout_seconds: float | None = None) -> None:

@@ -42,11 +42,12 @@ def target_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def upload_options(command: Callable[..., None]) -> Callable[..., None]:
     """NAME PATH and the options of a command that uploads an adapter (register, update)."""
-    for decorate in reversed([
+    decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         click.argument("name"),
         click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path)),
         target_options, formatter_option, wait_option, bucket_option, kms_option,
-    ]):
+    ]
+    for decorate in reversed(decorators):
         command = decorate(command)
     return command
 

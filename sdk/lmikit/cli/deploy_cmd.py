@@ -185,9 +185,7 @@ def gc_cmd(spec: Path, bucket: str | None, force_unlock: bool, dry_run: bool) ->
     """Delete SPEC's configs, Models and artifacts that nothing live uses any more."""
     d = _deployment(spec, None, bucket, POLL, None, force_unlock=force_unlock)
     if dry_run:
-        from lmikit.deploy._gc import garbage
-
-        changes = garbage(d, d.new_run(), d.store())
+        changes = d.garbage()
     else:
         with d.interrupts.sigint(lambda line: click.echo(line, err=True)):
             result = d.gc()

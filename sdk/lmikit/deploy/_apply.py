@@ -8,6 +8,7 @@ component still uses (configs, Models, artifacts).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -59,8 +60,8 @@ class Applier:
             if step in adapters or step in removals:
                 continue
             self._one(step)
-        self.run.parallel([lambda s=s: self._one(s) for s in adapters])  # type: ignore[misc]
-        self.run.parallel([lambda s=s: self._one(s) for s in removals])  # type: ignore[misc]
+        self.run.parallel([functools.partial(self._one, s) for s in adapters])
+        self.run.parallel([functools.partial(self._one, s) for s in removals])
 
     def _one(self, step: Step) -> None:
         handler: Callable[[Step], None] | None = {

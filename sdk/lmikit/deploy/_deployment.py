@@ -29,10 +29,13 @@ from lmikit.aws import (
     describe,
     no_progress,
     owner_of,
+    package_source,
     tags_of,
 )
 from lmikit.aws._lease import LEASE_SECONDS
+from lmikit.deploy import _destroy
 from lmikit.deploy._apply import Applier, change_list
+from lmikit.deploy._gc import Usage, collect, garbage
 from lmikit.deploy._hooks import Step as HookStep
 from lmikit.deploy._hooks import StepContext
 from lmikit.deploy._interrupt import Interrupts, StopRequested
@@ -168,7 +171,7 @@ class Deployment:
                 adapter_urls[a.name] = a.source
                 continue
             package = package_spec_adapter(self.spec, self.plan, a, self.base_dir)
-            source = as_source(package if hasattr(package, "open") else package.data)
+            source = package_source(package)
             prefix = f"{root}adapters/{a.name}"
             adapter_urls[a.name] = store.url(prefix, source.sha256)
             artifacts.append(PendingArtifact(prefix, source, adapter_urls[a.name],
@@ -201,15 +204,13 @@ class Deployment:
         seen = observe(run.sm, run.waiter, self.store(), desired, self.spec.name,
                        self.clients.cloudwatch)
         steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
-        from lmikit.deploy._gc import Usage, garbage
-
         names = desired.requests.names
         after = Usage(configs={names.endpoint_config},
                       models={names.model} if names.model else set(),
                       urls={a.url for a in desired.artifacts}
                       | {url for s in steps if s.action == "keep" and s.old
                          and (url := artifact_of(s.old))})
-        return change_list(steps) + garbage(self, run, self.store(), after)
+        return change_list(steps) + garbage(run, self.store(), self.spec.name, after)
 
     def deploy(self) -> DeployResult:
         """Converge on the spec; on failure undo this run and raise DeployFailed (or
@@ -254,15 +255,17 @@ class Deployment:
 
     def collect_after(self, run: Run, store: ArtifactStore) -> None:
         """Garbage collection after a successful deploy: a failure is a note, not an error."""
-        from lmikit.deploy._gc import collect
-
         if self.interrupts.stop_requested:
             run.result.notes.append("Interrupted after every change was applied: the "
-                                    "deployment is on the new spec; garbage collection was "
-                                    f"skipped (run `lmikit gc {self.spec_path}`).")
+                                    "deployment is on the new spec.")
+        if self.interrupts.abandon:
+            run.result.notes.append("Garbage collection was skipped (a second Ctrl-C); run "
+                                    f"`lmikit gc {self.spec_path}` to delete what nothing "
+                                    "uses.")
             return
         try:
-            for change in collect(self, run, store):
+            for change in collect(run, store, self.spec.name, self.spec_path,
+                                  finish_after_first_press=True):
                 run.record(change)
         except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
             if isinstance(exc, KeyboardInterrupt) and not self.interrupts.handler_installed:
@@ -325,15 +328,15 @@ class Deployment:
         base components, the endpoint, its configs and Models, the rollback alarm and (unless
         ``keep_artifacts``) its S3 artifacts. Resources of other deployments (``docqa-v2``
         for ``docqa``) are never touched."""
-        from lmikit.deploy._destroy import destroy
+        return _destroy.destroy(self, keep_artifacts=keep_artifacts)
 
-        return destroy(self, keep_artifacts=keep_artifacts)
+    def garbage(self) -> list[Change]:
+        """What :meth:`gc` would delete now, without deleting anything."""
+        return garbage(self.new_run(), self.store(), self.spec.name)
 
     def gc(self) -> DeployResult:
         """Delete the deployment's configs, Models and S3 artifacts nothing uses any more
         (only when nothing is mid-update)."""
-        from lmikit.deploy._gc import collect
-
         store = self.store()
         run = self.new_run()
         result = DeployResult()
@@ -344,7 +347,7 @@ class Deployment:
             lease.acquire(force=self.force_unlock)
             run.keep_alive = lease.keep_alive
         try:
-            result.changes = collect(self, run, store)
+            result.changes = collect(run, store, self.spec.name, self.spec_path)
         except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
             raise DeployFailed(f"gc of {self.spec.name!r} stopped: {exc or 'Ctrl-C'}; what it "
                                "deleted nothing used. Run `lmikit gc` again to finish.",
@@ -356,9 +359,8 @@ class Deployment:
         return result
 
     def status(self) -> list[ResourceState]:
-        from lmikit.deploy._destroy import status
-
-        return status(self)
+        """Every resource of the deployment with its current state."""
+        return _destroy.status(self)
 
 
 def _returning(description: str, undo: Callable[[], None]) -> Callable[[], str | None]:

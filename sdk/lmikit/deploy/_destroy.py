@@ -6,10 +6,12 @@ A destroy that stops halfway (an error, Ctrl-C) says what is still there and tha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+from typing import Any, Protocol
 
 from lmikit.aws import (
     ArtifactStore,
+    Clients,
     Lease,
     base_of,
     call,
@@ -22,13 +24,31 @@ from lmikit.aws import (
     tags_of,
 )
 from lmikit.deploy._gc import usage
-from lmikit.deploy._interrupt import StopRequested
+from lmikit.deploy._hooks import Step
+from lmikit.deploy._interrupt import Interrupts, StopRequested
 from lmikit.deploy._result import Change, DeployResult, ResourceState
 from lmikit.deploy._run import Run
 from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
+from lmikit.spec import DeploymentSpec
 
-if TYPE_CHECKING:
-    from lmikit.deploy._deployment import Deployment
+
+class Deployment(Protocol):
+    """What destroy and status use of :class:`lmikit.deploy.Deployment`."""
+
+    spec: DeploymentSpec
+    spec_path: str
+    clients: Clients
+    interrupts: Interrupts
+    force_unlock: bool
+    pre_destroy_steps: list[Step]
+
+    @property
+    def base_name(self) -> str: ...
+    def new_run(self) -> Run: ...
+    def store(self) -> ArtifactStore: ...
+    def lease(self, operation: str) -> Lease: ...
+    def run_steps(self, steps: list[Step], run: Run) -> None: ...
+    def release(self, lease: Lease, run: Run) -> None: ...
 
 
 def destroy(d: Deployment, *, keep_artifacts: bool = False) -> DeployResult:
@@ -58,15 +78,16 @@ def _destroy(d: Deployment, run: Run, store: ArtifactStore, keep_artifacts: bool
         owner = owner_of(tags_of(sm, endpoint["EndpointArn"]))
         if owner != name:
             raise DeployError(not_ours_message("endpoint", name, name, owner))
-    ours, foreign = [], []
+    ours: list[dict[str, Any]] = []
+    foreign: list[dict[str, Any]] = []
     for comp in components_of(sm, name) if endpoint is not None else []:
         comp = run.waiter.settled("inference-component", comp["InferenceComponentName"]) \
             or comp
         (ours if owner_of(tags_of(sm, comp["InferenceComponentArn"])) == name
          else foreign).append(comp)
     for group in ([c for c in ours if base_of(c)], [c for c in ours if not base_of(c)]):
-        run.parallel([lambda c=c: _delete_component(run, c["InferenceComponentName"])
-                      for c in group])  # type: ignore[misc]
+        run.parallel([functools.partial(_delete_component, run, c["InferenceComponentName"])
+                      for c in group])
     used = usage(sm, name)
     for model in owned_names(sm, "model", name):
         if model not in used.models:

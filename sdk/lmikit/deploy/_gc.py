@@ -10,7 +10,7 @@ in use, so collection waits for a settled deployment.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lmikit.aws import (
     ArtifactStore,
@@ -24,9 +24,6 @@ from lmikit.aws import (
 from lmikit.aws._resources import TRANSITIONAL
 from lmikit.deploy._result import Change
 from lmikit.deploy._run import Run
-
-if TYPE_CHECKING:
-    from lmikit.deploy._deployment import Deployment
 
 
 @dataclass
@@ -63,10 +60,10 @@ def usage(sm: Any, endpoint_name: str) -> Usage:
     return used
 
 
-def garbage(d: Deployment, run: Run, store: ArtifactStore, used: Usage | None = None
+def garbage(run: Run, store: ArtifactStore, name: str, used: Usage | None = None
             ) -> list[Change]:
-    """What collection would delete (read calls only)."""
-    sm, name = run.sm, d.spec.name
+    """What collection of deployment ``name`` would delete (read calls only)."""
+    sm = run.sm
     used = used or usage(sm, name)
     if used.busy:
         return []
@@ -81,17 +78,22 @@ def garbage(d: Deployment, run: Run, store: ArtifactStore, used: Usage | None = 
     return out
 
 
-def collect(d: Deployment, run: Run, store: ArtifactStore) -> list[Change]:
+def collect(run: Run, store: ArtifactStore, name: str, spec_path: str, *,
+            finish_after_first_press: bool = False) -> list[Change]:
     """Delete what :func:`garbage` finds; skipped (with a note) while anything is
-    mid-change."""
-    used = usage(run.sm, d.spec.name)
+    mid-change. After a deploy it finishes despite a first Ctrl-C (it only deletes what
+    nothing uses, with quick calls); a second one stops it."""
+    used = usage(run.sm, name)
     if used.busy:
         run.result.notes.append("Garbage collection skipped while " + ", ".join(used.busy)
-                                + f"; run `lmikit gc {d.spec_path}` later.")
+                                + f"; run `lmikit gc {spec_path}` later.")
         return []
     done = []
-    for change in garbage(d, run, store, used):
-        run.checkpoint()
+    for change in garbage(run, store, name, used):
+        if finish_after_first_press and not run.interrupts.abandon:
+            run.keep_alive()
+        else:
+            run.checkpoint()
         if change.kind == "artifact":
             store.delete_key(change.name.split("/", 3)[3])
         else:

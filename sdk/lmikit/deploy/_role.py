@@ -63,10 +63,15 @@ def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = N
     except ClientError as exc:
         if error_code(exc) != "NoSuchEntity":
             raise DeployError(f"GetRole {name} failed: {error_code(exc)}") from exc
-        arn = call(iam, "create_role", RoleName=name,
-                   AssumeRolePolicyDocument=json.dumps(TRUST),
-                   Description=f"lmikit execution role for {spec.name}",
-                   Tags=deployment_tags(spec.name))["Role"]["Arn"]
+        try:
+            arn = call(iam, "create_role", RoleName=name,
+                       AssumeRolePolicyDocument=json.dumps(TRUST),
+                       Description=f"lmikit execution role for {spec.name}",
+                       Tags=deployment_tags(spec.name))["Role"]["Arn"]
+        except DeployError as race:  # a concurrent run (or a lost answer) created it
+            if error_code(race) != "EntityAlreadyExists":
+                raise
+            arn = call(iam, "get_role", RoleName=name)["Role"]["Arn"]
     call(iam, "put_role_policy", RoleName=name, PolicyName="lmikit-endpoint",
          PolicyDocument=json.dumps(execution_role_policy(spec, bucket)))
     return arn

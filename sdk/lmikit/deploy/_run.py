@@ -80,7 +80,7 @@ class Run:
             self.in_flight[what] = doing
         try:
             yield
-        except Stopped:  # we stopped waiting; AWS goes on
+        except (Stopped, KeyboardInterrupt):  # we stop waiting; AWS goes on
             raise
         except BaseException:
             self._land(what)

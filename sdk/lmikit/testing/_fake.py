@@ -82,7 +82,7 @@ def request_region(headers: dict[str, str], default: str) -> str:
     return found.group(1) if found else default
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def service_model(service: str) -> Any:
     """botocore's model of ``service``, loaded once per process (it is immutable)."""
     return botocore.session.get_session().get_service_model(service)
