@@ -156,8 +156,10 @@ def test_destroy_that_stops_halfway_says_what_is_left(fake: FakeSageMaker, sessi
         d.destroy()
     message = str(info.value)
     assert "destroy of 'docqa' stopped: DeleteEndpoint failed: InternalFailure" in message
-    assert "Deleted: inference-component docqa-legal, inference-component docqa-medical, " \
-        "inference-component docqa-base" in message
+    deleted = next(line for line in message.splitlines() if line.startswith("Deleted: "))
+    assert sorted(deleted[len("Deleted: "):].rstrip(".").split(", ")) == [
+        "inference-component docqa-base", "inference-component docqa-legal",
+        "inference-component docqa-medical"]
     assert "Still there: endpoint docqa (InService), endpoint-config docqa-" in message
     assert "Run `lmikit destroy SPEC` again to finish deleting it." in message
     assert info.value.state == "partial" and info.value.left
