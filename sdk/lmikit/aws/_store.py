@@ -238,8 +238,10 @@ class ArtifactStore:
             return ArtifactStore(self.s3, bucket, deployment=self.deployment).exists(url)
         return self.head(key) is not None
 
-    def put(self, prefix: str, source: bytes | ArtifactSource) -> StoredArtifact:
-        """Upload ``source`` to ``<prefix>/<sha256>.tar.gz`` unless it is there already."""
+    def put(self, prefix: str, source: bytes | ArtifactSource,
+            on_bytes: Callable[[int], None] | None = None) -> StoredArtifact:
+        """Upload ``source`` to ``<prefix>/<sha256>.tar.gz`` unless it is there already
+        (``on_bytes``, else the store's, is called with each chunk's size)."""
         src = as_source(source)
         key = artifact_key(prefix, src.sha256)
         if self.head(key) is not None:
@@ -248,10 +250,11 @@ class ArtifactStore:
             SHA256_METADATA: src.sha256, DEPLOYMENT_METADATA: self.deployment}}
         if self.kms_key_arn:
             extra.update(ServerSideEncryption="aws:kms", SSEKMSKeyId=self.kms_key_arn)
-        self._upload(src, key, extra)
+        self._upload(src, key, extra, on_bytes or self.on_bytes)
         return StoredArtifact(self.bucket, key, src.sha256, uploaded=True)
 
-    def _upload(self, src: ArtifactSource, key: str, extra: dict[str, Any]) -> None:
+    def _upload(self, src: ArtifactSource, key: str, extra: dict[str, Any],
+                on_bytes: Callable[[int], None] | None) -> None:
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -261,7 +264,7 @@ class ArtifactStore:
             reader = _HashingReader(raw)
             try:
                 self.s3.upload_fileobj(io.BufferedReader(reader), self.bucket, key,
-                                       ExtraArgs=extra, Callback=self.on_bytes, Config=config)
+                                       ExtraArgs=extra, Callback=on_bytes, Config=config)
             except (ClientError, BotoCoreError) as exc:
                 raise map_error(exc, "put_object") from exc
             # s3transfer may stop reading at the declared end: read what is left

@@ -22,7 +22,7 @@ from lmikit.aws import (
 )
 from lmikit.deploy._aws import upload_artifact
 from lmikit.deploy._deployment import Deployment
-from lmikit.deploy._hooks import Step, StepContext
+from lmikit.deploy._hooks import Hook, StepContext
 from lmikit.deploy._interrupt import Interrupts
 from lmikit.deploy._result import Change, DeployResult, ResourceState
 from lmikit.deploy._role import ensure_execution_role, execution_role_policy
@@ -33,12 +33,12 @@ __all__ = [
     "Clients",
     "DeployResult",
     "Deployment",
+    "Hook",
     "Interrupts",
     "Lease",
     "ProgressEvent",
     "RealClock",
     "ResourceState",
-    "Step",
     "StepContext",
     "StoredArtifact",
     "Waiter",

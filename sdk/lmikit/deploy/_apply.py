@@ -95,8 +95,16 @@ class Applier:
             raise DeployError(f"no artifact for step {step.change.line()!r}")
         self.run.undo(Undo(f"artifact {artifact.url}", lambda: self._undo_upload(artifact.url),
                            group="artifact"))
+        size, sent = artifact.source.size, [0]
+
+        def on_bytes(n: int) -> None:  # a status every 5% of a large upload
+            before = sent[0] * 20 // max(size, 1)
+            sent[0] += n
+            if sent[0] * 20 // max(size, 1) > before:
+                self.run.note("artifact", artifact.url, "upload",
+                              f"{sent[0] * 100 // max(size, 1)}%", artifact.label)
         self.run.note("artifact", artifact.url, "upload", "uploading", artifact.label)
-        self.store.put(artifact.prefix, artifact.source)
+        self.store.put(artifact.prefix, artifact.source, on_bytes=on_bytes)
         self.run.note("artifact", artifact.url, "upload", "done", artifact.label)
 
     def _undo_upload(self, url: str) -> str | None:

@@ -36,8 +36,7 @@ from lmikit.aws._lease import LEASE_SECONDS
 from lmikit.deploy import _destroy
 from lmikit.deploy._apply import Applier, change_list
 from lmikit.deploy._gc import Usage, collect, garbage
-from lmikit.deploy._hooks import Step as HookStep
-from lmikit.deploy._hooks import StepContext
+from lmikit.deploy._hooks import Hook, StepContext
 from lmikit.deploy._interrupt import Interrupts, StopRequested
 from lmikit.deploy._plan import Desired, PendingArtifact, observe, plan_steps
 from lmikit.deploy._result import Change, DeployResult, ResourceState
@@ -101,8 +100,8 @@ class Deployment:
         self.lease_seconds = lease_seconds
         self.on_plan = on_plan
         self.spec_path = spec_path or "SPEC"
-        self.post_deploy_steps: list[HookStep] = []
-        self.pre_destroy_steps: list[HookStep] = []
+        self.post_deploy_steps: list[Hook] = []
+        self.pre_destroy_steps: list[Hook] = []
 
     # --- inputs ----------------------------------------------------------------------
 
@@ -241,7 +240,7 @@ class Deployment:
         finally:
             self.release(lease, run)
 
-    def run_steps(self, steps: list[HookStep], run: Run) -> None:
+    def run_steps(self, steps: list[Hook], run: Run) -> None:
         """Run hook steps in order; their undos join the run's journal."""
         for step in steps:
             run.checkpoint()

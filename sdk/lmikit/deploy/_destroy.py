@@ -24,7 +24,7 @@ from lmikit.aws import (
     tags_of,
 )
 from lmikit.deploy._gc import usage
-from lmikit.deploy._hooks import Step
+from lmikit.deploy._hooks import Hook
 from lmikit.deploy._interrupt import Interrupts, StopRequested
 from lmikit.deploy._result import Change, DeployResult, ResourceState
 from lmikit.deploy._run import Run
@@ -40,14 +40,14 @@ class Deployment(Protocol):
     clients: Clients
     interrupts: Interrupts
     force_unlock: bool
-    pre_destroy_steps: list[Step]
+    pre_destroy_steps: list[Hook]
 
     @property
     def base_name(self) -> str: ...
     def new_run(self) -> Run: ...
     def store(self) -> ArtifactStore: ...
     def lease(self, operation: str) -> Lease: ...
-    def run_steps(self, steps: list[Step], run: Run) -> None: ...
+    def run_steps(self, steps: list[Hook], run: Run) -> None: ...
     def release(self, lease: Lease, run: Run) -> None: ...
 
 

@@ -1,7 +1,7 @@
 """Extra steps a deploy runs after its resources are in service, and a destroy runs before
 it deletes anything (autoscaling, dashboards, alarms, ...).
 
-A step is a callable taking a :class:`StepContext`. It returns the changes it made (shown in
+A step (a :data:`Hook`) is a callable taking a :class:`StepContext`. It returns the changes it made (shown in
 the summary) and may register how to undo them with ``ctx.on_rollback``: a post-deploy
 step that fails rolls the whole run back, its own undo included. Steps must be idempotent
 (a deploy that is run again runs them again).
@@ -42,4 +42,4 @@ class StepContext:
         self.undo.append((description, undo))
 
 
-Step = Callable[[StepContext], Iterable[Change] | None]
+Hook = Callable[[StepContext], Iterable[Change] | None]
