@@ -325,3 +325,39 @@ def test_stock_image_refuses_an_hf_token_secret_before_anything(
     with pytest.raises(RenderError, match="stock LMI image cannot read a Secrets Manager"):
         deployment(spec, session, clock, tmp_path).deploy()
     assert fake.calls == []
+
+
+def test_post_deploy_steps_run_in_service_and_roll_back_with_the_run(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, spec: Any,
+        tmp_path: Path) -> None:
+    from lmikit.deploy import Change, StepContext
+
+    seen: list[str] = []
+
+    def step(ctx: StepContext) -> list[Change]:
+        seen.append(fake.resources()["inference-component"]["docqa-base"])
+        ctx.on_rollback("dashboard docqa", lambda: seen.append("undone"))
+        return [Change("dashboard", "docqa", "create")]
+
+    def broken(ctx: StepContext) -> None:
+        raise DeployError("PutDashboard failed: injected")
+
+    d = deployment(spec, session, clock, tmp_path)
+    d.post_deploy_steps += [step, broken]
+    with pytest.raises(DeployError, match="PutDashboard failed: injected") as info:
+        d.deploy()
+    assert seen == ["InService", "undone"]
+    assert info.value.state == "old" and live(fake) == {}  # type: ignore[attr-defined]
+    d.post_deploy_steps = [step]
+    assert ("dashboard", "create") in {(c.kind, c.action) for c in d.deploy().changes}
+
+
+def test_pre_destroy_steps_run_before_anything_is_deleted(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, spec: Any,
+        tmp_path: Path) -> None:
+    d = deployment(spec, session, clock, tmp_path)
+    d.deploy()
+    seen: list[dict[str, Any]] = []
+    d.pre_destroy_steps.append(lambda ctx: seen.append(live(fake)) or None)
+    d.destroy()
+    assert seen[0]["endpoint"] == {"docqa": "InService"} and live(fake) == {}

@@ -1,15 +1,19 @@
 """Extra steps a deploy runs after its resources are in service, and a destroy runs before
 it deletes anything (autoscaling, dashboards, alarms, ...).
 
-A step (a :data:`Hook`) is a callable taking a :class:`StepContext`. It returns the changes it made (shown in
-the summary) and may register how to undo them with ``ctx.on_rollback``: a post-deploy
-step that fails rolls the whole run back, its own undo included. Steps must be idempotent
-(a deploy that is run again runs them again).
+A step (a :data:`Hook`) is a callable taking a :class:`StepContext`. It returns the changes
+it made (shown in the summary) and may register how to undo them with ``ctx.on_rollback``: a
+post-deploy step that fails rolls the whole run back, its own undo included. Steps must be
+idempotent (a deploy that is run again runs them again).
 
->>> def tag_step(ctx: StepContext) -> list[Change]:
-...     return [Change("note", ctx.spec.name, "unchanged")]
->>> tag_step.__name__
-'tag_step'
+>>> def dashboard(ctx: StepContext) -> list[Change]:
+...     # put_dashboard(...) with ctx.clients.cloudwatch, then:
+...     ctx.on_rollback("dashboard docqa", lambda: None)  # delete_dashboards(...)
+...     return [Change("dashboard", "docqa", "create")]
+>>> ctx = StepContext(spec=None, plan=None, clients=None, bucket="b",  # type: ignore[arg-type]
+...                   progress=print)
+>>> dashboard(ctx), [what for what, _ in ctx.undo]
+([Change(kind='dashboard', name='docqa', action='create', detail='')], ['dashboard docqa'])
 """
 
 from __future__ import annotations
