@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from lmikit import aws
 from lmikit.artifact import deterministic_tar, directory_files, sha256_hex
 from lmikit.aws import Clients, Clock, ProgressEvent, ProgressFn, RealClock, Waiter, no_progress
-from lmikit.errors import AdapterError, AwsError, LmikitError
+from lmikit.errors import AdapterError, AwsError, Interrupted, LmikitError
 from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
@@ -409,38 +409,59 @@ class AdapterRegistry:
 
     def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
                  wait: bool = True) -> AdapterInfo:
-        """Validate, upload and create the adapter component. Idempotent for equal weights."""
+        """Validate, upload and create the adapter component. Idempotent for equal weights.
+
+        Ctrl-C (KeyboardInterrupt) deletes what the registration made and raises
+        :class:`~lmikit.errors.Interrupted` saying so."""
         comp = self.component_name(name)
         package = self.package(name, path, formatter)
-        with self._leased("adapters register"):
-            existing = self.adapter(name)
-            source = aws.package_source(package)
-            store = self.store()
-            prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
-            url = store.url(prefix, source.sha256)
-            if existing is not None:
-                if existing["InferenceComponentStatus"] == "Failed":
-                    self._delete(comp)
-                elif aws.artifact_of(existing) == url:
-                    self._note(comp, "unchanged", existing["InferenceComponentStatus"])
-                    return self._info(existing)
-                else:
-                    raise AdapterError(f"adapter {name!r} is already registered on "
-                                       f"{self.endpoint!r} with other weights; use 'update' "
-                                       "(nothing was uploaded)")
-            stored = store.put(prefix, source)
-            body = {"InferenceComponentName": comp, "EndpointName": self.endpoint,
-                    "Specification": {"BaseInferenceComponentName": self.base_component,
-                                      "Container": {"ArtifactUrl": stored.url}},
-                    "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
-            try:
-                aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
-                return self._finish(comp, wait, "create")
-            except KeyboardInterrupt:
-                self._clean_up(comp, stored)
-                raise
-            except LmikitError as exc:
-                raise self._failed(f"registering {name!r}", comp, stored, exc) from exc
+        done: builtins.list[AdapterInfo] = []
+        try:
+            with self._leased("adapters register"):
+                done.append(self._register(name, comp, aws.package_source(package), wait))
+            return done[0]
+        except KeyboardInterrupt as exc:
+            if done:
+                raise Interrupted(f"registered {name!r} ({done[0].component} "
+                                  f"{done[0].status}); Ctrl-C came after that",
+                                  state="new") from exc
+            raise Interrupted(f"registering {name!r} was interrupted (Ctrl-C) before it "
+                              "changed anything", state="old") from exc
+
+    def _register(self, name: str, comp: str, source: aws.ArtifactSource,
+                  wait: bool) -> AdapterInfo:
+        existing = self.adapter(name)
+        store = self.store()
+        prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+        key = aws.artifact_key(prefix, source.sha256)
+        if existing is not None:
+            if existing["InferenceComponentStatus"] == "Failed":
+                self._delete(comp)
+            elif aws.artifact_of(existing) == store.url(prefix, source.sha256):
+                self._note(comp, "unchanged", existing["InferenceComponentStatus"])
+                return self._info(existing)
+            else:
+                raise AdapterError(f"adapter {name!r} is already registered on "
+                                   f"{self.endpoint!r} with other weights; use 'update' "
+                                   "(nothing was uploaded)")
+        stored = aws.StoredArtifact(store.bucket, key, source.sha256,
+                                    uploaded=store.head(key) is None)
+        body = {"InferenceComponentName": comp, "EndpointName": self.endpoint,
+                "Specification": {"BaseInferenceComponentName": self.base_component,
+                                  "Container": {"ArtifactUrl": stored.url}},
+                "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
+        try:
+            store.put(prefix, source)
+            aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
+            return self._finish(comp, wait, "create")
+        except KeyboardInterrupt as exc:  # Ctrl-C: undo what is in flight, and say so
+            left = self._clean_up(comp, stored)
+            raise Interrupted(f"registering {name!r} was interrupted (Ctrl-C)" + (
+                "; left behind: " + "; ".join(left) if left else
+                "; what it created was deleted, nothing is left behind"),
+                state="partial" if left else "old", left=tuple(left)) from exc
+        except LmikitError as exc:
+            raise self._failed(f"registering {name!r}", comp, stored, exc) from exc
 
     def _failed(self, what: str, comp: str | None, stored: aws.StoredArtifact,
                 exc: LmikitError) -> AdapterError:
@@ -455,10 +476,16 @@ class AdapterRegistry:
         try:
             if comp is not None and aws.describe(self.clients.sagemaker, "inference-component",
                                                  comp):
+                self.waiter.settled("inference-component", comp)
                 self._delete(comp)
-            users = [a.component for a in self.list() if a.artifact_url == stored.url]
-            if stored.uploaded and users:
-                return [f"artifact {stored.url} (used by {', '.join(users)})"]
+            comps = aws.components_of(self.clients.sagemaker, self.endpoint)
+            users = [c["InferenceComponentName"] for c in comps
+                     if aws.artifact_of(c) == stored.url]
+            busy = [c["InferenceComponentName"] for c in comps
+                    if c["InferenceComponentStatus"] in ("Creating", "Updating")]
+            if stored.uploaded and (users or busy):  # an update in flight may be using it
+                return [f"artifact {stored.url} (in use by {', '.join(users or busy)}; "
+                        "`lmikit gc` deletes it once nothing uses it)"]
             if stored.uploaded:
                 self.store().delete_key(stored.key)
         except LmikitError as err:

@@ -116,6 +116,18 @@ class Lease:
         An expired lease (or, with ``force``, any lease) is taken over; with
         ``wait_seconds`` a held lease is polled for that long first.
         """
+        try:
+            self._acquire(force, wait_seconds, poll_seconds)
+        except KeyboardInterrupt:  # a put may have gone through: give back what is ours
+            self.etag = (self.read() or (None, None))[1] if self._is_ours() else None
+            self.release()
+            raise
+
+    def _is_ours(self) -> bool:
+        current = self.read()
+        return current is not None and current[0].run_id == self.run_id
+
+    def _acquire(self, force: bool, wait_seconds: float, poll_seconds: float) -> None:
         start = self.clock.monotonic()
         while True:
             if self._put(IfNoneMatch="*"):
@@ -178,12 +190,19 @@ class Lease:
         if self.etag is None:
             return
         try:
+            self._delete()
+        except KeyboardInterrupt:  # one quick call: finish it rather than leave a lock
+            self._delete()
+            raise
+        self.etag = None
+
+    def _delete(self) -> None:
+        try:
             call(self.s3, "delete_object", Bucket=self.bucket, Key=self.key,
                  IfMatch=self.etag)
         except AwsError as exc:
             if not (is_not_found(exc) or exc.code in _CONFLICT or exc.status in (409, 412)):
                 raise
-        self.etag = None
 
     def __enter__(self) -> Lease:
         self.acquire()
