@@ -9,7 +9,13 @@ AdapterInfo(name='legal', component='docqa-qwen7b-legal', status='InService', ..
 Before anything is uploaded the adapter is checked: ``adapter_config.json`` is present and
 valid, its base model is the endpoint's model, its rank fits the endpoint's
 ``OPTION_MAX_LORA_RANK``, weights are present and the formatter file (if any) compiles and
-defines a formatter. A registration that fails leaves no component behind.
+defines a formatter. A registration that fails (or is refused) leaves no component and no
+artifact behind, and says so only when that is true.
+
+The registry acts only on adapter components of the endpoint's own deployment (tagged for
+it, on its base), takes the region and bucket from the deployment (:meth:`for_spec`, or the
+endpoint's ``lmikit:bucket`` tag), and holds the deployment's lease while it changes
+anything, so it never races ``lmikit deploy`` or its garbage collection.
 
 While the endpoint runs LMCache, every adapter gets a ``model.py`` that tags its requests'
 cache keys with its name and a digest of its files (:mod:`lmikit.lora_isolation`), so
@@ -22,38 +28,24 @@ import builtins
 import concurrent.futures as cf
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lmikit.deploy._artifacts import (
-    StoredArtifact,
-    default_bucket,
-    delete_artifact,
-    upload_artifact,
-)
-from lmikit.deploy._aws import (
-    Clients,
-    Clock,
-    ProgressFn,
-    RealClock,
-    Waiter,
-    call,
-    describe_or_none,
-    error_code,
-    error_message,
-    no_progress,
-)
-from lmikit.deploy._model import component_environment
-from lmikit.errors import AdapterError, DeployError, LmikitError
+from lmikit import aws
+from lmikit.aws import Clients, Clock, ProgressEvent, ProgressFn, RealClock, Waiter, no_progress
+from lmikit.errors import AdapterError, AwsError, Interrupted, LmikitError
 from lmikit.lora_isolation import lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
-    DEPLOYMENT_TAG,
+    BUCKET_TAG,
     MODEL_ID_ENV,
     adapter_component_name,
     base_component_name,
+    deployment_prefix,
+    deployment_tags,
 )
 from lmikit.packaging import (  # re-exported: packaging lives in lmikit.packaging
     DEFAULT_EXCLUDES,
@@ -66,6 +58,9 @@ from lmikit.packaging import (  # re-exported: packaging lives in lmikit.packagi
     package_adapter,
     package_spec_adapter,
 )
+
+if TYPE_CHECKING:
+    from lmikit.spec import DeploymentSpec
 
 __all__ = ["DEFAULT_EXCLUDES", "WEIGHT_FILES", "AdapterCheck", "AdapterInfo", "AdapterPackage",
            "AdapterRegistry", "check_adapter", "check_formatter_file", "check_spec_adapter",
@@ -89,7 +84,10 @@ class AdapterRegistry:
     """Register, list, update and remove adapters of one endpoint.
 
     ``base_component`` defaults to ``<endpoint>-base`` (the name ``lmikit deploy`` gives it);
-    adapter components are named ``<endpoint>-<adapter>``.
+    adapter components are named ``<endpoint>-<adapter>``. ``bucket`` defaults to the one
+    the endpoint's ``lmikit:bucket`` tag names, else ``sagemaker-<region>-<account>``.
+    ``lease_wait_seconds`` is how long a change waits for a deploy (or another registry)
+    holding the deployment's lease.
     """
 
     def __init__(self, endpoint: str, *, session: Any = None, region: str | None = None,
@@ -97,7 +95,10 @@ class AdapterRegistry:
                  base_component: str | None = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 5.0,
                  timeout_seconds: float = 900.0, max_workers: int = 16,
-                 retry_mode: str = "adaptive") -> None:
+                 retry_mode: str = "adaptive", lease_wait_seconds: float = 300.0,
+                 force_unlock: bool = False) -> None:
+        if bucket is not None:
+            aws.check_bucket_name(bucket)
         self.endpoint = endpoint
         self.clients = Clients(session, region, retry_mode)
         self._bucket = bucket
@@ -106,15 +107,40 @@ class AdapterRegistry:
         self.clock = clock or RealClock()
         self.progress = progress
         self.max_workers = max_workers
+        self.poll_seconds = poll_seconds
+        self.lease_wait_seconds = lease_wait_seconds
+        self.force_unlock = force_unlock
         self.waiter = Waiter(self.clients.sagemaker, self.clock, progress, poll_seconds,
                              timeout_seconds)
         self._base: dict[str, Any] | None = None
+        self._lease: aws.Lease | None = None
+
+    @classmethod
+    def for_spec(cls, spec: DeploymentSpec, **kwargs: Any) -> AdapterRegistry:
+        """The registry of ``spec``'s endpoint, in the spec's region with its KMS key."""
+        kwargs.setdefault("region", spec.region)
+        kwargs.setdefault("kms_key_arn", spec.security.kms_key_arn)
+        return cls(spec.name, **kwargs)
+
+    @property
+    def region(self) -> str:
+        return self.clients.region
 
     @property
     def bucket(self) -> str:
         if self._bucket is None:
-            self._bucket = default_bucket(self.clients)
+            tags = aws.tags_of(self.clients.sagemaker, self._endpoint()["EndpointArn"])
+            self._bucket = tags.get(BUCKET_TAG) or aws.default_bucket(self.clients)
         return self._bucket
+
+    def where(self) -> str:
+        """One line naming the endpoint, its region and the artifact bucket."""
+        return (f"endpoint {self.endpoint} in {self.region}, artifacts in "
+                f"s3://{self.bucket}/{deployment_prefix(self.endpoint)}")
+
+    def store(self) -> aws.ArtifactStore:
+        return aws.ArtifactStore(self.clients.s3, self.bucket, deployment=self.endpoint,
+                                 region=self.region, kms_key_arn=self.kms_key_arn)
 
     def component_name(self, name: str) -> str:
         comp = adapter_component_name(self.endpoint, name)
@@ -123,25 +149,43 @@ class AdapterRegistry:
             raise AdapterError(f"adapter name {name!r} must be letters, digits and hyphens, and "
                                f"'{self.endpoint}-<name>' at most {MAX_COMPONENT_NAME} "
                                "characters")
+        if comp == self.base_component:
+            raise AdapterError(f"{name!r} names {comp}, the base inference component of "
+                               f"{self.endpoint!r}, not an adapter; `lmikit destroy` removes "
+                               "a deployment's base")
         return comp
 
     # --- the endpoint's base -----------------------------------------------------------
 
+    def _endpoint(self) -> dict[str, Any]:
+        desc = aws.describe(self.clients.sagemaker, "endpoint", self.endpoint)
+        if desc is None:
+            raise AdapterError(f"endpoint {self.endpoint!r} not found in region {self.region}; "
+                               "deploy it first, or pass the spec (--spec) or --region")
+        return desc
+
     def base(self) -> dict[str, Any]:
         """The base component's description (cached); checks that it can host adapters."""
         if self._base is None:
-            desc = describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                    InferenceComponentName=self.base_component)
+            sm = self.clients.sagemaker
+            self._endpoint()
+            desc = aws.describe(sm, "inference-component", self.base_component)
             if desc is None or desc.get("EndpointName") != self.endpoint:
                 raise AdapterError(f"endpoint {self.endpoint!r} has no base inference component "
-                                   f"{self.base_component!r}; deploy it first (lmikit deploy)")
-            if desc.get("Specification", {}).get("BaseInferenceComponentName"):
+                                   f"{self.base_component!r} in {self.region}; deploy it first "
+                                   "(lmikit deploy)")
+            if aws.base_of(desc):
                 raise AdapterError(f"{self.base_component!r} is itself an adapter")
+            owner = aws.owner_of(aws.tags_of(sm, desc["InferenceComponentArn"]))
+            if owner != self.endpoint:
+                raise AdapterError(aws.not_ours_message("inference-component",
+                                                        self.base_component, self.endpoint,
+                                                        owner))
             self._base = desc
         return self._base
 
     def _env(self) -> dict[str, str]:
-        return component_environment(self.clients.sagemaker, self.base())
+        return aws.component_environment(self.clients.sagemaker, self.base())
 
     def max_rank(self) -> int:
         env = self._env()
@@ -161,118 +205,155 @@ class AdapterRegistry:
                                cache_tag_name=name if lmcache_in_environment(env) else None,
                                include=include)
 
+    def adapter(self, name: str) -> dict[str, Any] | None:
+        """Adapter ``name``'s component as described (settled), or None when there is none.
+
+        Refuses a component of that name that is not an adapter of this endpoint's own
+        deployment (the base itself, or another deployment's component)."""
+        comp = self.component_name(name)
+        desc = self.waiter.settled("inference-component", comp)
+        if desc is None:
+            return None
+        owner = aws.owner_of(aws.tags_of(self.clients.sagemaker,
+                                         desc["InferenceComponentArn"]))
+        if owner != self.endpoint or desc.get("EndpointName") != self.endpoint:
+            raise AdapterError(f"{name!r} names inference component {comp}, which belongs to "
+                               + (f"deployment {owner!r}" if owner else "no lmikit deployment")
+                               + f" (endpoint {desc.get('EndpointName')!r}), not to "
+                               f"{self.endpoint!r}; lmikit leaves it alone")
+        if aws.base_of(desc) != self.base_component:
+            raise AdapterError(f"{comp} is a base inference component, not an adapter of "
+                               f"{self.base_component}; `lmikit destroy` removes a base")
+        return desc
+
     # --- operations --------------------------------------------------------------------
 
-    def list(self) -> list[AdapterInfo]:
+    @contextmanager
+    def _leased(self, operation: str) -> Iterator[None]:
+        if self._lease is not None:  # register_many holds it for its registrations
+            yield
+            return
+        store = self.store()
+        store.ensure_bucket()
+        lease = aws.Lease(self.clients.s3, self.bucket, self.endpoint, clock=self.clock,
+                          operation=operation)
+        lease.acquire(force=self.force_unlock, wait_seconds=self.lease_wait_seconds,
+                      poll_seconds=self.poll_seconds)
+        self._lease = lease
+        try:
+            yield
+        finally:
+            self._lease = None
+            lease.release()
+
+    def list(self) -> builtins.list[AdapterInfo]:
         sm = self.clients.sagemaker
-        out = []
-        token = None
-        while True:
-            kwargs: dict[str, Any] = {"EndpointNameEquals": self.endpoint, "MaxResults": 100}
-            if token:
-                kwargs["NextToken"] = token
-            page = call(sm, "list_inference_components", **kwargs)
-            for row in page["InferenceComponents"]:
-                d = describe_or_none(sm, "describe_inference_component",
-                                     InferenceComponentName=row["InferenceComponentName"])
-                if d and d.get("Specification", {}).get("BaseInferenceComponentName"):
-                    out.append(self._info(d))
-            token = page.get("NextToken")
-            if not token:
-                return sorted(out, key=lambda a: a.name)
+        return sorted((self._info(d) for d in aws.components_of(sm, self.endpoint)
+                       if aws.base_of(d) == self.base_component
+                       and aws.owner_of(aws.tags_of(sm, d["InferenceComponentArn"]))
+                       == self.endpoint), key=lambda a: a.name)
 
     def _info(self, d: dict[str, Any]) -> AdapterInfo:
         comp = d["InferenceComponentName"]
         prefix = f"{self.endpoint}-"
         return AdapterInfo(comp[len(prefix):] if comp.startswith(prefix) else comp, comp,
-                           d["InferenceComponentStatus"],
-                           d.get("Specification", {}).get("Container", {}).get("ArtifactUrl"),
+                           d["InferenceComponentStatus"], aws.artifact_of(d),
                            d.get("FailureReason"))
 
     def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
                  wait: bool = True, include: Iterable[str] = ()) -> AdapterInfo:
         """Validate, upload and create the adapter component. Idempotent for equal weights.
-        The result's ``excluded`` lists the files the package left out."""
+        The result's ``excluded`` lists the files the package left out.
+
+        Ctrl-C (KeyboardInterrupt) deletes what the registration made and raises
+        :class:`~lmikit.errors.Interrupted` saying so."""
         comp = self.component_name(name)
         package = self.package(name, path, formatter, include)
-        return dataclasses.replace(self._register(name, comp, package, wait),
-                                   excluded=package.excluded)
+        done: builtins.list[AdapterInfo] = []
+        try:
+            with package, self._leased("adapters register"):
+                done.append(dataclasses.replace(
+                    self._register(name, comp, aws.package_source(package), wait),
+                    excluded=package.excluded))
+            return done[0]
+        except KeyboardInterrupt as exc:
+            if done:
+                raise Interrupted(f"registered {name!r} ({done[0].component} "
+                                  f"{done[0].status}); Ctrl-C came after that",
+                                  state="new") from exc
+            raise Interrupted(f"registering {name!r} was interrupted (Ctrl-C) before it "
+                              "changed anything", state="old") from exc
 
-    def _register(self, name: str, comp: str, package: AdapterPackage,
+    def _register(self, name: str, comp: str, source: aws.ArtifactSource,
                   wait: bool) -> AdapterInfo:
-        stored = upload_artifact(self.clients.s3, self.bucket,
-                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
-                                 self.kms_key_arn)
-        sm = self.clients.sagemaker
-        existing = self._settled(comp)
+        existing = self.adapter(name)
+        store = self.store()
+        prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+        key = aws.artifact_key(prefix, source.sha256)
         if existing is not None:
-            have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
             if existing["InferenceComponentStatus"] == "Failed":
                 self._delete(comp)
-            elif have == stored.url:
-                self.progress_note(comp, "unchanged", existing["InferenceComponentStatus"])
+            elif aws.artifact_of(existing) == store.url(prefix, source.sha256):
+                self._note(comp, "unchanged", existing["InferenceComponentStatus"])
                 return self._info(existing)
             else:
                 raise AdapterError(f"adapter {name!r} is already registered on "
-                                   f"{self.endpoint!r} with other weights; use 'update'")
-        body = {
-            "InferenceComponentName": comp, "EndpointName": self.endpoint,
-            "Specification": {"BaseInferenceComponentName": self.base_component,
-                              "Container": {"ArtifactUrl": stored.url}},
-            "Tags": [{"Key": DEPLOYMENT_TAG, "Value": self.endpoint},
-                     {"Key": ADAPTER_TAG, "Value": name}],
-        }
-        from botocore.exceptions import BotoCoreError, ClientError
-
+                                   f"{self.endpoint!r} with other weights; use 'update' "
+                                   "(nothing was uploaded)")
+        stored = aws.StoredArtifact(store.bucket, key, source.sha256,
+                                    uploaded=store.head(key) is None)
+        body = {"InferenceComponentName": comp, "EndpointName": self.endpoint,
+                "Specification": {"BaseInferenceComponentName": self.base_component,
+                                  "Container": {"ArtifactUrl": stored.url}},
+                "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
         try:
-            sm.create_inference_component(**body)
-        except (ClientError, BotoCoreError) as exc:
-            return self._create_failed(exc, name, comp, stored, wait)
-        return self._finish(comp, stored, wait, created=True)
+            store.put(prefix, source)
+            aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
+            return self._finish(comp, wait, "create")
+        except KeyboardInterrupt as exc:  # Ctrl-C: undo what is in flight, and say so
+            left = self._clean_up(comp, stored)
+            raise Interrupted(f"registering {name!r} was interrupted (Ctrl-C)" + (
+                "; left behind: " + "; ".join(left) if left else
+                "; what it created was deleted, nothing is left behind"),
+                state="partial" if left else "old", left=tuple(left)) from exc
+        except LmikitError as exc:
+            raise self._failed(f"registering {name!r}", comp, stored, exc) from exc
 
-    def _create_failed(self, exc: BaseException, name: str, comp: str, stored: StoredArtifact,
-                       wait: bool) -> AdapterInfo:
-        if "already existing" in error_message(exc):
-            # a concurrent run is registering it: fine if it is the same artifact
-            d = self._settled(comp)
-            if d and d.get("Specification", {}).get("Container", {}).get("ArtifactUrl") \
-                    == stored.url and d["InferenceComponentStatus"] != "Failed":
-                return self._info(d)
-        if stored.uploaded:
-            try:
-                delete_artifact(self.clients.s3, stored)
-            except LmikitError:
-                pass
-        code = error_code(exc)
-        if not code:
-            raise exc
-        raise AdapterError(f"registering {name!r} failed: {code}: {error_message(exc)}") \
-            from exc
+    def _failed(self, what: str, comp: str | None, stored: aws.StoredArtifact,
+                exc: LmikitError) -> AdapterError:
+        left = self._clean_up(comp, stored)
+        return AdapterError(f"{what} failed: {exc}" + (
+            "; left behind: " + "; ".join(left) if left else
+            "; what it created was deleted, nothing is left behind"))
 
-    def _finish(self, comp: str, stored: StoredArtifact, wait: bool,
-                created: bool) -> AdapterInfo:
+    def _clean_up(self, comp: str | None, stored: aws.StoredArtifact) -> builtins.list[str]:
+        """Delete what a failed registration made (the component, an artifact it uploaded
+        that nothing uses); returns what is left."""
+        try:
+            if comp is not None and aws.describe(self.clients.sagemaker, "inference-component",
+                                                 comp):
+                self.waiter.settled("inference-component", comp)
+                self._delete(comp)
+            comps = aws.components_of(self.clients.sagemaker, self.endpoint)
+            users = [c["InferenceComponentName"] for c in comps
+                     if aws.artifact_of(c) == stored.url]
+            busy = [c["InferenceComponentName"] for c in comps
+                    if c["InferenceComponentStatus"] in ("Creating", "Updating")]
+            if stored.uploaded and (users or busy):  # an update in flight may be using it
+                return [f"artifact {stored.url} (in use by {', '.join(users or busy)}; "
+                        "`lmikit gc` deletes it once nothing uses it)"]
+            if stored.uploaded:
+                self.store().delete_key(stored.key)
+        except LmikitError as err:
+            return [f"{comp or 'the component'} or artifact {stored.url} (could not check or "
+                    f"delete: {err})"]
+        return []
+
+    def _finish(self, comp: str, wait: bool, action: str) -> AdapterInfo:
         if not wait:
-            d = describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                 InferenceComponentName=comp)
-            return self._info(d) if d else AdapterInfo(comp, comp, "Creating", stored.url)
-        try:
-            d = self.waiter.in_service("inference-component", comp,
-                                       "create" if created else "update")
-        except (LmikitError, KeyboardInterrupt) as exc:
-            if created:
-                self._cleanup(comp)
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise AdapterError(f"adapter component {comp} did not come up: {exc}"
-                               + ("; it was deleted, nothing is left behind" if created
-                                  else "")) from exc
-        return self._info(d)
-
-    def _cleanup(self, comp: str) -> None:
-        try:
-            self._delete(comp)
-        except LmikitError:
-            pass
+            d = aws.describe(self.clients.sagemaker, "inference-component", comp)
+            return self._info(d) if d else AdapterInfo(comp, comp, "Creating")
+        return self._info(self.waiter.in_service("inference-component", comp, action))
 
     def register_many(self, items: builtins.list[tuple[str, str | Path, str | Path | None]],
                       *, wait: bool = True) -> builtins.list[AdapterInfo]:
@@ -281,8 +362,8 @@ class AdapterRegistry:
         self.base()
         results: dict[str, AdapterInfo] = {}
         errors: list[str] = []
-        with cf.ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(items)))) \
-                as pool:
+        with self._leased("adapters register-dir"), cf.ThreadPoolExecutor(
+                max_workers=max(1, min(self.max_workers, len(items)))) as pool:
             futures = {pool.submit(self.register, n, p, f, wait=wait): n for n, p, f in items}
             for fut in cf.as_completed(futures):
                 try:
@@ -296,55 +377,59 @@ class AdapterRegistry:
 
     def update(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
                wait: bool = True, include: Iterable[str] = ()) -> AdapterInfo:
-        """Point an existing adapter at new weights (or formatter)."""
+        """Point an existing adapter at new weights (or formatter). The result's ``excluded``
+        lists the files the package left out."""
         comp = self.component_name(name)
-        existing = self._settled(comp)
-        if existing is None:
-            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; use "
-                               "'register'")
         package = self.package(name, path, formatter, include)
-        return dataclasses.replace(self._update(name, comp, existing, package, wait),
-                                   excluded=package.excluded)
+        with package, self._leased("adapters update"):
+            existing = self.adapter(name)
+            if existing is None:
+                raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; "
+                                   "use 'register'")
+            source = aws.package_source(package)
+            prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+            if aws.artifact_of(existing) == self.store().url(prefix, source.sha256) and \
+                    existing["InferenceComponentStatus"] == "InService":
+                return dataclasses.replace(self._info(existing), excluded=package.excluded)
+            stored = self.store().put(prefix, source)
+            try:
+                self._set_artifact(comp, stored.url)
+                info = self._finish(comp, wait, "update")
+                if wait and info.artifact_url != stored.url:
+                    raise AdapterError(f"the update was rolled back: "
+                                       f"{info.failure or 'no reason given'}")
+            except LmikitError as exc:
+                raise self._failed(f"updating {name!r}", None, stored, exc) from exc
+            return dataclasses.replace(info, excluded=package.excluded)
 
-    def _update(self, name: str, comp: str, existing: dict[str, Any], package: AdapterPackage,
-                wait: bool) -> AdapterInfo:
-        stored = upload_artifact(self.clients.s3, self.bucket,
-                                 f"lmikit/{self.endpoint}/adapters/{name}", package.data,
-                                 self.kms_key_arn)
-        have = existing.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
-        if have == stored.url and existing["InferenceComponentStatus"] == "InService":
-            return self._info(existing)
+    def _set_artifact(self, comp: str, url: str) -> None:
+        """UpdateInferenceComponent to ``url``; an answer lost is no failure."""
         try:
-            call(self.clients.sagemaker, "update_inference_component",
-                 InferenceComponentName=comp,
-                 Specification={"BaseInferenceComponentName": self.base_component,
-                                "Container": {"ArtifactUrl": stored.url}})
-        except DeployError as exc:
-            raise AdapterError(f"updating {name!r} failed: {exc}") from exc
-        info = self._finish(comp, stored, wait, created=False)
-        if wait and info.artifact_url != stored.url:
-            raise AdapterError(f"the update of {name!r} was rolled back: "
-                               f"{info.failure or 'no reason given'}")
-        return info
+            aws.call(self.clients.sagemaker, "update_inference_component",
+                     InferenceComponentName=comp,
+                     Specification={"BaseInferenceComponentName": self.base_component,
+                                    "Container": {"ArtifactUrl": url}})
+        except AwsError:
+            after = self.waiter.settled("inference-component", comp) or {}
+            if aws.artifact_of(after) != url:
+                raise
 
     def remove(self, name: str, *, wait: bool = True) -> None:
+        """Delete adapter ``name``'s component (only an adapter of this deployment)."""
         comp = self.component_name(name)
-        if self._settled(comp) is None:
-            raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
-        self._delete(comp, wait=wait)
+        with self._leased("adapters remove"):
+            if self.adapter(name) is None:
+                raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
+            self._delete(comp, wait=wait)
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _settled(self, comp: str) -> dict[str, Any] | None:
-        return self.waiter.settled("inference-component", comp)
-
     def _delete(self, comp: str, wait: bool = True) -> None:
-        call(self.clients.sagemaker, "delete_inference_component", InferenceComponentName=comp)
-        self.progress_note(comp, "delete", "Deleting")
+        aws.delete(self.clients.sagemaker, "inference-component", comp)
+        self._note(comp, "delete", "Deleting")
         if wait:
             self.waiter.gone("inference-component", comp)
 
-    def progress_note(self, comp: str, action: str, status: str) -> None:
-        from lmikit.deploy._aws import ProgressEvent
-
-        self.progress(ProgressEvent("inference-component", comp, action, status))
+    def _note(self, comp: str, action: str, status: str) -> None:
+        self.progress(ProgressEvent("inference-component", comp, action, status, 0.0, "",
+                                    self.clock.monotonic()))

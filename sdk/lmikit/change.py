@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-UNCHANGED_ACTIONS = frozenset({"unchanged", "absent", "kept"})
+UNCHANGED_ACTIONS = frozenset({"unchanged", "absent", "exists", "kept"})
 
 
 @dataclass(frozen=True)
 class Change:
-    """``action``: ``create`` | ``update`` | ``delete`` change something; ``unchanged`` (already
-    as rendered), ``absent`` (nothing to delete) and ``kept`` (left alone because it is not
+    """``action``: ``create`` | ``update`` | ``replace`` | ``delete`` | ``upload`` change
+    something; ``unchanged`` (already as rendered), ``absent`` (nothing to delete), ``exists``
+    and ``kept`` (left alone because it is not
     lmikit's, or something not lmikit's still uses it; ``detail`` says which) do not."""
 
     kind: str

@@ -11,6 +11,12 @@ caller (and the CLI) can catch one type::
      +-- RenderError        a target cannot be rendered from this spec
      +-- DeployError        a call to AWS failed; says what was rolled back or left
      |    +-- WaitTimeout   a resource did not reach its state in time
+     |    +-- AwsError      one AWS call failed (``operation``, ``code``; ``lost`` when the
+     |    |                 request may have reached AWS but no answer came back)
+     |    +-- LeaseHeld     another run holds the deployment's lease (names the holder)
+     |    +-- DeployFailed  a deploy, destroy or gc stopped; ``state`` says where it left the
+     |         |            account: "old" (as before the run), "new" (finished) or "partial"
+     |         +-- Interrupted  stopped by Ctrl-C
      +-- AdapterError       a LoRA adapter or formatter failed validation
      +-- InvokeError        a runtime call to an endpoint failed
 
@@ -119,6 +125,50 @@ class DeployError(LmikitError, RuntimeError):
 
 class WaitTimeout(DeployError):
     kind = "WaitTimeout"
+
+
+class AwsError(DeployError):
+    """One AWS call failed. ``code`` is AWS's error code ("" for a network or credentials
+    problem); ``lost`` is True when the request may have reached AWS but its answer did not
+    come back (a read timeout or a dropped connection), so it may have been applied."""
+
+    kind = "DeployError"
+
+    def __init__(self, message: str, *, operation: str, code: str = "", status: int = 0,
+                 lost: bool = False) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.code = code
+        self.status = status
+        self.lost = lost
+
+
+class LeaseHeld(DeployError):
+    """Another run holds the deployment's lease; the message names it and its expiry."""
+
+    kind = "LeaseHeld"
+
+
+class DeployFailed(DeployError):
+    """A deploy, destroy or gc stopped before it finished.
+
+    ``state`` is where the account is left: ``"old"`` (exactly as before the run),
+    ``"new"`` (every change applied) or ``"partial"`` (``left`` lists what remains to be
+    done or undone, and the message says which command finishes it).
+    """
+
+    kind = "DeployError"
+
+    def __init__(self, message: str, *, state: str, left: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.state = state
+        self.left = left
+
+
+class Interrupted(DeployFailed):
+    """Stopped by Ctrl-C (``state`` as for :class:`DeployFailed`)."""
+
+    kind = "Interrupted"
 
 
 class AdapterError(LmikitError, ValueError):

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 VARIANT_NAME = "AllTraffic"
 DEPLOYMENT_TAG = "lmikit:deployment"
 ADAPTER_TAG = "lmikit:adapter"
+# On the endpoint: the S3 bucket holding the deployment's artifacts (and its lease), so the
+# adapter commands and destroy find them without being told.
+BUCKET_TAG = "lmikit:bucket"
 BASE_SUFFIX = "-base"
 # The spec's model.id, recorded in the base component's (or its Model's) environment for the
 # adapter registry and the OpenAI-compatible client (LMI itself reads option.model_id).
@@ -33,6 +36,15 @@ def base_component_name(deployment: str) -> str:
 def adapter_component_name(deployment: str, adapter: str) -> str:
     """The adapter inference component ``<deployment>-<adapter>``."""
     return f"{deployment}-{adapter}"
+
+
+def deployment_prefix(deployment: str) -> str:
+    """The deployment's own S3 key prefix, with its slash (``docqa-v2`` is not under it).
+
+    >>> deployment_prefix("docqa")
+    'lmikit/docqa/'
+    """
+    return f"lmikit/{deployment}/"
 
 
 def deployment_tags(deployment: str, extra: Mapping[str, str] | None = None

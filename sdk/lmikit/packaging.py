@@ -99,8 +99,18 @@ class AdapterPackage:
     def chunks(self, size: int = CHUNK_BYTES) -> Iterable[bytes]:
         return self.artifact.chunks(size)
 
+    def open(self) -> BinaryIO:
+        """A reader over the archive from its start, so an upload streams it."""
+        return self.artifact.open()
+
     def close(self) -> None:
         self.artifact.close()
+
+    def __enter__(self) -> AdapterPackage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_formatter_file(path: str | Path) -> list[str]:

@@ -36,6 +36,7 @@ from moto import mock_aws
 from lmikit.deploy import Deployment, apply_execution_role
 from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
+from lmikit.names import BUCKET_TAG
 from lmikit.observability import apply_observability
 from lmikit.scaling import apply_scaling
 from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
@@ -311,6 +312,10 @@ def _sdk_props(cfn_type: str, sent: dict[str, Any], run: SdkRun) -> dict[str, An
     """The SDK request in the template's shape (what differs only in wire form)."""
     if cfn_type == "AWS::SageMaker::Model":
         sent.pop("ModelName")  # CloudFormation names the Model
+    if cfn_type == "AWS::SageMaker::Endpoint":
+        # The SDK records the bucket its artifacts are in, for later runs and `lmikit
+        # adapters`; the stack's artifacts are CDK assets, which CloudFormation tracks itself.
+        sent["Tags"] = [t for t in sent["Tags"] if t["Key"] != BUCKET_TAG]
     if cfn_type == "AWS::ApplicationAutoScaling::ScalableTarget":
         sent["Tags"] = [{"Key": k, "Value": v} for k, v in sorted(sent["Tags"].items())]
     if cfn_type == "AWS::IAM::Role":

@@ -65,7 +65,8 @@ def test_cli_walkthrough_against_the_sandbox(sandbox: dict[str, str], tmp_path: 
 
     r = lmikit(sandbox, tmp_path, "adapters", "register", "bad", "adapters", "--endpoint",
                "demo")
-    assert r.returncode == 2 and r.stderr.startswith("AdapterError:")
+    assert r.returncode == 2 and "\nAdapterError: adapter 'adapters' is not valid" in r.stderr
+    assert r.stderr.startswith("lmikit adapters: endpoint demo in us-east-1")
 
     r = lmikit(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
     assert r.returncode == 0, r.stderr

@@ -124,7 +124,7 @@ def test_register_after_deploy_ships_the_deployed_bytes(registry: AdapterRegistr
                                                        tmp_path: Path) -> None:
     """The registry and ``lmikit deploy`` package an adapter the same way, cache tag
     included: registering a deployed adapter again finds nothing to change."""
-    before = registry._settled("docqa-legal")
+    before = registry.adapter("legal")
     assert before is not None
     info = registry.register("legal", tmp_path / "adapters" / "legal")
     assert info.artifact_url == before["Specification"]["Container"]["ArtifactUrl"]
@@ -210,3 +210,116 @@ def test_registry_needs_a_lora_enabled_endpoint(fake: FakeSageMaker, session: An
     reg = AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock)
     with pytest.raises(AdapterError, match="without LoRA support"):
         reg.register("x", make_adapter(tmp_path / "new", "x"))
+
+
+def _keys(prefix: str) -> set[str]:
+    rows = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=BUCKET,
+                                                                      Prefix=prefix)
+    return {r["Key"] for r in rows.get("Contents", [])}
+
+
+def test_failed_registration_deletes_the_artifact_it_uploaded(registry: AdapterRegistry,
+                                                              fake: FakeSageMaker,
+                                                              tmp_path: Path) -> None:
+    fake.inject("CreateInferenceComponent", "failed", name="docqa-tax",
+                reason="injected: adapter load failed")
+    with pytest.raises(AdapterError, match="nothing is left behind"):
+        registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    assert _keys("lmikit/docqa/adapters/tax/") == set()
+
+
+def test_refused_registration_uploads_nothing(registry: AdapterRegistry, fake: FakeSageMaker,
+                                              tmp_path: Path) -> None:
+    path = write_lora_adapter(tmp_path / "new" / "legal", fill=7)  # other weights
+    before = _keys("lmikit/docqa/adapters/legal/")
+    with pytest.raises(AdapterError, match="other weights; use 'update' \\(nothing was "
+                                           "uploaded\\)"):
+        registry.register("legal", path)
+    assert _keys("lmikit/docqa/adapters/legal/") == before
+
+
+def test_remove_refuses_the_base_component(registry: AdapterRegistry,
+                                           fake: FakeSageMaker) -> None:
+    with pytest.raises(AdapterError, match="'base' names docqa-base, the base inference "
+                                           "component of 'docqa', not an adapter"):
+        registry.remove("base")
+    assert "docqa-base" in live(fake)["inference-component"]
+
+
+@pytest.fixture
+def neighbour(fake: FakeSageMaker, session: Any, clock: VirtualClock, registry: AdapterRegistry,
+              tmp_path: Path) -> None:
+    """A second deployment, docqa-v2, whose names start with docqa's."""
+    from lmikit.loader import load_spec_text
+
+    from .conftest import SPEC_YAML
+
+    v2 = load_spec_text(SPEC_YAML.replace("name: docqa", "name: docqa-v2")
+                        + "adapters:\n  - {name: legal, source: adapters/legal}\n",
+                        source=str(tmp_path / "v2.yaml"))
+    deployment(v2, session, clock, tmp_path).deploy()
+
+
+def test_adapter_commands_never_touch_another_deployment(registry: AdapterRegistry,
+                                                         fake: FakeSageMaker,
+                                                         neighbour: None,
+                                                         tmp_path: Path) -> None:
+    with pytest.raises(AdapterError, match="'v2-base' names inference component "
+                                           "docqa-v2-base, which belongs to deployment "
+                                           "'docqa-v2'"):
+        registry.remove("v2-base")
+    with pytest.raises(AdapterError, match="belongs to deployment 'docqa-v2'"):
+        registry.remove("v2-legal")
+    with pytest.raises(AdapterError, match="belongs to deployment 'docqa-v2'"):
+        registry.register("v2-legal", make_adapter(tmp_path / "new", "x"))
+    assert {"docqa-v2-base", "docqa-v2-legal"} <= set(live(fake)["inference-component"])
+    assert {a.name for a in registry.list()} == {"legal", "medical"}
+
+
+def test_registry_takes_region_and_bucket_from_the_deployment(
+        aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec in eu-west-1, a shell whose default region is us-east-1: the registry of the
+    spec acts in eu-west-1, on the bucket the endpoint records; the registry of the bare
+    endpoint name looks in us-east-1 and says it is not there."""
+    from lmikit.loader import load_spec_text
+
+    from .conftest import SPEC_YAML
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    clock = VirtualClock()
+    fake = FakeSageMaker("us-east-1", clock=clock)
+    session = fake.install(boto3.Session())
+    make_adapter(tmp_path / "adapters", "legal")
+    spec = load_spec_text(SPEC_YAML.replace("us-east-1", "eu-west-1")
+                          + "adapters:\n  - {name: legal, source: adapters/legal}\n",
+                          source=str(tmp_path / "spec.yaml"))
+    Deployment(spec, session=session, role_arn=ROLE, bucket="lmikit-eu-artifacts",
+               base_dir=tmp_path, image_uri=IMAGE, clock=clock, poll_seconds=10).deploy()
+    assert fake.resources("eu-west-1")["endpoint"] == {"docqa": "InService"}
+    assert fake.resources("us-east-1")["endpoint"] == {}
+    registry = AdapterRegistry.for_spec(spec, session=session, clock=clock, poll_seconds=1)
+    assert registry.where() == ("endpoint docqa in eu-west-1, artifacts in "
+                                "s3://lmikit-eu-artifacts/lmikit/docqa/")
+    info = registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    assert info.status == "InService"
+    assert info.artifact_url and info.artifact_url.startswith("s3://lmikit-eu-artifacts/")
+    elsewhere = AdapterRegistry("docqa", session=session, clock=clock)
+    with pytest.raises(AdapterError, match="endpoint 'docqa' not found in region us-east-1; "
+                                           "deploy it first, or pass the spec"):
+        elsewhere.register("x", make_adapter(tmp_path / "new", "x"))
+
+
+def test_registry_waits_for_a_deploy_holding_the_lease(registry: AdapterRegistry,
+                                                       session: Any, clock: VirtualClock,
+                                                       tmp_path: Path) -> None:
+    from lmikit.aws import Lease
+    from lmikit.errors import LeaseHeld
+
+    held = Lease(session.client("s3"), BUCKET, "docqa", clock=clock, owner="ci-job-7")
+    held.acquire()
+    registry.lease_wait_seconds = 30
+    with pytest.raises(LeaseHeld, match="deployment 'docqa' is locked by ci-job-7, running "
+                                        "`lmikit deploy` since .* --force-unlock"):
+        registry.register("tax", make_adapter(tmp_path / "new", "tax"))
+    held.release()
+    assert registry.register("tax", tmp_path / "new" / "tax").status == "InService"

@@ -1,5 +1,6 @@
-"""Fault matrix: every deploy step x {throttle, 5xx, Failed} ends InService or rolled back
-with zero orphans, and a re-run without faults converges."""
+"""Faults at single points of deploy and destroy, each checked in detail: lost answers are
+reconciled, a failed update leaves the endpoint on what it runs, Ctrl-C finishes or undoes
+what is in flight (and says which), a second Ctrl-C says what is still running."""
 
 from __future__ import annotations
 
@@ -9,92 +10,163 @@ from typing import Any
 import boto3
 import pytest
 
-from lmikit.deploy import ProgressEvent
-from lmikit.errors import DeployError
+from lmikit.aws import ProgressEvent
+from lmikit.deploy import Interrupts
+from lmikit.errors import DeployError, DeployFailed, Interrupted
 from lmikit.testing import FakeSageMaker, VirtualClock
+from lmikit.testing._adapters import write_lora_adapter
 
-from .conftest import BUCKET, deployment, live
-
-STEPS = [
-    ("CreateEndpointConfig", None),
-    ("CreateEndpoint", None),
-    ("CreateInferenceComponent", "docqa-base"),
-    ("CreateInferenceComponent", "docqa-legal"),
-]
-FAULTS = ["throttle", "5xx", "failed"]
+from .conftest import BUCKET, deployment, live, spec_with
 
 
-def _expected_all_in_service() -> dict[str, dict[str, str]]:
-    return {"endpoint": {"docqa": "InService"},
-            "inference-component": {"docqa-base": "InService", "docqa-legal": "InService",
-                                    "docqa-medical": "InService"}}
+def _keys(prefix: str = "lmikit/docqa/") -> set[str]:
+    rows = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=BUCKET,
+                                                                      Prefix=prefix)
+    return {r["Key"] for r in rows.get("Contents", [])}
 
 
-@pytest.mark.parametrize("operation,name", STEPS, ids=[f"{o}-{n}" for o, n in STEPS])
-@pytest.mark.parametrize("kind", FAULTS)
-def test_deploy_fault_ends_in_service_or_rolled_back(
+def _in_use(fake: FakeSageMaker) -> tuple[str, set[str]]:
+    """The endpoint's config and every artifact a component runs."""
+    plane = fake.control
+    urls = {c.request["Specification"].get("Container", {}).get("ArtifactUrl")
+            for c in plane.components.values()}
+    return plane.endpoints["docqa"].request["EndpointConfigName"], {
+        u.split("/", 3)[3] for u in urls if u}
+
+
+@pytest.mark.parametrize("operation,name", [("CreateEndpoint", None),
+                                            ("CreateInferenceComponent", "docqa-base"),
+                                            ("CreateInferenceComponent", "docqa-legal"),
+                                            ("CreateEndpointConfig", None)])
+def test_deploy_adopts_a_resource_whose_create_answer_was_lost(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
-        tmp_path: Path, operation: str, name: str | None, kind: str) -> None:
-    # "Failed" for a config (which has no status) is the service refusing it
-    fake.inject(operation, "limit" if kind == "failed" and operation ==
-                "CreateEndpointConfig" else kind, name=name, reason="injected: no capacity")
-    # standard retries: adaptive mode would also rate-limit (in real time) after a throttle
-    d = deployment(lora_spec, session, clock, tmp_path, retry_mode="standard")
-    try:
-        d.deploy()
-        outcome = "in-service"
-    except DeployError as exc:
-        outcome = "rolled-back"
-        assert "Nothing this run created is left behind." in str(exc)
-        assert "injected" in str(exc)
-    state = live(fake)
-    if outcome == "in-service":
-        assert kind in ("throttle", "5xx"), "a Failed resource must not pass"
-        assert {k: v for k, v in state.items() if k != "endpoint-config"} == \
-            _expected_all_in_service()
-    else:
-        assert kind == "failed"
-        assert state == {}, f"orphans left: {state}"
-        objects = boto3.client("s3", region_name="us-east-1").list_objects_v2(Bucket=BUCKET)
-        assert objects.get("KeyCount", 0) == 0
-    # a re-run without faults converges
-    fake.clear_faults()
-    deployment(lora_spec, session, clock, tmp_path).deploy()
-    assert {k: v for k, v in live(fake).items() if k != "endpoint-config"} == \
-        _expected_all_in_service()
-    assert len(fake.resources()["endpoint-config"]) == 1
-    assert not deployment(lora_spec, session, clock, tmp_path).deploy().changed
+        tmp_path: Path, operation: str, name: str | None) -> None:
+    fake.inject(operation, "lost", name=name)
+    deployment(lora_spec, session, clock, tmp_path, retry_mode="standard").deploy()
+    tried = [c for c in fake.operations(operation) if not name
+             or c.params.get("InferenceComponentName") == name]
+    assert [c.error for c in tried][:2] == ["lost", "ValidationException"]  # botocore retried
+    assert set(live(fake)["inference-component"]) == {"docqa-base", "docqa-legal",
+                                                      "docqa-medical"}
+    assert len(live(fake)["endpoint-config"]) == 1
 
 
-def test_deploy_interrupted_rolls_back_what_it_created(
+@pytest.mark.parametrize("times", [1, 8])  # 8: every retry's answer too; botocore gives up
+def test_rollback_deletes_a_resource_whose_create_answer_was_lost(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path, times: int) -> None:
+    fake.inject("CreateEndpoint", "lost", times=times)
+    fake.inject("CreateInferenceComponent", "failed", name="docqa-medical",
+                reason="injected: no capacity")
+    with pytest.raises(DeployFailed, match="docqa-medical is Failed") as info:
+        deployment(lora_spec, session, clock, tmp_path, retry_mode="standard").deploy()
+    assert "Rolled back: " in str(info.value) and "endpoint docqa" in str(info.value)
+    assert info.value.state == "old"
+    assert "nothing this run created or changed is left behind" in str(info.value)
+    assert live(fake) == {} and _keys() == set()
+
+
+def test_failed_update_leaves_the_endpoint_on_the_config_it_runs(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
         tmp_path: Path) -> None:
-    pressed = []
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    old_config, old_keys = _in_use(fake)
+    write_lora_adapter(tmp_path / "adapters" / "legal", fill=9)  # retrained
+    bigger = lora_spec.model_copy(update={
+        "instance": lora_spec.instance.model_copy(update={"max_count": 3}),
+        "engine": lora_spec.engine.model_copy(update={"max_batch_size": 16})})
+    fake.inject("UpdateInferenceComponent", "failed", name="docqa-legal",
+                reason="injected: adapter load failed")
+    with pytest.raises(DeployFailed, match="adapter load failed") as info:
+        deployment(bigger, session, clock, tmp_path).deploy()
+    assert info.value.state == "old", str(info.value)
+    config, keys = _in_use(fake)
+    assert config == old_config and old_config in fake.control.configs
+    assert keys == old_keys and keys <= _keys()  # nothing in use was deleted
+    assert _keys() == old_keys  # and what the failed run uploaded is gone
+    assert set(fake.control.configs) == {old_config}
+
+
+def test_first_ctrl_c_rolls_back_what_is_in_flight_and_says_so(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path) -> None:
+    pressed: list[ProgressEvent] = []
 
     def interrupt(event: ProgressEvent) -> None:
         if event.name == "docqa-base" and event.status == "Creating" and not pressed:
             pressed.append(event)
             raise KeyboardInterrupt  # Ctrl-C while waiting for the base component
 
-    with pytest.raises(DeployError, match="interrupted by the user"):
+    with pytest.raises(Interrupted, match="interrupted by the user") as info:
         deployment(lora_spec, session, clock, tmp_path, progress=interrupt).deploy()
-    assert live(fake) == {}
+    assert info.value.state == "old"
+    assert "The deployment is as it was before this run" in str(info.value)
+    assert live(fake) == {} and _keys() == set()
 
 
-def test_deploy_failure_keeps_resources_that_existed_before(
+def test_ctrl_c_after_every_change_finishes_and_says_so(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, spec: Any,
-        lora_spec: Any, tmp_path: Path) -> None:
-    deployment(spec, session, clock, tmp_path).deploy()
-    before = live(fake)
-    # the adapter-enabled spec changes the base env (LoRA on): an update that fails
-    fake.inject("UpdateInferenceComponent", "failed", reason="injected: bad weights")
-    with pytest.raises(DeployError) as info:
-        deployment(lora_spec, session, clock, tmp_path).deploy()
+        tmp_path: Path) -> None:
+    interrupts = Interrupts()
+
+    def press_at_the_end(event: ProgressEvent) -> None:
+        if event.kind == "inference-component" and event.status == "InService":
+            interrupts.press()
+
+    result = deployment(spec, session, clock, tmp_path, interrupts=interrupts,
+                        progress=press_at_the_end).deploy()
+    assert "Interrupted after every change was applied: the deployment is on the new " \
+        "spec" in result.summary()
+    assert live(fake)["inference-component"] == {"docqa-base": "InService"}
+
+
+def test_second_ctrl_c_says_what_is_still_running_and_how_to_resume(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path) -> None:
+    deployment(spec_with(tmp_path), session, clock, tmp_path).deploy()
+    interrupts = Interrupts()
+
+    def press_twice(event: ProgressEvent) -> None:
+        if event.name == "docqa-base" and event.status == "Updating" \
+                and not interrupts.presses:
+            interrupts.press()
+            interrupts.press()
+
+    with pytest.raises(Interrupted, match="second Ctrl-C") as info:
+        deployment(lora_spec, session, clock, tmp_path, interrupts=interrupts,
+                   progress=press_twice).deploy()
     message = str(info.value)
-    assert "Rolled back" in message and "existed before this run" in message
-    after = live(fake)
-    assert after["endpoint"] == before["endpoint"]
-    assert after["inference-component"] == before["inference-component"]
+    assert info.value.state == "partial"
+    assert "Still in progress on AWS: inference-component docqa-base (Updating (update))" \
+        in message
+    assert "Run `lmikit deploy SPEC` again to converge" in message
+    fake.settle()
+    _, keys = _in_use(fake)
+    assert keys <= _keys()  # nothing a component runs was deleted
+    deployment(lora_spec, session, clock, tmp_path).deploy()  # converges
+    assert not deployment(lora_spec, session, clock, tmp_path).deploy().changed
+
+
+def test_destroy_that_stops_halfway_says_what_is_left(fake: FakeSageMaker, session: Any,
+                                                      clock: VirtualClock, lora_spec: Any,
+                                                      tmp_path: Path) -> None:
+    d = deployment(lora_spec, session, clock, tmp_path, retry_mode="standard")
+    d.deploy()
+    fake.inject("DeleteEndpoint", "5xx", times=20)
+    with pytest.raises(DeployFailed) as info:
+        d.destroy()
+    message = str(info.value)
+    assert "destroy of 'docqa' stopped: DeleteEndpoint failed: InternalFailure" in message
+    deleted = next(line for line in message.splitlines() if line.startswith("Deleted: "))
+    assert sorted(deleted[len("Deleted: "):].rstrip(".").split(", ")) == [
+        "inference-component docqa-base", "inference-component docqa-legal",
+        "inference-component docqa-medical"]
+    assert "Still there: endpoint docqa (InService), endpoint-config docqa-" in message
+    assert "Run `lmikit destroy SPEC` again to finish deleting it." in message
+    assert info.value.state == "partial" and info.value.left
+    fake.clear_faults()
+    d.destroy()
+    assert live(fake) == {} and _keys() == set()
 
 
 def test_deploy_slow_transition_hits_the_timeout_and_rolls_back(
@@ -114,3 +186,16 @@ def test_deploy_resource_limit_is_not_retried_and_rolls_back(
         deployment(spec, session, clock, tmp_path).deploy()
     assert len(fake.operations("CreateInferenceComponent")) == 1
     assert live(fake) == {}
+
+
+def test_deploy_replaces_a_failed_endpoint(fake: FakeSageMaker, session: Any,
+                                           clock: VirtualClock, lora_spec: Any,
+                                           tmp_path: Path) -> None:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    endpoint = fake.control.endpoints["docqa"]  # the instances failed after the deploy
+    endpoint.status, endpoint.failure = "Failed", "injected: instance failure"
+    result = deployment(lora_spec, session, clock, tmp_path).deploy()
+    assert ("endpoint", "replace") in {(c.kind, c.action) for c in result.changes}
+    assert live(fake)["endpoint"] == {"docqa": "InService"}
+    assert set(live(fake)["inference-component"]) == {"docqa-base", "docqa-legal",
+                                                      "docqa-medical"}

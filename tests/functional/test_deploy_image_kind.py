@@ -5,9 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from lmikit.errors import DeployError
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import BUCKET, ROLE, deployment, spec_with
@@ -41,11 +38,3 @@ def test_lmikit_image_uri_renders_for_lmikit_image(fake: FakeSageMaker, session:
     d.deploy()
     env = _base_env(fake)
     assert env["LMIKIT_METRICS_PATH"] == "/metrics" and "LMIKIT_PLAN" in env
-
-
-def test_stock_image_refuses_an_hf_token_secret(fake: FakeSageMaker, session: Any,
-                                                clock: VirtualClock, tmp_path: Path) -> None:
-    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf"
-    spec = spec_with(tmp_path, f"security:\n  hf_token_secret_arn: {arn}\n")
-    with pytest.raises(DeployError, match="stock LMI image cannot read a Secrets Manager"):
-        deployment(spec, session, clock, tmp_path).deploy()

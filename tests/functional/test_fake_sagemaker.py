@@ -126,3 +126,79 @@ def test_fake_rejects_unknown_fault_kinds(fake: FakeSageMaker) -> None:
 def test_docstring_examples_run(name: str, aws: None) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_fake_keeps_resources_per_region(fake: FakeSageMaker, session: Any,
+                                         requests: Any) -> None:
+    """Like the service: a client of one region never sees another region's resources."""
+    east = session.client("sagemaker", region_name="us-east-1")
+    west = session.client("sagemaker", region_name="eu-west-1")
+    east.create_endpoint_config(**requests.endpoint_config)
+    assert west.list_endpoint_configs()["EndpointConfigs"] == []
+    with pytest.raises(ClientError, match="Could not find endpoint configuration"):
+        west.describe_endpoint_config(EndpointConfigName=requests.names.endpoint_config)
+    west.create_endpoint_config(**requests.endpoint_config)  # the name is free there
+    arn = west.describe_endpoint_config(
+        EndpointConfigName=requests.names.endpoint_config)["EndpointConfigArn"]
+    assert arn.startswith("arn:aws:sagemaker:eu-west-1:")
+    assert fake.resources("eu-west-1")["endpoint-config"] == {requests.names.endpoint_config:
+                                                             None}
+    assert {c.region for c in fake.calls} == {"us-east-1", "eu-west-1"}
+
+
+def test_fake_lost_answer_is_applied_and_retried_into_already_existing(
+        fake: FakeSageMaker, session: Any, requests: Any) -> None:
+    from botocore.config import Config
+
+    sm = session.client("sagemaker", config=Config(retries={"mode": "standard"}))
+    fake.inject("CreateEndpointConfig", "lost")
+    with pytest.raises(ClientError, match="Cannot create already existing endpoint "
+                                          "configuration"):
+        sm.create_endpoint_config(**requests.endpoint_config)
+    assert [c.error for c in fake.operations("CreateEndpointConfig")] == [
+        "lost", "ValidationException"]
+    assert requests.names.endpoint_config in fake.resources()["endpoint-config"]
+
+
+def test_fake_shows_the_pending_config_while_an_endpoint_updates(
+        fake: FakeSageMaker, sm: Any, requests: Any) -> None:
+    _up(sm, fake, requests)
+    new = {**requests.endpoint_config, "EndpointConfigName": "docqa-next"}
+    sm.create_endpoint_config(**new)
+    sm.update_endpoint(EndpointName="docqa", EndpointConfigName="docqa-next")
+    desc = sm.describe_endpoint(EndpointName="docqa")
+    assert desc["EndpointStatus"] == "Updating"
+    assert desc["EndpointConfigName"] == requests.names.endpoint_config
+    assert desc["PendingDeploymentSummary"]["EndpointConfigName"] == "docqa-next"
+    fake.settle()
+    desc = sm.describe_endpoint(EndpointName="docqa")
+    assert desc["EndpointConfigName"] == "docqa-next" and "PendingDeploymentSummary" not in desc
+
+
+def test_fake_faults_and_records_calls_moto_answers(fake: FakeSageMaker, session: Any) -> None:
+    from botocore.config import Config
+
+    s3 = session.client("s3", config=Config(retries={"mode": "standard"}))
+    fake.inject("PutObject", "5xx")
+    fake.inject("HeadObject", "throttle")
+    s3.put_object(Bucket=BUCKET, Key="k", Body=b"1")  # retried after the 500
+    s3.head_object(Bucket=BUCKET, Key="k")  # retried after the 503 SlowDown
+    fake.inject("DeleteObject", "lost")
+    s3.delete_object(Bucket=BUCKET, Key="k")  # applied, answer lost, retried
+    assert [(c.operation, c.error) for c in fake.operations(
+        "PutObject", "HeadObject", "DeleteObject")] == [
+        ("PutObject", "5xx"), ("PutObject", None), ("HeadObject", "throttle"),
+        ("HeadObject", None), ("DeleteObject", "lost"), ("DeleteObject", None)]
+    with pytest.raises(ValueError, match="answered by moto: use one of throttle, 5xx, lost"):
+        fake.inject("PutObject", "failed")
+
+
+def test_fake_lists_models(fake: FakeSageMaker, sm: Any) -> None:
+    container = {"Image": "img:1", "ModelDataSource": {"S3DataSource": {
+        "S3Uri": "s3://b/w/", "S3DataType": "S3Prefix", "CompressionType": "None"}}}
+    for name in ("docqa-model-1", "docqa-v2-model-1", "other"):
+        sm.create_model(ModelName=name, PrimaryContainer=container)
+    rows = sm.get_paginator("list_models").paginate(NameContains="docqa", PaginationConfig={
+        "PageSize": 1})
+    assert sorted(m["ModelName"] for page in rows for m in page["Models"]) == [
+        "docqa-model-1", "docqa-v2-model-1"]

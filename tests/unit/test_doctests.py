@@ -19,7 +19,9 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
            "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat",
            "lmikit.names", "lmikit.change", "lmikit.render.scaling", "lmikit.render.iam",
-           "lmikit.testing._iam", "lmikit.testing._validate"]
+           "lmikit.testing._iam", "lmikit.testing._validate",
+           "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
+           "lmikit.deploy._interrupt", "lmikit.deploy._hooks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -102,3 +102,42 @@ def test_lmikit_modules_import_no_cycle():
     graph = import_graph()
     assert "lmikit.render.env" in graph and "lmikit.names" in graph["lmikit.render.env"]
     assert cycles(graph) == []
+
+
+def _package(module: str) -> str:
+    """``lmikit.deploy._apply`` -> ``lmikit.deploy``; a top-level module is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, deps in graph.items():
+        out.setdefault(_package(module), set()).update(
+            _package(d) for d in deps if _package(d) != _package(module))
+    return out
+
+
+def test_package_graph_collapses_modules_to_their_package():
+    graph = {"lmikit.deploy._a": {"lmikit.adapters"}, "lmikit.adapters": {"lmikit.deploy._b"},
+             "lmikit.deploy._b": set()}
+    assert cycles(package_graph(graph)) == [["lmikit.adapters", "lmikit.deploy"]]
+
+
+def test_deploy_adapters_and_aws_form_no_package_cycle():
+    """lmikit.aws is the shared AWS layer: lmikit.adapters and lmikit.deploy both use it, and
+    lmikit.adapters does not import lmikit.deploy at all."""
+    graph = package_graph(import_graph())
+    assert graph["lmikit.aws"] <= {"lmikit.errors", "lmikit.names"}
+    assert "lmikit.deploy" not in graph["lmikit.adapters"]
+    involved = {"lmikit.aws", "lmikit.adapters", "lmikit.deploy"}
+    assert [c for c in cycles(graph) if involved & set(c)] == []
+
+
+def test_adapters_and_deploy_import_no_private_module_of_each_other():
+    graph = import_graph()
+    for module, deps in graph.items():
+        for dep in deps:
+            for mine, theirs in (("lmikit.adapters", "lmikit.deploy."),
+                                 ("lmikit.deploy", "lmikit.adapters.")):
+                if _package(module) == mine and dep.startswith(theirs):
+                    assert not dep.rsplit(".", 1)[1].startswith("_"), f"{module} -> {dep}"

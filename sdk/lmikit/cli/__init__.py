@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("lmikit.cli.spec_cmd:schema_cmd", "Print the spec's JSON Schema."),
     "deploy": ("lmikit.cli.deploy_cmd:deploy_cmd", "Create or update the deployment (boto3)."),
     "destroy": ("lmikit.cli.deploy_cmd:destroy_cmd", "Delete the deployment's resources."),
+    "gc": ("lmikit.cli.deploy_cmd:gc_cmd", "Delete configs and artifacts nothing uses."),
     "status": ("lmikit.cli.deploy_cmd:status_cmd", "Show every resource and its state."),
     "adapters": ("lmikit.cli.adapters_cmd:adapters_group", "Register and manage LoRA adapters."),
     "invoke": ("lmikit.cli.invoke_cmd:invoke_cmd", "Stream a prompt and print TTFT."),
@@ -61,7 +62,7 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except LmikitError as exc:
             click.echo(f"{exc.kind}: {exc}", err=True)
-            sys.exit(2)
+            sys.exit(130 if exc.kind == "Interrupted" else 2)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)

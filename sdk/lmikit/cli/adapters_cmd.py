@@ -1,4 +1,9 @@
-"""``lmikit adapters``: register, list, update and remove LoRA adapters of an endpoint."""
+"""``lmikit adapters``: register, list, update and remove LoRA adapters of an endpoint.
+
+The deployment is named by ``--spec SPEC`` (its name, region and KMS key) or by
+``--endpoint NAME`` (in ``--region``); the artifact bucket is the one the deployed endpoint
+records, unless ``--bucket`` says otherwise. Every command says which region it acts in.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,16 @@ from typing import Any
 
 import click
 
-endpoint_option = click.option("--endpoint", "-e", required=True,
-                               help="Endpoint name (the spec's name).")
+spec_option = click.option("--spec", "spec_path", type=click.Path(dir_okay=False,
+                                                                   path_type=Path),
+                           help="The deployment's spec file (name, region, KMS key).")
+endpoint_option = click.option("--endpoint", "-e",
+                               help="Endpoint name (the spec's name), if --spec is not given.")
 region_option = click.option("--region", envvar="AWS_DEFAULT_REGION",
-                             help="AWS region [env AWS_DEFAULT_REGION].")
+                             help="AWS region with --endpoint [env AWS_DEFAULT_REGION].")
 bucket_option = click.option("--bucket", envvar="LMIKIT_BUCKET",
-                             help="S3 bucket for adapter artifacts [default: sagemaker-<region>-"
-                             "<account>].")
+                             help="S3 bucket for adapter artifacts [default: the endpoint's "
+                             "(tag lmikit:bucket), else sagemaker-<region>-<account>].")
 kms_option = click.option("--kms-key", "kms_key_arn", help="KMS key ARN for the upload.")
 wait_option = click.option("--wait/--no-wait", default=False, show_default=True,
                            help="Wait until the adapter component is InService.")
@@ -29,37 +37,59 @@ include_option = click.option(
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "5"))
 
 
-def upload_options(command: Callable[..., None]) -> Callable[..., None]:
-    """NAME PATH and the options of a command that uploads an adapter (register, update)."""
-    for decorate in reversed([
-        click.argument("name"),
-        click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path)),
-        endpoint_option, formatter_option, include_option, wait_option, region_option,
-        bucket_option, kms_option,
-    ]):
+def target_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--spec, --endpoint, --region: which deployment a command acts on."""
+    for decorate in reversed([spec_option, endpoint_option, region_option]):
         command = decorate(command)
     return command
 
 
-def _registry(endpoint: str, region: str | None, bucket: str | None = None,
-              kms_key_arn: str | None = None) -> Any:
+def upload_options(command: Callable[..., None]) -> Callable[..., None]:
+    """NAME PATH and the options of a command that uploads an adapter (register, update)."""
+    decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+        click.argument("name"),
+        click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path)),
+        target_options, formatter_option, include_option, wait_option, bucket_option, kms_option,
+    ]
+    for decorate in reversed(decorators):
+        command = decorate(command)
+    return command
+
+
+def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
+              bucket: str | None = None, kms_key_arn: str | None = None) -> Any:
     from lmikit.adapters import AdapterRegistry
 
-    return AdapterRegistry(endpoint, region=region, bucket=bucket, kms_key_arn=kms_key_arn,
-                           poll_seconds=POLL)
+    options: dict[str, Any] = {"bucket": bucket, "poll_seconds": POLL}
+    if kms_key_arn:
+        options["kms_key_arn"] = kms_key_arn
+    if spec_path is not None:
+        from lmikit.loader import load_spec
+
+        spec = load_spec(spec_path)
+        if endpoint and endpoint != spec.name:
+            raise click.UsageError(f"--endpoint {endpoint} is not {spec_path}'s endpoint "
+                                   f"({spec.name}); give one or the other")
+        registry = AdapterRegistry.for_spec(spec, **options)
+    elif endpoint:
+        registry = AdapterRegistry(endpoint, region=region, **options)
+    else:
+        raise click.UsageError("name the deployment: --spec SPEC or --endpoint NAME")
+    click.echo(f"lmikit adapters: {registry.where()}", err=True)
+    return registry
 
 
 def _echo(info: Any) -> None:
-    excluded = getattr(info, "excluded", ())
-    if excluded:
-        click.echo(f"Left out of {info.name}'s package: {', '.join(excluded)} (add --include "
-                   "PATTERN to package one)", err=True)
     line = f"{info.name}: {info.component} {info.status}"
     if info.artifact_url:
         line += f" ({info.artifact_url})"
     if info.failure:
         line += f" - {info.failure}"
     click.echo(line)
+    excluded = getattr(info, "excluded", ())
+    if excluded:
+        click.echo(f"Left out of {info.name}'s package: {', '.join(excluded)} (add --include "
+                   "PATTERN to package one)", err=True)
 
 
 @click.group("adapters")
@@ -69,63 +99,63 @@ def adapters_group() -> None:
 
 @adapters_group.command("register")
 @upload_options
-def register_cmd(name: str, path: Path, endpoint: str, formatter: str | None,
-                 include: tuple[str, ...], wait: bool, region: str | None, bucket: str | None,
-                 kms_key_arn: str | None) -> None:
+def register_cmd(name: str, path: Path, spec_path: Path | None, endpoint: str | None,
+                 region: str | None, formatter: str | None, include: tuple[str, ...],
+                 wait: bool, bucket: str | None, kms_key_arn: str | None) -> None:
     """Validate, upload and host the adapter in PATH as NAME."""
-    info = _registry(endpoint, region, bucket, kms_key_arn).register(name, path, formatter,
-                                                                     wait=wait, include=include)
-    _echo(info)
+    registry = _registry(spec_path, endpoint, region, bucket, kms_key_arn)
+    _echo(registry.register(name, path, formatter, wait=wait, include=include))
 
 
 @adapters_group.command("register-dir")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@endpoint_option
+@target_options
 @wait_option
-@region_option
 @bucket_option
 @kms_option
-def register_dir_cmd(directory: Path, endpoint: str, wait: bool, region: str | None,
-                     bucket: str | None, kms_key_arn: str | None) -> None:
+def register_dir_cmd(directory: Path, spec_path: Path | None, endpoint: str | None,
+                     region: str | None, wait: bool, bucket: str | None,
+                     kms_key_arn: str | None) -> None:
     """Register every adapter directory inside DIRECTORY concurrently (name = dir name)."""
     items: list[tuple[str, str | Path, str | Path | None]] = [
         (d.name, d, None) for d in sorted(directory.iterdir())
         if d.is_dir() and not d.name.startswith(".")]
     if not items:
         raise click.UsageError(f"no adapter directories in {directory}")
-    for info in _registry(endpoint, region, bucket, kms_key_arn).register_many(items,
-                                                                              wait=wait):
+    registry = _registry(spec_path, endpoint, region, bucket, kms_key_arn)
+    for info in registry.register_many(items, wait=wait):
         _echo(info)
 
 
 @adapters_group.command("list")
-@endpoint_option
-@region_option
-def list_cmd(endpoint: str, region: str | None) -> None:
+@target_options
+def list_cmd(spec_path: Path | None, endpoint: str | None, region: str | None) -> None:
     """List the endpoint's adapters and their states."""
-    adapters = _registry(endpoint, region).list()
+    registry = _registry(spec_path, endpoint, region)
+    adapters = registry.list()
     if not adapters:
-        click.echo(f"No adapters on {endpoint}.")
+        click.echo(f"No adapters on {registry.endpoint}.")
     for info in adapters:
         _echo(info)
 
 
 @adapters_group.command("update")
 @upload_options
-def update_cmd(name: str, path: Path, endpoint: str, formatter: str | None,
-               include: tuple[str, ...], wait: bool, region: str | None, bucket: str | None,
-               kms_key_arn: str | None) -> None:
+def update_cmd(name: str, path: Path, spec_path: Path | None, endpoint: str | None,
+               region: str | None, formatter: str | None, include: tuple[str, ...],
+               wait: bool, bucket: str | None, kms_key_arn: str | None) -> None:
     """Point adapter NAME at new weights (or a new formatter) from PATH."""
-    _echo(_registry(endpoint, region, bucket, kms_key_arn).update(name, path, formatter,
-                                                                  wait=wait, include=include))
+    registry = _registry(spec_path, endpoint, region, bucket, kms_key_arn)
+    _echo(registry.update(name, path, formatter, wait=wait, include=include))
 
 
 @adapters_group.command("remove")
 @click.argument("name")
-@endpoint_option
+@target_options
 @wait_option
-@region_option
-def remove_cmd(name: str, endpoint: str, wait: bool, region: str | None) -> None:
-    """Delete adapter NAME's component."""
-    _registry(endpoint, region).remove(name, wait=wait)
-    click.echo(f"Removed {name} from {endpoint}.")
+def remove_cmd(name: str, spec_path: Path | None, endpoint: str | None, region: str | None,
+               wait: bool) -> None:
+    """Delete adapter NAME's component (only an adapter of this deployment)."""
+    registry = _registry(spec_path, endpoint, region)
+    registry.remove(name, wait=wait)
+    click.echo(f"Removed {name} from {registry.endpoint}.")

@@ -1,10 +1,11 @@
-"""``lmikit deploy | destroy | status``: the boto3 deployer, with per-resource progress."""
+"""``lmikit deploy | destroy | gc | status``: the boto3 deployer, with live progress."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,64 +13,80 @@ import click
 
 from lmikit.cli._common import spec_argument
 
-DONE_STATES = {"InService", "Failed", "created", "deleted", "exists"}
+DONE_STATES = {"InService", "Failed", "created", "deleted", "exists", "done", "unchanged"}
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "15"))
 
 role_option = click.option("--role-arn", envvar="LMIKIT_ROLE_ARN",
                            help="SageMaker execution role ARN (env LMIKIT_ROLE_ARN).")
 bucket_option = click.option("--bucket", envvar="LMIKIT_BUCKET",
-                             help="S3 bucket for artifacts [default: sagemaker-<region>-"
-                             "<account>, created if missing].")
+                             help="S3 bucket for artifacts [default: the deployed endpoint's, "
+                             "else sagemaker-<region>-<account>, created if missing].")
 poll_option = click.option("--poll-seconds", type=click.FloatRange(0.1), default=POLL,
                            show_default=True, help="How often to poll resource status.")
+unlock_option = click.option("--force-unlock", is_flag=True,
+                             help="Take the deployment's lease even if another run holds it "
+                             "(only when that run is gone).")
 
 
 class ProgressTable:
-    """A live rich table: one row per resource with action, status and elapsed time."""
+    """A live rich table: one row per resource with action, status and elapsed time, and
+    the whole run's elapsed time in the title. It is re-rendered on every refresh, so the
+    times advance while a resource is still being waited for."""
 
-    def __init__(self, title: str) -> None:
+    def __init__(self, title: str, clock: Callable[[], float] = time.monotonic) -> None:
         from rich.console import Console
 
         self.console = Console()
         self.title = title
+        self.clock = clock
+        self.started = clock()
+        self.ended: float | None = None
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.live: Any = None
 
     def __call__(self, event: Any) -> None:
+        at = event.at or self.clock()
         with self.lock:
             key = (event.kind, event.name)
-            row = self.rows.setdefault(key, {"start": time.monotonic()})
+            row = self.rows.setdefault(key, {"start": at})
             row.update(action=event.action, status=event.status)
             settled = event.status in DONE_STATES or event.action == "unchanged"
-            row["end"] = time.monotonic() if settled else None
-            if self.live is not None:
-                self.live.update(self.render())
+            row["end"] = at if settled else None
+
+    def elapsed(self, key: tuple[str, str]) -> float:
+        row = self.rows[key]
+        end = row.get("end")
+        return (end if end is not None else self.ended or self.clock()) - row["start"]
 
     def render(self) -> Any:
         from rich.table import Table
 
-        t = Table(title=self.title, title_justify="left")
-        for col in ("Resource", "Name", "Action", "Status", "Elapsed"):
-            t.add_column(col)
-        for (kind, name), row in self.rows.items():
-            status = row["status"]
-            style = {"InService": "green", "Failed": "red", "deleted": "dim"}.get(status, "")
-            t.add_row(kind, name, row["action"], f"[{style}]{status}[/]" if style else status,
-                      f"{(row.get('end') or time.monotonic()) - row['start']:.0f}s")
+        with self.lock:
+            total = (self.ended or self.clock()) - self.started
+            t = Table(title=f"{self.title} ({total:.0f}s)", title_justify="left")
+            for col in ("Resource", "Name", "Action", "Status", "Elapsed"):
+                t.add_column(col)
+            for key, row in self.rows.items():
+                status = row["status"]
+                style = {"InService": "green", "Failed": "red", "deleted": "dim"}.get(status,
+                                                                                      "")
+                t.add_row(key[0], key[1], row["action"],
+                          f"[{style}]{status}[/]" if style else status,
+                          f"{self.elapsed(key):.0f}s")
         return t
 
     def __enter__(self) -> ProgressTable:
         from rich.live import Live
 
-        self.live = Live(self.render(), console=self.console, refresh_per_second=4,
-                         transient=False)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False,
+                         get_renderable=self.render)
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        with self.lock:
-            self.live.update(self.render())
+        self.ended = self.clock()
+        self.live.refresh()
         self.live.__exit__(*exc)
         self.live = None
         if not self.console.is_terminal:
@@ -77,18 +94,23 @@ class ProgressTable:
 
 
 def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll: float,
-                progress: Any, create_role: bool = False, targets: tuple[str, ...] = ()) -> Any:
+                progress: Any, targets: tuple[str, ...] = (), **options: Any) -> Any:
     from lmikit.cli._common import load
-    from lmikit.deploy import Deployment, ensure_execution_role
+    from lmikit.deploy import Deployment
 
     spec, plan = load(spec_path, targets)  # destroy and status need only the names
-    d = Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,
-                   plan=plan, progress=progress or (lambda event: None), poll_seconds=poll)
-    if create_role and not role_arn:
-        d.role_arn = ensure_execution_role(spec, d.bucket, session=d.clients.session,
-                                           image_uri=d.image_uri)
-        click.echo(f"Execution role: {d.role_arn}")
-    return d
+    return Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,
+                      plan=plan, progress=progress or (lambda event: None), poll_seconds=poll,
+                      spec_path=str(spec_path), **options)
+
+
+def _echo_changes(title: str, changes: list[Any]) -> None:
+    click.echo(title)
+    for c in changes:
+        if c.action not in ("unchanged", "exists"):
+            click.echo(f"  {c.line()}")
+    if all(c.action in ("unchanged", "exists") for c in changes):
+        click.echo("  nothing: every resource already matches the spec")
 
 
 @click.command("deploy")
@@ -97,16 +119,36 @@ def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll:
 @bucket_option
 @click.option("--create-role", is_flag=True,
               help="Create a least-privilege execution role if --role-arn is not given.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what would be created, updated or deleted; change nothing.")
+@click.option("--keep-unlisted-adapters", is_flag=True,
+              help="Keep adapter components the spec does not list (default: remove them).")
+@unlock_option
 @poll_option
 def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role: bool,
+               dry_run: bool, keep_unlisted_adapters: bool, force_unlock: bool,
                poll_seconds: float) -> None:
-    """Create or update SPEC's endpoint idempotently; roll back this run on failure."""
-    progress = ProgressTable(f"lmikit deploy {spec}")
+    """Converge SPEC's deployment on the spec; undo this run if it fails."""
     from lmikit.accept import DEPLOY_TARGETS
 
-    d = _deployment(spec, role_arn, bucket, poll_seconds, progress, create_role,
-                    DEPLOY_TARGETS)
-    with progress:
+    progress = ProgressTable(f"lmikit deploy {spec}")
+    d = _deployment(spec, role_arn, bucket, poll_seconds, progress, DEPLOY_TARGETS,
+                    keep_unlisted_adapters=keep_unlisted_adapters, force_unlock=force_unlock)
+    if create_role and not role_arn:
+        from lmikit.deploy import ensure_execution_role
+
+        d.role_arn = ("arn:aws:iam::000000000000:role/<created by --create-role>" if dry_run
+                      else ensure_execution_role(d.spec, d.bucket, session=d.clients.session,
+                                            image_uri=d.image_uri))
+        if not dry_run:
+            click.echo(f"Execution role: {d.role_arn}")
+    if dry_run:
+        _echo_changes(f"Plan for {d.spec.name} in {d.spec.region} (dry run, nothing changed):",
+                      d.plan_changes())
+        return
+    d.on_plan = lambda changes: _echo_changes(f"Plan for {d.spec.name} in {d.spec.region}:",
+                                              changes)
+    with d.interrupts.sigint(lambda line: click.echo(line, err=True)), progress:
         result = d.deploy()
     click.echo(result.summary())
 
@@ -114,17 +156,46 @@ def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role
 @click.command("destroy")
 @spec_argument
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--keep-artifacts", is_flag=True,
+              help="Keep the deployment's S3 artifacts (default: delete them).")
+@bucket_option
+@unlock_option
 @poll_option
-def destroy_cmd(spec: Path, yes: bool, poll_seconds: float) -> None:
-    """Delete SPEC's adapters, base component, endpoint and configs (in that order)."""
+def destroy_cmd(spec: Path, yes: bool, keep_artifacts: bool, bucket: str | None,
+                force_unlock: bool, poll_seconds: float) -> None:
+    """Delete SPEC's adapters, base component, endpoint, configs, Models and artifacts."""
     progress = ProgressTable(f"lmikit destroy {spec}")
-    d = _deployment(spec, None, "unused", poll_seconds, progress)
+    d = _deployment(spec, None, bucket, poll_seconds, progress, force_unlock=force_unlock)
     if not yes:
-        click.confirm(f"Delete every resource of deployment {d.spec.name!r}?", abort=True)
-    with progress:
-        result = d.destroy()
+        click.confirm(f"Delete every resource of deployment {d.spec.name!r} in "
+                      f"{d.spec.region}?", abort=True)
+    with d.interrupts.sigint(lambda line: click.echo(line, err=True)), progress:
+        result = d.destroy(keep_artifacts=keep_artifacts)
     gone = [f"{c.kind} {c.name}" for c in result.changes if c.action == "delete"]
     click.echo("Deleted: " + (", ".join(gone) if gone else "nothing (already absent)"))
+    for note in result.notes:
+        click.echo(note)
+
+
+@click.command("gc")
+@spec_argument
+@bucket_option
+@unlock_option
+@click.option("--dry-run", is_flag=True, help="Print what would be deleted; delete nothing.")
+def gc_cmd(spec: Path, bucket: str | None, force_unlock: bool, dry_run: bool) -> None:
+    """Delete SPEC's configs, Models and artifacts that nothing live uses any more."""
+    d = _deployment(spec, None, bucket, POLL, None, force_unlock=force_unlock)
+    if dry_run:
+        changes = d.garbage()
+    else:
+        with d.interrupts.sigint(lambda line: click.echo(line, err=True)):
+            result = d.gc()
+        changes = result.changes
+        for note in result.notes:
+            click.echo(note)
+    verb = "Would delete" if dry_run else "Deleted"
+    click.echo(f"{verb}: " + (", ".join(f"{c.kind} {c.name}" for c in changes) if changes
+                              else "nothing (nothing unused)"))
 
 
 @click.command("status")
@@ -132,7 +203,7 @@ def destroy_cmd(spec: Path, yes: bool, poll_seconds: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_cmd(spec: Path, as_json: bool) -> None:
     """Show every resource of SPEC's deployment and its state."""
-    d = _deployment(spec, None, "unused", POLL, None)
+    d = _deployment(spec, None, None, POLL, None)
     rows = d.status()
     if as_json:
         from dataclasses import asdict

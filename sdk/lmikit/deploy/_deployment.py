@@ -1,104 +1,70 @@
-"""Create, update, inspect and delete one deployment with boto3, idempotently.
+"""Create, update, inspect and delete one deployment with boto3, converging on the spec.
 
-A run changes only what differs from the spec: a changed endpoint config becomes a new
-config plus UpdateEndpoint; a changed base component goes through UpdateInferenceComponent
-with a rolling policy and alarm-based auto-rollback; adapters are created in parallel.
-If a step fails (or the user presses Ctrl-C), everything this run created is deleted in
-dependency order, what existed before is kept, and the error says exactly what is left.
+A deploy takes the deployment's lease, reads what exists, plans the steps between that and
+the spec (``plan_changes()`` prints the same plan without changing anything), and carries
+them out. If a step fails, or Ctrl-C is pressed, every step is undone newest first and the
+error says whether the account is exactly as it was (``state="old"``) or what is left.
+After a successful deploy, :meth:`Deployment.gc` removes the configs, Models and artifacts
+nothing uses any more.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lmikit.deploy._artifacts import (
-    StoredArtifact,
-    default_bucket,
-    delete_artifact,
-    ensure_bucket,
-    upload_artifact,
-)
-from lmikit.deploy._aws import (
+from lmikit.aws import (
+    ArtifactStore,
     Clients,
     Clock,
-    ProgressEvent,
+    Lease,
     ProgressFn,
     RealClock,
-    Waiter,
-    call,
-    describe_or_none,
+    Stopped,
+    artifact_of,
+    as_source,
+    check_bucket_name,
+    default_bucket,
+    describe,
     no_progress,
+    owner_of,
+    package_source,
+    tags_of,
 )
-from lmikit.deploy._model import delete_model_if_ours, ensure_model
-from lmikit.errors import DeployError, LmikitError
-from lmikit.names import DEPLOYMENT_TAG, base_component_name
+from lmikit.aws._lease import LEASE_SECONDS
+from lmikit.deploy import _destroy
+from lmikit.deploy._apply import Applier, change_list
+from lmikit.deploy._gc import Usage, collect, garbage
+from lmikit.deploy._hooks import Hook, StepContext
+from lmikit.deploy._interrupt import Interrupts, StopRequested
+from lmikit.deploy._plan import Desired, PendingArtifact, observe, plan_steps
+from lmikit.deploy._result import Change, DeployResult, ResourceState
+from lmikit.deploy._rollback import roll_back
+from lmikit.deploy._run import Run, Undo
+from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
+from lmikit.names import BUCKET_TAG, base_component_name, deployment_prefix
 from lmikit.render.container import ImageKind, image_kind_of
-from lmikit.render.sagemaker import SageMakerRequests, render_requests
 from lmikit.spec import DeploymentSpec
-
-ROLLING_WAIT_SECONDS = 120
-ROLLING_TIMEOUT_SECONDS = 3600
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a run did (or would do) to one resource."""
-
-    kind: str
-    name: str
-    action: str  # "create" | "update" | "replace" | "unchanged" | "delete" | "absent"
-    detail: str = ""
-
-
-@dataclass
-class DeployResult:
-    changes: list[Change] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return any(c.action not in ("unchanged", "absent") for c in self.changes)
-
-    def summary(self) -> str:
-        if not self.changed:
-            return "No changes: every resource already matches the spec."
-        done = [c for c in self.changes if c.action not in ("unchanged", "absent")]
-        return "; ".join(f"{c.action} {c.kind} {c.name}" for c in done)
-
-
-@dataclass(frozen=True)
-class ResourceState:
-    kind: str
-    name: str
-    status: str
-    detail: str = ""
-
-
-@dataclass
-class _Run:
-    """Bookkeeping for one deploy: what it created, so a failure can undo exactly that."""
-
-    created: list[tuple[str, str]] = field(default_factory=list)
-    uploaded: list[StoredArtifact] = field(default_factory=list)
-    updated: list[tuple[str, str]] = field(default_factory=list)
-    result: DeployResult = field(default_factory=DeployResult)
 
 
 class Deployment:
     """One spec's resources on SageMaker.
 
-    >>> from lmikit.testing import FakeSageMaker  # doctest: +SKIP
-    >>> Deployment(spec, role_arn=role, bucket="my-bucket").deploy().summary()  # doctest: +SKIP
-    'create endpoint-config docqa-qwen7b-1a2b...; create endpoint docqa-qwen7b; ...'
+    >>> d = Deployment(spec, role_arn=role, bucket="my-bucket")  # doctest: +SKIP
+    >>> d.plan_changes()  # doctest: +SKIP
+    [Change(kind='artifact', ...), Change(kind='endpoint', name='docqa', action='create'), ...]
+    >>> d.deploy().summary()  # doctest: +SKIP
+    'upload artifact s3://...; create endpoint-config docqa-1a2b...; create endpoint docqa; ...'
 
     ``session`` is a boto3 session (one is created for ``spec.region`` if omitted);
     ``clock`` and ``poll_seconds`` control waiting (tests pass the fake's clock);
     ``retry_mode`` is botocore's (adaptive by default: it also slows down after throttling).
-    ``image_uri`` defaults to the stock LMI image of ``engine.lmi_version``; ``image_kind``
-    (``stock`` or ``lmikit``) says what it is, by default read from the URI (an AWS
-    ``djl-inference`` repository is the stock image).
+    ``bucket`` defaults to the one the deployed endpoint names (tag ``lmikit:bucket``), else
+    ``sagemaker-<region>-<account>``. ``keep_unlisted_adapters`` keeps adapter components
+    the spec no longer lists (by default they are removed). ``force_unlock`` takes the
+    deployment's lease even when another run holds it. ``post_deploy_steps`` and
+    ``pre_destroy_steps`` are extra steps (see :mod:`lmikit.deploy._hooks`).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
@@ -107,7 +73,13 @@ class Deployment:
                  plan: Any = None, clock: Clock | None = None,
                  progress: ProgressFn = no_progress, poll_seconds: float = 15.0,
                  timeout_seconds: float = 3600.0, max_workers: int = 16,
-                 retry_mode: str = "adaptive", image_kind: ImageKind | None = None) -> None:
+                 retry_mode: str = "adaptive", image_kind: ImageKind | None = None,
+                 keep_unlisted_adapters: bool = False, force_unlock: bool = False,
+                 interrupts: Interrupts | None = None, lease_seconds: float = LEASE_SECONDS,
+                 on_plan: Callable[[list[Change]], None] | None = None,
+                 spec_path: str | None = None) -> None:
+        if bucket is not None:
+            check_bucket_name(bucket)  # before anything is created
         self.spec = spec
         self.clients = Clients(session, spec.region, retry_mode)
         self.role_arn = role_arn
@@ -117,11 +89,19 @@ class Deployment:
         self.image_kind: ImageKind = image_kind or (
             image_kind_of(image_uri) if image_uri else "stock")
         self._plan = plan
-        self.clock = clock or RealClock()
+        self.clock: Clock = clock or RealClock()
         self.progress = progress
+        self.poll_seconds = poll_seconds
+        self.timeout_seconds = timeout_seconds
         self.max_workers = max_workers
-        self.waiter = Waiter(self.clients.sagemaker, self.clock, progress, poll_seconds,
-                             timeout_seconds)
+        self.keep_unlisted_adapters = keep_unlisted_adapters
+        self.force_unlock = force_unlock
+        self.interrupts = interrupts or Interrupts()
+        self.lease_seconds = lease_seconds
+        self.on_plan = on_plan
+        self.spec_path = spec_path or "SPEC"
+        self.post_deploy_steps: list[Hook] = []
+        self.pre_destroy_steps: list[Hook] = []
 
     # --- inputs ----------------------------------------------------------------------
 
@@ -143,526 +123,247 @@ class Deployment:
 
     @property
     def bucket(self) -> str:
+        """``bucket=``, else the bucket the deployed endpoint names, else SageMaker's default."""
         if self._bucket is None:
-            self._bucket = default_bucket(self.clients)
+            self._bucket = self.recorded_bucket() or default_bucket(self.clients)
         return self._bucket
 
-    def requests(self, run: _Run | None = None) -> SageMakerRequests:
-        """Package and upload artifacts (content-addressed), then render every request."""
+    def recorded_bucket(self) -> str | None:
+        """The bucket the deployed endpoint names in its ``lmikit:bucket`` tag, if any."""
+        desc = describe(self.clients.sagemaker, "endpoint", self.spec.name)
+        if desc is None:
+            return None
+        tags = tags_of(self.clients.sagemaker, desc["EndpointArn"])
+        return tags.get(BUCKET_TAG) if owner_of(tags) == self.spec.name else None
+
+    @property
+    def base_name(self) -> str:
+        return base_component_name(self.spec.name)
+
+    def store(self) -> ArtifactStore:
+        return ArtifactStore(self.clients.s3, self.bucket, deployment=self.spec.name,
+                             region=self.spec.region,
+                             kms_key_arn=self.spec.security.kms_key_arn)
+
+    def desired(self) -> Desired:
+        """Package every artifact (content-addressed, nothing uploaded) and render every
+        request."""
         from lmikit.adapters import package_spec_adapter
         from lmikit.model_artifact import model_artifact
+        from lmikit.render.sagemaker import render_requests
 
         if not self.role_arn:
             raise DeployError("an execution role is needed: pass role_arn= (CLI: --role-arn) "
                               "or create one with lmikit.deploy.ensure_execution_role()")
-        kms = self.spec.security.kms_key_arn
-        s3 = self.clients.s3
-        artifacts: list[StoredArtifact] = []
-        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
-        if data is not None or any(not a.source.startswith("s3://")
-                                   for a in self.spec.adapters):
-            ensure_bucket(s3, self.bucket, self.spec.region)
+        store = self.store()
+        root = deployment_prefix(self.spec.name)
+        artifacts: list[PendingArtifact] = []
         model_url = None
+        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
         if data is not None:
-            stored = upload_artifact(s3, self.bucket, f"lmikit/{self.spec.name}/model", data,
-                                     kms)
-            artifacts.append(stored)
-            model_url = stored.url
+            source = as_source(data)
+            model_url = store.url(f"{root}model", source.sha256)
+            artifacts.append(PendingArtifact(f"{root}model", source, model_url, "model"))
         adapter_urls: dict[str, str] = {}
         for a in self.spec.adapters:
             if a.source.startswith("s3://"):
                 adapter_urls[a.name] = a.source
                 continue
             package = package_spec_adapter(self.spec, self.plan, a, self.base_dir)
-            stored = upload_artifact(s3, self.bucket,
-                                     f"lmikit/{self.spec.name}/adapters/{a.name}",
-                                     package.data, kms)
-            artifacts.append(stored)
-            adapter_urls[a.name] = stored.url
-        if run is not None:
-            run.uploaded += [s for s in artifacts if s.uploaded]
-        return render_requests(self.spec, self.plan, image_uri=self.image_uri,
-                               execution_role_arn=self.role_arn, model_artifact_url=model_url,
-                               adapter_artifact_urls=adapter_urls, image_kind=self.image_kind)
+            source = package_source(package)
+            prefix = f"{root}adapters/{a.name}"
+            adapter_urls[a.name] = store.url(prefix, source.sha256)
+            artifacts.append(PendingArtifact(prefix, source, adapter_urls[a.name],
+                                             f"adapter {a.name}"))
+        requests = render_requests(self.spec, self.plan, image_uri=self.image_uri,
+                                   execution_role_arn=self.role_arn,
+                                   model_artifact_url=model_url,
+                                   adapter_artifact_urls=adapter_urls,
+                                   image_kind=self.image_kind)
+        alarm = f"{self.base_name}-update-5xx" if self.spec.observability.alarms.enabled \
+            else None
+        return Desired(requests, tuple(artifacts), self.bucket, alarm)
 
-    # --- deploy ----------------------------------------------------------------------
+    def new_run(self) -> Run:
+        return Run(clients=self.clients, clock=self.clock, progress=self.progress,
+                   interrupts=self.interrupts, poll_seconds=self.poll_seconds,
+                   timeout_seconds=self.timeout_seconds, max_workers=self.max_workers)
+
+    def lease(self, operation: str) -> Lease:
+        return Lease(self.clients.s3, self.bucket, self.spec.name, clock=self.clock,
+                     operation=operation, seconds=self.lease_seconds)
+
+    # --- plan and deploy -------------------------------------------------------------
+
+    def plan_changes(self) -> list[Change]:
+        """What :meth:`deploy` would do, per resource, without changing anything (no
+        upload, no bucket, no lease: read calls only)."""
+        desired = self.desired()
+        run = self.new_run()
+        seen = observe(run.sm, run.waiter, self.store(), desired, self.spec.name,
+                       self.clients.cloudwatch)
+        steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
+        names = desired.requests.names
+        after = Usage(configs={names.endpoint_config},
+                      models={names.model} if names.model else set(),
+                      urls={a.url for a in desired.artifacts}
+                      | {url for s in steps if s.action == "keep" and s.old
+                         and (url := artifact_of(s.old))})
+        return change_list(steps) + garbage(run, self.store(), self.spec.name, after)
 
     def deploy(self) -> DeployResult:
-        """Create or update every resource; on failure undo this run and raise DeployError."""
-        run = _Run()
+        """Converge on the spec; on failure undo this run and raise DeployFailed (or
+        Interrupted) saying whether the account is as it was (``state``)."""
+        desired = self.desired()
+        store = self.store()
+        run = self.new_run()
+        store.ensure_bucket()
+        lease = self.lease("deploy")
+        lease.acquire(force=self.force_unlock)
+        run.keep_alive = lease.keep_alive
+        if lease.broken is not None:
+            run.result.notes.append(f"Took over the lease of {lease.broken.describe()}.")
         try:
-            req = self.requests(run)
-            self._deploy(req, run)
-        except (LmikitError, KeyboardInterrupt) as exc:
-            cause = "interrupted by the user" if isinstance(exc, KeyboardInterrupt) else str(exc)
-            raise DeployError(self._rollback(run, cause)) from exc
-        return run.result
-
-    def _deploy(self, req: SageMakerRequests, run: _Run) -> None:
-        sm = self.clients.sagemaker
-        names = req.names
-        record = run.result.changes.append
-        # 1. endpoint config (immutable; its name is a hash of its content)
-        if describe_or_none(sm, "describe_endpoint_config",
-                            EndpointConfigName=names.endpoint_config) is None:
-            call(sm, "create_endpoint_config", **req.endpoint_config)
-            run.created.append(("endpoint-config", names.endpoint_config))
-            self._note("endpoint-config", names.endpoint_config, "create", "created")
-            record(Change("endpoint-config", names.endpoint_config, "create"))
-        else:
-            self._note("endpoint-config", names.endpoint_config, "unchanged", "exists")
-            record(Change("endpoint-config", names.endpoint_config, "unchanged"))
-        # 2. endpoint
-        self._ensure_endpoint(req, run)
-        # 3. the SageMaker Model, when SageMaker copies the weights (immutable, hashed name)
-        if req.model is not None:
-            name = req.model["ModelName"]
-            created = ensure_model(sm, req.model)
-            if created:
-                run.created.append(("model", name))
-            self._note("model", name, "create" if created else "unchanged",
-                       "created" if created else "exists")
-            record(Change("model", name, "create" if created else "unchanged"))
-        # 4. base component
-        self._ensure_base(req, run)
-        # 5. adapters, in parallel
-        if req.adapter_components:
-            self._parallel([(self._ensure_adapter, (name, body, run))
-                            for name, body in req.adapter_components.items()])
-
-    def _ensure_endpoint(self, req: SageMakerRequests, run: _Run) -> None:
-        sm = self.clients.sagemaker
-        name = req.names.endpoint
-        record = run.result.changes.append
-        desc = describe_or_none(sm, "describe_endpoint", EndpointName=name)
-        if desc and desc["EndpointStatus"] in ("Creating", "Updating", "SystemUpdating",
-                                               "RollingBack"):
-            desc = self.waiter.in_service("endpoint", name, "wait")
-        if desc and desc["EndpointStatus"] == "Deleting":
-            self.waiter.gone("endpoint", name)
-            desc = None
-        if desc and desc["EndpointStatus"] == "Failed":
-            self._delete_components_of(name)
-            call(sm, "delete_endpoint", EndpointName=name)
-            self.waiter.gone("endpoint", name)
-            desc = None
-            action = "replace"
-        else:
-            action = "create"
-        if desc is None:
-            call(sm, "create_endpoint", **req.endpoint)
-            run.created.append(("endpoint", name))
-            self.waiter.in_service("endpoint", name, action)
-            record(Change("endpoint", name, action))
-            return
-        old_config = desc.get("EndpointConfigName")
-        if old_config == req.names.endpoint_config:
-            self._note("endpoint", name, "unchanged", desc["EndpointStatus"])
-            record(Change("endpoint", name, "unchanged"))
-            return
-        call(sm, "update_endpoint", EndpointName=name,
-             EndpointConfigName=req.names.endpoint_config)
-        run.updated.append(("endpoint", name))
-        after = self.waiter.in_service("endpoint", name, "update")
-        if after.get("EndpointConfigName") != req.names.endpoint_config:
-            raise DeployError(f"UpdateEndpoint of {name} was rolled back by SageMaker: "
-                              f"{after.get('FailureReason', 'no reason given')}; it still "
-                              f"runs endpoint config {after.get('EndpointConfigName')}")
-        record(Change("endpoint", name, "update", f"config {old_config} -> "
-                      f"{req.names.endpoint_config}"))
-        if old_config and self._is_ours(sm, "endpoint-config", old_config):
-            call(sm, "delete_endpoint_config", EndpointConfigName=old_config)
-            record(Change("endpoint-config", old_config, "delete", "replaced"))
-
-    def _ensure_base(self, req: SageMakerRequests, run: _Run) -> None:
-        sm = self.clients.sagemaker
-        body = req.base_component
-        name = body["InferenceComponentName"]
-        record = run.result.changes.append
-        desc = self._existing_or_created(body, run, detail="", is_base=True)
-        if desc is None:
-            return
-        spec_diff = _spec_differences(body["Specification"], desc.get("Specification", {}))
-        want_copies = body["RuntimeConfig"]["CopyCount"]
-        have_copies = desc.get("RuntimeConfig", {}).get("DesiredCopyCount")
-        if not spec_diff and want_copies == have_copies:
-            self._note("inference-component", name, "unchanged", "InService")
-            record(Change("inference-component", name, "unchanged"))
-            return
-        if spec_diff:
-            update: dict[str, Any] = {
-                "InferenceComponentName": name,
-                "Specification": body["Specification"],
-                "RuntimeConfig": body["RuntimeConfig"],
-                "DeploymentConfig": self._rolling_config(name),
-            }
-            call(sm, "update_inference_component", **update)
-            detail = "changed: " + ", ".join(spec_diff)
-            old_model = desc.get("Specification", {}).get("ModelName")
-        else:
-            call(sm, "update_inference_component_runtime_config", InferenceComponentName=name,
-                 DesiredRuntimeConfig={"CopyCount": want_copies})
-            detail = f"copies {have_copies} -> {want_copies}"
-            old_model = None
-        run.updated.append(("inference-component", name))
-        after = self.waiter.in_service("inference-component", name, "update")
-        if _spec_differences(body["Specification"], after.get("Specification", {})) or \
-                after.get("RuntimeConfig", {}).get("DesiredCopyCount") != want_copies:
-            raise DeployError(f"the update of inference component {name} was rolled back: "
-                              f"{after.get('FailureReason', 'no reason given')}; it keeps its "
-                              "previous specification")
-        record(Change("inference-component", name, "update", detail))
-        new_model = body["Specification"].get("ModelName")
-        if old_model and old_model != new_model and delete_model_if_ours(sm, old_model,
-                                                                          self.spec.name):
-            record(Change("model", old_model, "delete", "replaced"))
-
-    def _rolling_config(self, base_name: str) -> dict[str, Any]:
-        config: dict[str, Any] = {"RollingUpdatePolicy": {
-            "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
-            "WaitIntervalInSeconds": ROLLING_WAIT_SECONDS,
-            "MaximumExecutionTimeoutInSeconds": ROLLING_TIMEOUT_SECONDS,
-            "RollbackMaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
-        }}
-        alarm = self._ensure_rollback_alarm(base_name)
-        if alarm:
-            config["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": alarm}]}
-        return config
-
-    def _ensure_rollback_alarm(self, base_name: str) -> str | None:
-        """A 5xx alarm on the base component that rolls a bad update back."""
-        alarms = self.spec.observability.alarms
-        if not alarms.enabled:
-            return None
-        name = f"{base_name}-update-5xx"
-        call(self.clients.cloudwatch, "put_metric_alarm", AlarmName=name,
-             AlarmDescription=f"lmikit: 5xx errors on {base_name}; rolls back a bad update",
-             Namespace="AWS/SageMaker", MetricName="Invocation5XXErrors",
-             Dimensions=[{"Name": "InferenceComponentName", "Value": base_name}],
-             Statistic="Sum", Period=60, EvaluationPeriods=2, DatapointsToAlarm=2,
-             Threshold=1.0, ComparisonOperator="GreaterThanOrEqualToThreshold",
-             TreatMissingData="notBreaching")
-        return name
-
-    def _existing_or_created(self, body: dict[str, Any], run: _Run, detail: str,
-                             is_base: bool) -> dict[str, Any] | None:
-        """The component as it stands, or None after creating it (replacing a Failed one,
-        and for a base, its adapters first)."""
-        sm = self.clients.sagemaker
-        name = body["InferenceComponentName"]
-        desc = self._settled_component(name)
-        action = "create"
-        if desc and desc["InferenceComponentStatus"] == "Failed":
-            if is_base:
-                self._delete_adapters_of(name)
-            call(sm, "delete_inference_component", InferenceComponentName=name)
-            self.waiter.gone("inference-component", name)
-            desc, action = None, "replace"
-        if desc is not None:
-            return desc
-        call(sm, "create_inference_component", **body)
-        run.created.append(("inference-component", name))
-        self.waiter.in_service("inference-component", name, action)
-        run.result.changes.append(Change("inference-component", name, action, detail))
-        return None
-
-    def _ensure_adapter(self, key: str, body: dict[str, Any], run: _Run) -> None:
-        sm = self.clients.sagemaker
-        name = body["InferenceComponentName"]
-        record = run.result.changes.append
-        desc = self._existing_or_created(body, run, detail=f"adapter {key}", is_base=False)
-        if desc is None:
-            return
-        want = body["Specification"]["Container"]["ArtifactUrl"]
-        have = desc.get("Specification", {}).get("Container", {}).get("ArtifactUrl")
-        if want == have:
-            self._note("inference-component", name, "unchanged", "InService")
-            record(Change("inference-component", name, "unchanged", f"adapter {key}"))
-            return
-        call(sm, "update_inference_component", InferenceComponentName=name,
-             Specification=body["Specification"])
-        run.updated.append(("inference-component", name))
-        after = self.waiter.in_service("inference-component", name, "update")
-        if after.get("Specification", {}).get("Container", {}).get("ArtifactUrl") != want:
-            raise DeployError(f"the update of adapter {name} was rolled back: "
-                              f"{after.get('FailureReason', 'no reason given')}")
-        record(Change("inference-component", name, "update", f"adapter {key}: new weights"))
-
-    # --- rollback --------------------------------------------------------------------
-
-    def _rollback(self, run: _Run, cause: str) -> str:
-        """Delete what this run created (reverse order) and describe what is left."""
-        sm = self.clients.sagemaker
-        removed: list[str] = []
-        left: list[str] = []
-        created = list(run.created)
-        components = [n for k, n in created if k == "inference-component"]
-        adapters = [n for n in components if n != self._base_name()]
-        bases = [n for n in components if n == self._base_name()]
-        for group in (adapters, bases):
-            jobs = [(self._delete_component_quietly, (n, removed, left)) for n in group]
-            self._parallel(jobs, raise_first=False)
-        for kind, name in reversed(created):
             try:
-                if kind == "endpoint":
-                    self._note(kind, name, "rollback", "Deleting")
-                    call(sm, "delete_endpoint", EndpointName=name)
-                    self.waiter.gone("endpoint", name)
-                elif kind == "endpoint-config":
-                    call(sm, "delete_endpoint_config", EndpointConfigName=name)
-                elif kind == "model":
-                    call(sm, "delete_model", ModelName=name)
-                else:
-                    continue
-                removed.append(f"{kind} {name}")
-            except (LmikitError, KeyboardInterrupt) as exc:
-                left.append(f"{kind} {name} (created by this run; could not delete: {exc})")
-        for artifact in run.uploaded:
+                seen = observe(run.sm, run.waiter, store, desired, self.spec.name,
+                               self.clients.cloudwatch)
+                steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
+                if self.on_plan is not None:
+                    self.on_plan(change_list(steps))
+                Applier(run, store, desired, self.spec.name).apply(steps)
+                self.run_steps(self.post_deploy_steps, run)
+            except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
+                raise self.failure(run, exc, "deploy") from exc
+            run.committed = True
+            self.collect_after(run, store)
+            return run.result
+        finally:
+            self.release(lease, run)
+
+    def run_steps(self, steps: list[Hook], run: Run) -> None:
+        """Run hook steps in order; their undos join the run's journal."""
+        for step in steps:
+            run.checkpoint()
+            ctx = StepContext(self.spec, self.plan, self.clients, self.bucket, self.progress)
             try:
-                delete_artifact(self.clients.s3, artifact)
-                removed.append(f"artifact {artifact.url}")
-            except LmikitError as exc:
-                left.append(f"artifact {artifact.url} (could not delete: {exc})")
-        for kind, name in run.updated:
-            left.append(f"{kind} {name} (existed before this run; SageMaker keeps or rolls "
-                        "back to its previous configuration)")
-        lines = [f"deploy of {self.spec.name!r} failed: {cause}"]
-        lines.append("Rolled back (created by this run, now deleted): "
-                     + (", ".join(removed) if removed else "nothing to roll back"))
-        kept = self._kept(run)
-        if kept:
-            lines.append("Kept (existed before this run): " + ", ".join(kept))
-        if left:
-            lines.append("Left in place: " + "; ".join(left))
-        else:
-            lines.append("Nothing this run created is left behind.")
-        return "\n".join(lines)
+                for change in step(ctx) or ():
+                    run.record(change)
+            finally:
+                for description, undo in ctx.undo:
+                    run.undo(Undo(description, _returning(description, undo)))
 
-    def _kept(self, run: _Run) -> list[str]:
-        mine = set(run.created)
-        out = []
-        for c in run.result.changes:
-            if c.action == "unchanged" and (c.kind, c.name) not in mine:
-                out.append(f"{c.kind} {c.name}")
-        return out
-
-    def _delete_component_quietly(self, name: str, removed: list[str], left: list[str]) -> None:
+    def collect_after(self, run: Run, store: ArtifactStore) -> None:
+        """Garbage collection after a successful deploy: a failure is a note, not an error."""
+        if self.interrupts.stop_requested:
+            run.result.notes.append("Interrupted after every change was applied: the "
+                                    "deployment is on the new spec.")
+        if self.interrupts.abandon:
+            run.result.notes.append("Garbage collection was skipped (a second Ctrl-C); run "
+                                    f"`lmikit gc {self.spec_path}` to delete what nothing "
+                                    "uses.")
+            return
         try:
-            self._note("inference-component", name, "rollback", "Deleting")
-            if describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                InferenceComponentName=name) is not None:
-                self._settled_component(name)
-                call(self.clients.sagemaker, "delete_inference_component",
-                     InferenceComponentName=name)
-                self.waiter.gone("inference-component", name)
-            removed.append(f"inference-component {name}")
-        except (LmikitError, KeyboardInterrupt) as exc:
-            left.append(f"inference-component {name} (created by this run; could not delete: "
-                        f"{exc})")
+            for change in collect(run, store, self.spec.name, self.spec_path,
+                                  finish_after_first_press=True):
+                run.record(change)
+        except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
+            if isinstance(exc, KeyboardInterrupt) and not self.interrupts.handler_installed:
+                self.interrupts.press()
+            run.result.notes.append(f"The deployment is on the new spec, but garbage "
+                                    f"collection stopped ({exc or 'Ctrl-C'}); run "
+                                    f"`lmikit gc {self.spec_path}` to finish it.")
 
-    # --- destroy and status --------------------------------------------------------------
+    def release(self, lease: Lease, run: Run) -> None:
+        try:
+            lease.release()
+        except LmikitError as exc:
+            run.result.notes.append(f"Could not release the lease ({exc}); the next run "
+                                    "takes it over once it expires, or with --force-unlock.")
 
-    def destroy(self) -> DeployResult:
-        """Delete adapters, then base components, then the endpoint and its configs."""
-        sm = self.clients.sagemaker
-        name = self.spec.name
+    def failure(self, run: Run, exc: BaseException, command: str) -> DeployFailed:
+        """Roll the run back and describe where that leaves the account."""
+        if isinstance(exc, KeyboardInterrupt) and not self.interrupts.handler_installed:
+            self.interrupts.press()
+        if self.interrupts.abandon or isinstance(exc, Stopped):
+            return self.abandoned(run, command, [])
+        stopped = self.interrupts.stop_requested
+        cause = "interrupted by the user (Ctrl-C)" if stopped else str(exc)
+        done, left = roll_back(run)
+        if self.interrupts.abandon:
+            return self.abandoned(run, command, done)
+        lines = [f"{command} of {self.spec.name!r} failed: {cause}"]
+        if done:
+            lines.append("Rolled back: " + ", ".join(done) + ".")
+        cls = Interrupted if stopped else DeployFailed
+        if not left:
+            lines.append("The deployment is as it was before this run: nothing this run "
+                         "created or changed is left behind.")
+            return cls("\n".join(lines), state="old")
+        lines.append("Could not roll back: " + "; ".join(left) + ".")
+        lines.append(f"Run `lmikit deploy {self.spec_path}` again to converge on the spec "
+                     f"(or `lmikit destroy {self.spec_path}`).")
+        return cls("\n".join(lines), state="partial", left=tuple(left))
+
+    def abandoned(self, run: Run, command: str, done: list[str]) -> Interrupted:
+        flying = [f"{what} ({doing})" for what, doing in sorted(run.in_flight.items())]
+        pending = [u.left for u in reversed(run.journal)]
+        lines = [f"{command} of {self.spec.name!r} stopped by a second Ctrl-C."]
+        if done:
+            lines.append("Rolled back before that: " + ", ".join(done) + ".")
+        lines.append("Still in progress on AWS: " + (", ".join(flying) if flying else
+                                                      "nothing") + ".")
+        if pending:
+            lines.append("Changed by this run and not rolled back: " + "; ".join(pending)
+                         + ".")
+        lines.append("Nothing that the endpoint or a component uses was deleted. Run "
+                     f"`lmikit {command} {self.spec_path}` again to converge (it waits for "
+                     "what is in progress), or `lmikit destroy` to remove the deployment.")
+        return Interrupted("\n".join(lines), state="partial", left=tuple(flying + pending))
+
+    # --- destroy, gc, status -------------------------------------------------------------
+
+    def destroy(self, *, keep_artifacts: bool = False) -> DeployResult:
+        """Delete every resource of the deployment that is tagged as its own: adapters,
+        base components, the endpoint, its configs and Models, the rollback alarm and (unless
+        ``keep_artifacts``) its S3 artifacts. Resources of other deployments (``docqa-v2``
+        for ``docqa``) are never touched."""
+        return _destroy.destroy(self, keep_artifacts=keep_artifacts)
+
+    def garbage(self) -> list[Change]:
+        """What :meth:`gc` would delete now, without deleting anything."""
+        return garbage(self.new_run(), self.store(), self.spec.name)
+
+    def gc(self) -> DeployResult:
+        """Delete the deployment's configs, Models and S3 artifacts nothing uses any more
+        (only when nothing is mid-update)."""
+        store = self.store()
+        run = self.new_run()
         result = DeployResult()
-        components = self._components(name)
-        adapters = [c for c in components if c[1]]
-        bases = [c for c in components if not c[1]]
-        models = [self._model_of(n) for n, _ in bases]
-        for group in (adapters, bases):
-            self._parallel([(self._delete_component, (n, result)) for n, _ in group])
-        for model in models:
-            if delete_model_if_ours(sm, model, name):
-                result.changes.append(Change("model", str(model), "delete"))
-        desc = describe_or_none(sm, "describe_endpoint", EndpointName=name)
-        configs = self._our_configs()
-        if desc is not None:
-            if desc["EndpointStatus"] != "Deleting":
-                call(sm, "delete_endpoint", EndpointName=name)
-            self._note("endpoint", name, "delete", "Deleting")
-            self.waiter.gone("endpoint", name)
-            result.changes.append(Change("endpoint", name, "delete"))
-            if desc.get("EndpointConfigName"):
-                configs.add(desc["EndpointConfigName"])
+        if not store.bucket_exists():
+            lease = None
         else:
-            result.changes.append(Change("endpoint", name, "absent"))
-        for cfg in sorted(configs):
-            if describe_or_none(sm, "describe_endpoint_config", EndpointConfigName=cfg):
-                call(sm, "delete_endpoint_config", EndpointConfigName=cfg)
-                self._note("endpoint-config", cfg, "delete", "deleted")
-                result.changes.append(Change("endpoint-config", cfg, "delete"))
-        if self.spec.observability.alarms.enabled:
-            alarm = f"{self._base_name()}-update-5xx"
-            found = call(self.clients.cloudwatch, "describe_alarms", AlarmNames=[alarm])
-            if found.get("MetricAlarms"):
-                call(self.clients.cloudwatch, "delete_alarms", AlarmNames=[alarm])
-                result.changes.append(Change("alarm", alarm, "delete"))
+            lease = self.lease("gc")
+            lease.acquire(force=self.force_unlock)
+            run.keep_alive = lease.keep_alive
+        try:
+            result.changes = collect(run, store, self.spec.name, self.spec_path)
+        except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
+            raise DeployFailed(f"gc of {self.spec.name!r} stopped: {exc or 'Ctrl-C'}; what it "
+                               "deleted nothing used. Run `lmikit gc` again to finish.",
+                               state="partial") from exc
+        finally:
+            if lease is not None:
+                self.release(lease, run)
+        result.notes += run.result.notes
         return result
-
-    def _model_of(self, component: str) -> str | None:
-        desc = describe_or_none(self.clients.sagemaker, "describe_inference_component",
-                                InferenceComponentName=component)
-        return (desc or {}).get("Specification", {}).get("ModelName")
-
-    def _delete_component(self, name: str, result: DeployResult) -> None:
-        self._settled_component(name)
-        call(self.clients.sagemaker, "delete_inference_component", InferenceComponentName=name)
-        self._note("inference-component", name, "delete", "Deleting")
-        self.waiter.gone("inference-component", name)
-        result.changes.append(Change("inference-component", name, "delete"))
 
     def status(self) -> list[ResourceState]:
         """Every resource of the deployment with its current state."""
-        sm = self.clients.sagemaker
-        name = self.spec.name
-        rows: list[ResourceState] = []
-        desc = describe_or_none(sm, "describe_endpoint", EndpointName=name)
-        if desc is None:
-            rows.append(ResourceState("endpoint", name, "absent"))
-        else:
-            detail = f"config {desc.get('EndpointConfigName')}"
-            for v in desc.get("ProductionVariants", []):
-                detail += (f"; {v['VariantName']}: {v.get('CurrentInstanceCount', '?')} "
-                           "instance(s)")
-            if desc.get("FailureReason"):
-                detail += f"; {desc['FailureReason']}"
-            rows.append(ResourceState("endpoint", name, desc["EndpointStatus"], detail))
-            cfg = desc.get("EndpointConfigName")
-            if cfg:
-                exists = describe_or_none(sm, "describe_endpoint_config",
-                                          EndpointConfigName=cfg) is not None
-                rows.append(ResourceState("endpoint-config", cfg,
-                                          "exists" if exists else "deleted", "in use"))
-        for comp, base in self._components(name):
-            d = describe_or_none(sm, "describe_inference_component", InferenceComponentName=comp)
-            if d is None:
-                continue
-            detail = f"adapter of {base}" if base else "base"
-            rc = d.get("RuntimeConfig")
-            if rc:
-                detail += f"; copies {rc.get('CurrentCopyCount')}/{rc.get('DesiredCopyCount')}"
-            if d.get("FailureReason"):
-                detail += f"; {d['FailureReason']}"
-            rows.append(ResourceState("inference-component", comp,
-                                      d["InferenceComponentStatus"], detail))
-        if desc is None and not any(r.kind == "inference-component" for r in rows):
-            for cfg in sorted(self._our_configs()):
-                rows.append(ResourceState("endpoint-config", cfg, "exists", "not in use"))
-        return rows
-
-    # --- helpers -----------------------------------------------------------------------
-
-    def _base_name(self) -> str:
-        return base_component_name(self.spec.name)
-
-    def _components(self, endpoint: str) -> list[tuple[str, str | None]]:
-        """(name, base or None) of every component on the endpoint."""
-        sm = self.clients.sagemaker
-        out: list[tuple[str, str | None]] = []
-        token = None
-        while True:
-            kwargs: dict[str, Any] = {"EndpointNameEquals": endpoint, "MaxResults": 100}
-            if token:
-                kwargs["NextToken"] = token
-            page = call(sm, "list_inference_components", **kwargs)
-            for row in page["InferenceComponents"]:
-                d = describe_or_none(sm, "describe_inference_component",
-                                     InferenceComponentName=row["InferenceComponentName"])
-                if d is not None:
-                    out.append((d["InferenceComponentName"],
-                                d.get("Specification", {}).get("BaseInferenceComponentName")))
-            token = page.get("NextToken")
-            if not token:
-                return sorted(out)
-
-    def _our_configs(self) -> set[str]:
-        sm = self.clients.sagemaker
-        out: set[str] = set()
-        token = None
-        while True:
-            kwargs: dict[str, Any] = {"NameContains": self.spec.name, "MaxResults": 100}
-            if token:
-                kwargs["NextToken"] = token
-            page = call(sm, "list_endpoint_configs", **kwargs)
-            for row in page["EndpointConfigs"]:
-                if self._is_ours(sm, "endpoint-config", row["EndpointConfigName"],
-                                 arn=row["EndpointConfigArn"]):
-                    out.add(row["EndpointConfigName"])
-            token = page.get("NextToken")
-            if not token:
-                return out
-
-    def _is_ours(self, sm: Any, kind: str, name: str, arn: str | None = None) -> bool:
-        if arn is None:
-            desc = describe_or_none(sm, "describe_endpoint_config", EndpointConfigName=name)
-            if desc is None:
-                return False
-            arn = desc["EndpointConfigArn"]
-        tags = call(sm, "list_tags", ResourceArn=arn).get("Tags", [])
-        return any(t["Key"] == DEPLOYMENT_TAG and t["Value"] == self.spec.name for t in tags)
-
-    def _settled_component(self, name: str) -> dict[str, Any] | None:
-        """Describe a component, first waiting out Creating/Updating/Deleting."""
-        return self.waiter.settled("inference-component", name)
-
-    def _delete_adapters_of(self, base: str) -> None:
-        for comp, b in self._components(self.spec.name):
-            if b == base:
-                self._delete_component(comp, DeployResult())
-
-    def _delete_components_of(self, endpoint: str) -> None:
-        comps = self._components(endpoint)
-        for group in ([c for c in comps if c[1]], [c for c in comps if not c[1]]):
-            for comp, _ in group:
-                self._delete_component(comp, DeployResult())
-
-    def _parallel(self, jobs: list[tuple[Any, tuple[Any, ...]]], raise_first: bool = True
-                  ) -> None:
-        if not jobs:
-            return
-        with cf.ThreadPoolExecutor(max_workers=min(self.max_workers, len(jobs))) as pool:
-            futures = [pool.submit(fn, *args) for fn, args in jobs]
-            errors = []
-            for fut in futures:
-                try:
-                    fut.result()
-                except LmikitError as exc:
-                    errors.append(exc)
-        if errors and raise_first:
-            if len(errors) == 1:
-                raise errors[0]
-            raise DeployError(f"{len(errors)} steps failed: "
-                              + "; ".join(str(e) for e in errors))
-
-    def _note(self, kind: str, name: str, action: str, status: str) -> None:
-        self.progress(ProgressEvent(kind, name, action, status))
+        return _destroy.status(self)
 
 
-def _spec_differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
-    """Fields of a base component's Specification that differ from the deployed one."""
-    diff = []
-    wc, hc = want.get("Container", {}), dict(have.get("Container", {}))
-    image = hc.get("DeployedImage", {}).get("SpecifiedImage")
-    if wc.get("Image") != image:
-        diff.append("image")
-    for key, label in (("ArtifactUrl", "artifact"), ("Environment", "environment"),
-                       ("ContainerMetricsConfig", "metrics")):
-        if (wc.get(key) or None) != (hc.get(key) or None):
-            diff.append(label)
-    if want.get("ModelName") != have.get("ModelName"):
-        diff.append("model")
-    for key, label in (("StartupParameters", "startup timeouts"),
-                       ("ComputeResourceRequirements", "compute")):
-        if _norm(want.get(key)) != _norm(have.get(key)):
-            diff.append(label)
-    return diff
-
-
-def _norm(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _norm(v) for k, v in value.items()}
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return value
+def _returning(description: str, undo: Callable[[], None]) -> Callable[[], str | None]:
+    def run() -> str:
+        undo()
+        return description
+    return run

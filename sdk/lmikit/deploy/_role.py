@@ -24,9 +24,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from lmikit._boto import owner, tag_map
+from lmikit.aws import Clients, call, describe_or_none
 from lmikit.change import Change
-from lmikit.deploy._aws import Clients, call, error_code
-from lmikit.errors import DeployError
+from lmikit.errors import AwsError, DeployError
 from lmikit.names import DEPLOYMENT_TAG, artifact_prefix, execution_role_name
 from lmikit.render.iam import (
     TRUST_POLICY,
@@ -95,15 +95,7 @@ def _not_ours(kind: str, name: str, spec: DeploymentSpec, who: str | None,
 
 
 def _get(iam: Any, operation: str, **kwargs: Any) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
-
-    try:
-        result: dict[str, Any] = getattr(iam, operation)(**kwargs)
-        return result
-    except ClientError as exc:
-        if error_code(exc) == "NoSuchEntity":
-            return None
-        raise DeployError(f"{operation} failed: {error_code(exc)}") from exc
+    return describe_or_none(iam, operation, **kwargs)
 
 
 def _has_tags(stored: Any, spec: DeploymentSpec) -> bool:
@@ -129,12 +121,17 @@ def apply_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = No
     result = RoleResult(arn=f"arn:{partition}:iam::{account}:role/{name}")
     stored = _get(iam, "get_role", RoleName=name)
     if stored is None:
-        result.arn = str(call(iam, "create_role", RoleName=name,
-                              AssumeRolePolicyDocument=json.dumps(TRUST_POLICY),
-                              Description=role_description(spec),
-                              Tags=role_tags(spec))["Role"]["Arn"])
-        result.changes.append(Change("iam-role", name, "create"))
-    else:
+        try:
+            result.arn = str(call(iam, "create_role", RoleName=name,
+                                  AssumeRolePolicyDocument=json.dumps(TRUST_POLICY),
+                                  Description=role_description(spec),
+                                  Tags=role_tags(spec))["Role"]["Arn"])
+            result.changes.append(Change("iam-role", name, "create"))
+        except AwsError as race:  # a concurrent run (or a lost answer) created it
+            if race.code != "EntityAlreadyExists":
+                raise
+            stored = call(iam, "get_role", RoleName=name)
+    if stored is not None:
         role = stored["Role"]
         result.arn = str(role["Arn"])
         who = owner(call(iam, "list_role_tags", RoleName=name).get("Tags"))
@@ -175,9 +172,14 @@ def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
                    document: dict[str, Any]) -> Change:
     stored = _get(iam, "get_policy", PolicyArn=arn)
     if stored is None:
-        call(iam, "create_policy", PolicyName=name, PolicyDocument=json.dumps(document),
-             Description=policy_description(spec), Tags=role_tags(spec))
-        return Change("iam-policy", name, "create")
+        try:
+            call(iam, "create_policy", PolicyName=name, PolicyDocument=json.dumps(document),
+                 Description=policy_description(spec), Tags=role_tags(spec))
+            return Change("iam-policy", name, "create")
+        except AwsError as race:  # a concurrent run (or a lost answer) created it
+            if race.code != "EntityAlreadyExists":
+                raise
+            stored = call(iam, "get_policy", PolicyArn=arn)
     tags = call(iam, "list_policy_tags", PolicyArn=arn).get("Tags")
     if owner(tags) != spec.name:
         raise _not_ours("policy", name, spec, owner(tags), arn)

@@ -96,9 +96,10 @@ class ControlPlane(ModelsMixin):
         self._schedule(res, seconds, done)
 
     def _finish_update(self, res: Resource, seconds: float, fail: str | None,
-                       apply: Callable[[], None]) -> None:
+                       apply: Callable[[], None],
+                       after: Callable[[], object] | None = None) -> None:
         """After ``seconds``, the update is applied, or rolled back with ``fail`` as reason;
-        either way the resource is InService again."""
+        either way the resource is InService again (and ``after`` runs)."""
         def done() -> None:
             res.modified = self._now_ts()
             res.status = "InService"
@@ -106,6 +107,8 @@ class ControlPlane(ModelsMixin):
                 res.failure = f"Update rolled back: {fail}"
             else:
                 apply()
+            if after is not None:
+                after()
         self._schedule(res, seconds, done)
 
     def _get(self, store: dict[str, Resource], name: str, what: str) -> Resource:
@@ -195,10 +198,12 @@ class ControlPlane(ModelsMixin):
             raise validation(f"Variant(s) {', '.join(sorted(lost))} host inference components "
                              "and cannot be removed by an update.")
         res.status, res.failure = "Updating", None
+        res.request["Pending"] = {"EndpointConfigName": new.name, "StartTime": self._now_ts()}
 
         def switch_config() -> None:
             res.request["EndpointConfigName"] = new.name
-        self._finish_update(res, self.timings.endpoint_update + extra, fail, switch_config)
+        self._finish_update(res, self.timings.endpoint_update + extra, fail, switch_config,
+                            after=lambda: res.request.pop("Pending", None))
         return {"EndpointArn": res.arn}
 
     def describe_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +225,11 @@ class ControlPlane(ModelsMixin):
             } for v in self._variants(res)]
         if res.failure:
             out["FailureReason"] = res.failure
+        if "Pending" in res.request:
+            # DescribeEndpointOutput.PendingDeploymentSummary (botocore's model): "only
+            # returned when the endpoint is creating or updating with a new endpoint
+            # configuration"; EndpointConfigName stays the config in service until then.
+            out["PendingDeploymentSummary"] = dict(res.request["Pending"])
         return out
 
     def delete_endpoint(self, p: dict[str, Any]) -> dict[str, Any]:

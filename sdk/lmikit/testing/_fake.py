@@ -15,7 +15,9 @@ also backs the sandbox HTTP server (:mod:`lmikit.testing._server`).
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sys
 import threading
 import uuid
@@ -25,6 +27,7 @@ from typing import Any
 
 import botocore.session
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from lmikit.testing._clock import SystemClock, VirtualClock
 from lmikit.testing._control import ControlPlane, ServiceError, Timings
@@ -41,7 +44,10 @@ from lmikit.testing._wire import (
     parse_rest_json,
 )
 
-FAULT_KINDS = ("throttle", "5xx", "limit", "failed", "slow", "model_error", "stream_error")
+FAULT_KINDS = ("throttle", "5xx", "limit", "failed", "slow", "model_error", "stream_error",
+               "lost")
+# Faults on calls moto answers (S3, CloudWatch, IAM, STS): the request is or is not applied.
+MOTO_FAULT_KINDS = ("throttle", "5xx", "lost")
 _WRITES = {
     "CreateEndpoint": "create_endpoint", "UpdateEndpoint": "update_endpoint",
     "CreateInferenceComponent": "create_inference_component",
@@ -60,11 +66,32 @@ _READS = {
     "ListInferenceComponents": "list_inference_components",
     "ListTags": "list_tags", "AddTags": "add_tags",
     "CreateModel": "create_model", "DescribeModel": "describe_model",
-    "DeleteModel": "delete_model",
+    "DeleteModel": "delete_model", "ListModels": "list_models",
 }
 SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
                                "InvokeEndpointWithResponseStream"])
 _NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName", "ModelName")
+_MOTO_SERVICES = ("s3", "cloudwatch", "iam", "sts")
+# The region a request is for, from its SigV4 credential scope (.../<date>/<region>/...).
+_SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/([a-z0-9-]+)/")
+
+
+def request_region(headers: dict[str, str], default: str) -> str:
+    """The region a signed request names (SigV4 ``Credential`` scope), else ``default``."""
+    found = _SCOPE.search(headers.get("authorization", ""))
+    return found.group(1) if found else default
+
+
+@functools.cache
+def service_model(service: str) -> Any:
+    """botocore's model of ``service``, loaded once per process (it is immutable)."""
+    return botocore.session.get_session().get_service_model(service)
+
+
+@functools.lru_cache(maxsize=1)
+def _moto_operations() -> frozenset[str]:
+    return frozenset(op for service in _MOTO_SERVICES
+                     for op in service_model(service).operation_names)
 
 
 def s3_artifact_exists(s3: Any) -> Callable[[str], bool]:
@@ -87,7 +114,12 @@ class Fault:
     (400 ResourceLimitExceeded), ``failed`` (the resource ends Failed, or an update rolls
     back, with ``reason``), ``slow`` (the transition takes ``seconds`` longer),
     ``model_error`` (424 ModelError), ``stream_error`` (a ModelStreamError event after
-    ``after_tokens`` tokens).
+    ``after_tokens`` tokens), ``lost`` (the request is applied, then its answer is lost: the
+    client sees a read timeout, or in the sandbox a closed connection, and botocore retries).
+
+    Operations moto answers (S3's ``PutObject``, CloudWatch's ``PutMetricAlarm``, ...) take
+    ``lost``, ``throttle`` and ``5xx``; ``name`` then matches the request URL. ``skip`` lets
+    that many matching calls through first (to fault the third poll, say).
     """
 
     operation: str
@@ -98,13 +130,18 @@ class Fault:
     seconds: float = 0.0
     after_tokens: int = 2
     hits: int = 0
+    skip: int = 0
 
     def matches(self, operation: str, params: dict[str, Any]) -> bool:
         if self.hits >= self.times or operation != self.operation:
             return False
-        if self.name is None:
-            return True
-        return any(self.name in str(params.get(k, "")) for k in _NAME_KEYS)
+        if self.name is not None and not any(self.name in str(params.get(k, ""))
+                                             for k in (*_NAME_KEYS, "url")):
+            return False
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        return True
 
 
 @dataclass
@@ -116,6 +153,7 @@ class Call:
     params: dict[str, Any] = field(repr=False)
     status: int
     error: str | None = None
+    region: str = ""
 
 
 class FakeSageMaker:
@@ -129,28 +167,49 @@ class FakeSageMaker:
         self.region = region
         self.clock = clock if clock is not None else VirtualClock()
         self.timings = timings or Timings()
-        self.control = ControlPlane(region, self.clock, self.timings, artifact_exists)
-        self.runtime = Runtime(self.control, stream_part_bytes=stream_part_bytes,
+        self.artifact_exists = artifact_exists
+        # Like the service, every region has its own resources (a name used in us-east-1 is
+        # free in eu-west-1, and a client of one region never sees another's).
+        self.planes: dict[str, ControlPlane] = {}
+        self._planes_lock = threading.Lock()
+        self.runtime = Runtime(self.clock, stream_part_bytes=stream_part_bytes,
                                ttft_seconds=ttft_seconds, token_seconds=token_seconds)
         self.faults: list[Fault] = []
         self.calls: list[Call] = []
         self._lock = threading.Lock()
-        loader = botocore.session.get_session()
-        self._models = {"sagemaker": loader.get_service_model("sagemaker"),
-                        "sagemaker-runtime": loader.get_service_model("sagemaker-runtime")}
+        self._models = {"sagemaker": service_model("sagemaker"),
+                        "sagemaker-runtime": service_model("sagemaker-runtime")}
         self._validator = ShapeValidator()
 
     # --- public helpers ----------------------------------------------------------------
 
+    def plane(self, region: str | None = None) -> ControlPlane:
+        """The control plane (every resource) of ``region`` (default: the fake's region)."""
+        name = region or self.region
+        with self._planes_lock:
+            if name not in self.planes:
+                self.planes[name] = ControlPlane(name, self.clock, self.timings,
+                                                 self.artifact_exists)
+            return self.planes[name]
+
+    @property
+    def control(self) -> ControlPlane:
+        """The default region's control plane."""
+        return self.plane()
+
     def inject(self, operation: str, kind: str, *, times: int = 1, name: str | None = None,
                reason: str = "injected failure", seconds: float = 0.0,
-               after_tokens: int = 2) -> Fault:
+               after_tokens: int = 2, skip: int = 0) -> Fault:
         """Make the next ``times`` matching calls fail in the way ``kind`` says."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(FAULT_KINDS)}")
         if operation not in SUPPORTED_OPERATIONS:
-            raise ValueError(f"the fake does not serve {operation!r}")
-        fault = Fault(operation, kind, times, name, reason, seconds, after_tokens)
+            if operation not in _moto_operations():
+                raise ValueError(f"the fake does not serve {operation!r}")
+            if kind not in MOTO_FAULT_KINDS:
+                raise ValueError(f"{operation} is answered by moto: use one of "
+                                 f"{', '.join(MOTO_FAULT_KINDS)}")
+        fault = Fault(operation, kind, times, name, reason, seconds, after_tokens, skip=skip)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -159,28 +218,31 @@ class FakeSageMaker:
         with self._lock:
             self.faults.clear()
 
-    def resources(self) -> dict[str, dict[str, str | None]]:
-        """Every live resource and its status: ``{"endpoint": {name: status}, ...}``."""
-        with self.control.lock:
-            self.control.tick()
+    def resources(self, region: str | None = None) -> dict[str, dict[str, str | None]]:
+        """Every live resource of ``region`` (default: the fake's) and its status:
+        ``{"endpoint": {name: status}, ...}``."""
+        control = self.plane(region)
+        with control.lock:
+            control.tick()
             return {
-                "endpoint-config": {n: None for n in self.control.configs},
-                "model": {n: None for n in self.control.models},
-                "endpoint": {n: r.status for n, r in self.control.endpoints.items()},
-                "inference-component": {n: r.status
-                                        for n, r in self.control.components.items()},
+                "endpoint-config": {n: None for n in control.configs},
+                "model": {n: None for n in control.models},
+                "endpoint": {n: r.status for n, r in control.endpoints.items()},
+                "inference-component": {n: r.status for n, r in control.components.items()},
             }
 
     def settle(self, max_seconds: float = 3600.0) -> None:
-        """Let every pending transition finish (advances a VirtualClock)."""
+        """Let every pending transition finish, in every region (advances a VirtualClock)."""
         if not isinstance(self.clock, VirtualClock):
             raise TypeError("settle() needs a VirtualClock")
         deadline = self.clock.monotonic() + max_seconds
         while self.clock.monotonic() < deadline:
-            with self.control.lock:
-                self.control.tick()
-                due = [r.pending_at for s in (self.control.endpoints, self.control.components)
-                       for r in s.values() if r.pending_at is not None]
+            due = []
+            for control in list(self.planes.values()):
+                with control.lock:
+                    control.tick()
+                    due += [r.pending_at for s in (control.endpoints, control.components)
+                            for r in s.values() if r.pending_at is not None]
             if not due:
                 return
             self.clock.advance(max(0.0, min(due) - self.clock.monotonic()))
@@ -207,27 +269,32 @@ class FakeSageMaker:
         for service in ("sagemaker", "sagemaker-runtime"):
             events.register_first(f"before-send.{service}", self._before_send,
                                   unique_id=f"lmikit-fake-{id(self)}-{service}")
-        _shield_from_moto(events)
+        _shield_from_moto(events, self)
 
     def _before_send(self, request: Any, event_name: str = "", **_: Any) -> AWSResponse:
         wire = WireRequest(request.method, request.url, lower_headers(request.headers),
                            body_bytes(request.body))
         response = self.handle(wire)
+        if response.lost:
+            raise ReadTimeoutError(endpoint_url=request.url)
         return AWSResponse(request.url, response.status, response.headers,
                            RawStream(response.chunks()))
 
     # --- the service -------------------------------------------------------------------
 
     def handle(self, req: WireRequest) -> WireResponse:
-        """Answer one wire-level request (used by the boto3 hook and the HTTP server)."""
+        """Answer one wire-level request (used by the boto3 hook and the HTTP server).
+
+        A response with ``lost`` set was applied but must not be delivered."""
+        region = request_region(req.headers, self.region)
         if req.path.startswith("/endpoints/"):
-            return self._handle_runtime(req)
+            return self._handle_runtime(req, region)
         target = req.headers.get("x-amz-target", "")
         if not target.startswith("SageMaker."):
             return json_error("UnknownOperationException", "missing X-Amz-Target", 400)
-        return self._handle_control(target.split(".", 1)[1], req)
+        return self._handle_control(target.split(".", 1)[1], req, region)
 
-    def _handle_control(self, operation: str, req: WireRequest) -> WireResponse:
+    def _handle_control(self, operation: str, req: WireRequest, region: str) -> WireResponse:
         model = self._models["sagemaker"]
         try:
             params = json.loads(req.body or b"{}")
@@ -246,25 +313,29 @@ class FakeSageMaker:
                 + "; ".join(errors), 400))
         fault = self._take_fault(operation, params)
         if fault and fault.kind in ("throttle", "5xx", "limit"):
-            return self._record("sagemaker", operation, params, _fault_error(fault))
+            return self._record("sagemaker", operation, params, _fault_error(fault), region)
+        control = self.plane(region)
         try:
-            with self.control.lock:
-                self.control.tick()
+            with control.lock:
+                control.tick()
                 if operation in _WRITES:
                     fail = fault.reason if fault and fault.kind == "failed" else None
                     extra = fault.seconds if fault and fault.kind == "slow" else 0.0
-                    out = getattr(self.control, _WRITES[operation])(params, fail, extra)
+                    out = getattr(control, _WRITES[operation])(params, fail, extra)
                 else:
-                    out = getattr(self.control, _READS[operation])(params)
+                    out = getattr(control, _READS[operation])(params)
         except ServiceError as exc:
-            return self._record("sagemaker", operation, params,
-                                json_error(exc.code, exc.message, exc.status))
-        problems = self._validator.validate(op.output_shape, out)
-        if problems:  # a bug in the fake, never in the code under test
-            raise AssertionError(f"fake produced an invalid {operation} response: {problems}")
-        return self._record("sagemaker", operation, params, json_ok(out, str(uuid.uuid4())))
+            response = json_error(exc.code, exc.message, exc.status)
+        else:
+            problems = self._validator.validate(op.output_shape, out)
+            if problems:  # a bug in the fake, never in the code under test
+                raise AssertionError(f"fake produced an invalid {operation} response: "
+                                     f"{problems}")
+            response = json_ok(out, str(uuid.uuid4()))
+        response.lost = bool(fault and fault.kind == "lost")
+        return self._record("sagemaker", operation, params, response, region)
 
-    def _handle_runtime(self, req: WireRequest) -> WireResponse:
+    def _handle_runtime(self, req: WireRequest, region: str) -> WireResponse:
         model = self._models["sagemaker-runtime"]
         streaming = req.path.rstrip("/").endswith("invocations-response-stream")
         operation = "InvokeEndpointWithResponseStream" if streaming else "InvokeEndpoint"
@@ -282,10 +353,11 @@ class FakeSageMaker:
                 "ModelError", f"Received server error (500) from primary with message "
                 f"\"{fault.reason}\".", 424, {"OriginalStatusCode": 500,
                                              "OriginalMessage": fault.reason}))
+        control = self.plane(region)
         try:
-            with self.control.lock:
-                self.control.tick()
-                reply = self.runtime.invoke(params, streaming)
+            with control.lock:
+                control.tick()
+                reply = self.runtime.invoke(params, streaming, control)
         except ServiceError as exc:
             return self._record("sagemaker-runtime", operation, params,
                                 json_error(exc.code, exc.message, exc.status, exc.extra))
@@ -315,10 +387,40 @@ class FakeSageMaker:
         return None
 
     def _record(self, service: str, operation: str, params: dict[str, Any],
-                response: WireResponse) -> WireResponse:
+                response: WireResponse, region: str = "") -> WireResponse:
         error = response.headers.get("x-amzn-ErrorType")
+        if response.lost:
+            error = "lost"
         with self._lock:
-            self.calls.append(Call(service, operation, params, response.status, error))
+            self.calls.append(Call(service, operation, params, response.status, error,
+                                   region or self.region))
+        return response
+
+    # --- calls moto answers ------------------------------------------------------------
+
+    def moto_call(self, event_name: str, request: Any, answer: Callable[[], Any]) -> Any:
+        """Record a call moto answers and apply an injected fault to it."""
+        _, service, operation = (event_name.split(".") + ["", ""])[:3]
+        params = {"url": str(request.url)}
+        region = request_region(lower_headers(request.headers), self.region)
+        fault = self._take_fault(operation, params)
+        if fault and fault.kind in ("throttle", "5xx"):
+            response = _moto_fault_response(service, fault)
+            with self._lock:
+                self.calls.append(Call(service, operation, params, response.status_code,
+                                       fault.kind, region))
+            return response
+        response = answer()
+        if response is None:  # not a call moto serves: botocore sends it as usual
+            return None
+        status = getattr(response, "status_code", 200)
+        lost = bool(fault and fault.kind == "lost")
+        with self._lock:
+            self.calls.append(Call(service, operation, params, status,
+                                   "lost" if lost else (None if status < 400 else str(status)),
+                                   region))
+        if lost:
+            raise ReadTimeoutError(endpoint_url=request.url)
         return response
 
 
@@ -332,12 +434,29 @@ def _fault_error(fault: Fault) -> WireResponse:
                       f"exceeded: {fault.reason}", 400)
 
 
+def _moto_fault_response(service: str, fault: Fault) -> AWSResponse:
+    """A throttling or 5xx answer in the service's own error format (S3: REST-XML, whose
+    throttling is 503 SlowDown; others: a bare 5xx, which botocore retries by status)."""
+    if service == "s3":
+        code, status, text = (("SlowDown", 503, "Please reduce your request rate.")
+                              if fault.kind == "throttle" else
+                              ("InternalError", 500, "We encountered an internal error. "
+                               "Please try again."))
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>"
+                f"<Message>{text}</Message><RequestId>{uuid.uuid4().hex}</RequestId></Error>"
+                ).encode()
+        return AWSResponse("", status, {"Content-Type": "application/xml",
+                                        "Content-Length": str(len(body))}, RawStream([body]))
+    return AWSResponse("", 503, {"Content-Length": "0"}, RawStream([b""]))
+
+
 _MOTO_LOCK = threading.Lock()
 
 
-def _shield_from_moto(events: Any) -> None:
+def _shield_from_moto(events: Any, fake: FakeSageMaker) -> None:
     """moto's in-process stub answers every AWS call it knows, SageMaker included (and it
-    has no inference components). Keep it for the other services, off for SageMaker."""
+    has no inference components). Keep it for the other services, off for SageMaker, and
+    record (and fault) the calls it answers."""
     models = sys.modules.get("moto.core.models")
     stubber = getattr(models, "botocore_stubber", None)
     if stubber is None:
@@ -346,12 +465,16 @@ def _shield_from_moto(events: Any) -> None:
     def moto_except_sagemaker(event_name: str, request: Any, **kwargs: Any) -> Any:
         if event_name.startswith(("before-send.sagemaker.", "before-send.sagemaker-runtime.")):
             return None
-        with _MOTO_LOCK:  # moto's backends are not thread-safe: two concurrent PutObjects
-            # of one key can close each other's body ("I/O operation on closed file")
-            return stubber(event_name=event_name, request=request, **kwargs)
+
+        def answer() -> Any:
+            with _MOTO_LOCK:  # moto's backends are not thread-safe: two concurrent
+                # PutObjects of one key can close each other's body
+                return stubber(event_name=event_name, request=request, **kwargs)
+        return fake.moto_call(event_name, request, answer)
 
     events.unregister("before-send", stubber)
-    events.register("before-send", moto_except_sagemaker, unique_id="lmikit-fake-moto-shield")
+    events.register("before-send", moto_except_sagemaker,
+                    unique_id=f"lmikit-fake-moto-shield-{id(fake)}")
 
 
 __all__ = ["Call", "FakeSageMaker", "Fault", "SystemClock", "Timings", "VirtualClock"]

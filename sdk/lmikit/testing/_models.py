@@ -59,6 +59,18 @@ class ModelsMixin:
         out = {k: copy.deepcopy(v) for k, v in model["request"].items() if k != "Tags"}
         return {**out, "ModelArn": model["arn"], "CreationTime": model["created"]}
 
+    def list_models(self, p: dict[str, Any]) -> dict[str, Any]:
+        rows = [{"ModelName": n, "ModelArn": m["arn"], "CreationTime": m["created"]}
+                for n, m in self.models.items() if p.get("NameContains", "") in n]
+        rows.sort(key=lambda r: r["CreationTime"],
+                  reverse=p.get("SortOrder", "Descending") == "Descending")
+        start = int(p.get("NextToken") or 0)
+        size = p.get("MaxResults", 10)
+        out: dict[str, Any] = {"Models": rows[start:start + size]}
+        if start + size < len(rows):
+            out["NextToken"] = str(start + size)
+        return out
+
     def delete_model(self, p: dict[str, Any]) -> dict[str, Any]:
         model = self._model(p["ModelName"])
         del self.models[p["ModelName"]]

@@ -90,9 +90,9 @@ def input_parsing_failed(message: str) -> ServiceError:
 
 
 class Runtime:
-    def __init__(self, control: ControlPlane, *, stream_part_bytes: int = 11,
+    def __init__(self, clock: Any, *, stream_part_bytes: int = 11,
                  ttft_seconds: float = 0.0, token_seconds: float = 0.0) -> None:
-        self.control = control
+        self.clock = clock
         self.stream_part_bytes = stream_part_bytes
         self.ttft_seconds = ttft_seconds
         self.token_seconds = token_seconds
@@ -102,8 +102,7 @@ class Runtime:
 
     # --- routing ---------------------------------------------------------------------
 
-    def _target(self, p: dict[str, Any]) -> Resource:
-        c = self.control
+    def _target(self, p: dict[str, Any], c: ControlPlane) -> Resource:
         name = p["EndpointName"]
         endpoint = c.endpoints.get(name)
         if endpoint is None or endpoint.status not in ("InService", "Updating"):
@@ -126,41 +125,44 @@ class Runtime:
                                f"status {res.status}.", 400)
         return res
 
-    def _base(self, res: Resource) -> Resource:
+    @staticmethod
+    def _base(res: Resource, c: ControlPlane) -> Resource:
         base = res.request["Specification"].get("BaseInferenceComponentName")
-        return self.control.components[base] if base else res
+        return c.components[base] if base else res
 
-    def _env(self, res: Resource) -> dict[str, str]:
-        spec = self._base(res).request["Specification"]
+    def _env(self, res: Resource, c: ControlPlane) -> dict[str, str]:
+        spec = self._base(res, c).request["Specification"]
         env = spec.get("Container", {}).get("Environment")
         if not env and spec.get("ModelName"):
-            return self.control.model_environment(spec["ModelName"])
+            return c.model_environment(spec["ModelName"])
         return dict(env or {})
 
     # --- invoke ----------------------------------------------------------------------
 
-    def invoke(self, p: dict[str, Any], streaming: bool) -> Reply:
-        res = self._target(p)
+    def invoke(self, p: dict[str, Any], streaming: bool, control: ControlPlane) -> Reply:
+        """Answer one invocation against ``control`` (the region's control plane)."""
+        res = self._target(p, control)
         body: bytes = p.get("Body", b"")
         try:
             payload = json.loads(body) if body else {}
         except ValueError:
             payload = None
         session_id = p.get("SessionId")
-        env = self._env(res)
+        env = self._env(res, control)
         sessions_on = env.get("OPTION_ENABLE_STATEFUL_SESSIONS") == "true"
         request_type = payload.get("requestType") if isinstance(payload, dict) else None
         self.invocations.append({"component": res.name, "session": session_id,
                                  "prefix_aware_id": p.get("PrefixAwareId"),
                                  "streaming": streaming, "payload": payload})
         if session_id == "NEW_SESSION" or request_type in ("NEW_SESSION", "CLOSE"):
-            return self._session_call(res, session_id, request_type, sessions_on, env)
+            return self._session_call(res, session_id, request_type, sessions_on, env,
+                                      control)
         if not isinstance(payload, dict):
             raise input_parsing_failed("the body is not a JSON object")
         turn = None
         if session_id:
             s = self.sessions.get(session_id)
-            if s and not s.closed and self.control.clock.monotonic() < s.expires_at:
+            if s and not s.closed and self.clock.monotonic() < s.expires_at:
                 s.turns += 1
                 turn = s.turns
         prompt, style = _prompt(payload)
@@ -180,7 +182,7 @@ class Runtime:
                      and stream_options.get("include_usage") is True,
                      model=model, prompt_tokens=_prompt_tokens(payload),
                      finish_reason="length" if len(words) > limit else "stop",
-                     created=int(self.control.clock.time()))
+                     created=int(self.clock.time()))
 
     def _served_model(self, res: Resource, payload: dict[str, Any],
                       env: dict[str, str]) -> str:
@@ -199,12 +201,12 @@ class Runtime:
                           "type='NotFoundError', param='model', code=404)", 500)
 
     def _session_call(self, res: Resource, session_id: str | None, request_type: str | None,
-                      sessions_on: bool, env: dict[str, str]) -> Reply:
+                      sessions_on: bool, env: dict[str, str], control: ControlPlane) -> Reply:
         if not sessions_on:
             raise input_parsing_failed(
                 "stateful sessions are not enabled on this endpoint "
                 "(OPTION_ENABLE_STATEFUL_SESSIONS is not 'true')")
-        clock = self.control.clock
+        clock = self.clock
         if session_id == "NEW_SESSION":
             if request_type != "NEW_SESSION":
                 raise input_parsing_failed("a NEW_SESSION call needs the body "
@@ -213,7 +215,8 @@ class Runtime:
             sid = uuid.uuid4().hex
             when = dt.datetime.fromtimestamp(clock.time() + ttl, tz=dt.timezone.utc)
             text = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.sessions[sid] = Session(sid, self._base(res).name, clock.monotonic() + ttl,
+            self.sessions[sid] = Session(sid, self._base(res, control).name,
+                                         clock.monotonic() + ttl,
                                          text)
             return Reply({"X-Amzn-SageMaker-New-Session-Id": f"{sid}; Expires={text}"}, [],
                          "raw", json.dumps({"result": f"Session {sid} created"}).encode())
@@ -252,7 +255,7 @@ class Runtime:
     def stream_events(self, reply: Reply, error_after: int | None = None,
                       error_message: str = "") -> Iterator[bytes]:
         """Event-stream messages; the payload is cut into parts of ``stream_part_bytes``."""
-        clock = self.control.clock
+        clock = self.clock
         if reply.style == "raw":
             yield payload_part(reply.raw)
             return

@@ -32,6 +32,9 @@ def _handler(fake: FakeSageMaker) -> type[BaseHTTPRequestHandler]:
             req = WireRequest(self.command, self.path,
                               {k.lower(): v for k, v in self.headers.items()}, body)
             resp = fake.handle(req)
+            if resp.lost:  # applied; the client sees the connection close unanswered
+                self.close_connection = True
+                return
             self.send_response(resp.status)
             for k, v in resp.headers.items():
                 if k.lower() not in ("content-length", "transfer-encoding"):

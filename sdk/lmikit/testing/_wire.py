@@ -24,6 +24,7 @@ class WireResponse:
     headers: dict[str, str]
     body: bytes | Iterable[bytes] = b""
     streaming: bool = False
+    lost: bool = False  # applied, but the answer must not reach the client
 
     def chunks(self) -> Iterator[bytes]:
         if isinstance(self.body, bytes | bytearray):

@@ -1,0 +1,80 @@
+"""One boto3 client factory with one retry policy, and the clock every wait runs on."""
+
+from __future__ import annotations
+
+import time
+from functools import cached_property
+from typing import Any, Protocol
+
+RETRY_MODE = "adaptive"  # botocore's: exponential backoff, and it slows down after throttling
+MAX_ATTEMPTS = 8
+
+
+class Clock(Protocol):
+    """What waits, leases and progress read time from (tests pass a virtual clock)."""
+
+    def monotonic(self) -> float: ...
+    def time(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    """Wall time; ``sleep`` really sleeps."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+class Clients:
+    """Lazily created boto3 clients that share one session, one region and one retry policy.
+
+    >>> sm = Clients(region="eu-west-1").sagemaker  # doctest: +SKIP
+    """
+
+    def __init__(self, session: Any = None, region: str | None = None,
+                 retry_mode: str = RETRY_MODE) -> None:
+        self.retry_mode = retry_mode
+        if session is None:
+            import boto3
+
+            session = boto3.Session(region_name=region)
+        self.session = session
+        self.region: str = region or session.region_name or "us-east-1"
+
+    def client(self, service: str) -> Any:
+        """A new client of ``service`` with lmikit's retry policy and user agent."""
+        from botocore.config import Config
+
+        config = Config(retries={"mode": self.retry_mode, "max_attempts": MAX_ATTEMPTS},
+                        user_agent_extra="lmikit")
+        return self.session.client(service, region_name=self.region, config=config)
+
+    @cached_property
+    def sagemaker(self) -> Any:
+        return self.client("sagemaker")
+
+    @cached_property
+    def runtime(self) -> Any:
+        return self.client("sagemaker-runtime")
+
+    @cached_property
+    def s3(self) -> Any:
+        return self.client("s3")
+
+    @cached_property
+    def cloudwatch(self) -> Any:
+        return self.client("cloudwatch")
+
+    @cached_property
+    def sts(self) -> Any:
+        return self.client("sts")
+
+    @cached_property
+    def iam(self) -> Any:
+        return self.client("iam")

@@ -1,0 +1,103 @@
+"""Garbage collection: delete the deployment's endpoint configs, Models and S3 artifacts
+that nothing live uses.
+
+Only what is ours is considered (configs and Models by their ``lmikit:deployment`` tag,
+objects under ``lmikit/<name>/`` whose metadata names the deployment), and only while
+nothing is mid-change: during an update both the old and the new config (or artifact) are
+in use, so collection waits for a settled deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lmikit.aws import (
+    ArtifactStore,
+    artifact_of,
+    components_of,
+    delete,
+    describe,
+    owned_names,
+    status_of,
+)
+from lmikit.aws._resources import TRANSITIONAL
+from lmikit.deploy._result import Change
+from lmikit.deploy._run import Run
+
+
+@dataclass
+class Usage:
+    """What live resources use: endpoint configs, Models and artifact URLs."""
+
+    configs: set[str] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+    urls: set[str] = field(default_factory=set)
+    busy: list[str] = field(default_factory=list)  # resources mid-change
+
+
+def usage(sm: Any, endpoint_name: str) -> Usage:
+    used = Usage()
+    ep = describe(sm, "endpoint", endpoint_name)
+    if ep is None:
+        return used
+    used.configs.add(ep.get("EndpointConfigName", ""))
+    pending = (ep.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    if pending:
+        used.configs.add(pending)
+    if status_of("endpoint", ep) in TRANSITIONAL:
+        used.busy.append(f"endpoint {endpoint_name} is {status_of('endpoint', ep)}")
+    for comp in components_of(sm, endpoint_name):
+        status = status_of("inference-component", comp)
+        if status in TRANSITIONAL:
+            used.busy.append(f"inference-component {comp['InferenceComponentName']} is {status}")
+        model = comp.get("Specification", {}).get("ModelName")
+        if model:
+            used.models.add(model)
+        url = artifact_of(comp)
+        if url:
+            used.urls.add(url)
+    return used
+
+
+def garbage(run: Run, store: ArtifactStore, name: str, used: Usage | None = None
+            ) -> list[Change]:
+    """What collection of deployment ``name`` would delete (read calls only)."""
+    sm = run.sm
+    used = used or usage(sm, name)
+    if used.busy:
+        return []
+    out = [Change("endpoint-config", c, "delete", "no longer used")
+           for c in owned_names(sm, "endpoint-config", name) if c not in used.configs]
+    out += [Change("model", m, "delete", "no longer used")
+            for m in owned_names(sm, "model", name) if m not in used.models]
+    for key in store.keys():
+        url = f"s3://{store.bucket}/{key}"
+        if url not in used.urls and store.is_ours(key):
+            out.append(Change("artifact", url, "delete", "no longer used"))
+    return out
+
+
+def collect(run: Run, store: ArtifactStore, name: str, spec_path: str, *,
+            finish_after_first_press: bool = False) -> list[Change]:
+    """Delete what :func:`garbage` finds; skipped (with a note) while anything is
+    mid-change. After a deploy it finishes despite a first Ctrl-C (it only deletes what
+    nothing uses, with quick calls); a second one stops it."""
+    used = usage(run.sm, name)
+    if used.busy:
+        run.result.notes.append("Garbage collection skipped while " + ", ".join(used.busy)
+                                + f"; run `lmikit gc {spec_path}` later.")
+        return []
+    done = []
+    for change in garbage(run, store, name, used):
+        if finish_after_first_press and not run.interrupts.abandon:
+            run.keep_alive()
+        else:
+            run.checkpoint()
+        if change.kind == "artifact":
+            store.delete_key(change.name.split("/", 3)[3])
+        else:
+            delete(run.sm, change.kind, change.name)
+        run.note(change.kind, change.name, "delete", "deleted", change.detail)
+        done.append(change)
+    return done

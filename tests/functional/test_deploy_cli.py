@@ -1,0 +1,104 @@
+"""``lmikit deploy | destroy | gc`` in-process against the fake: what they print and what they
+refuse before anything is created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from click.testing import CliRunner, Result
+
+from lmikit.cli import main
+from lmikit.testing import FakeSageMaker, SystemClock, Timings, s3_artifact_exists
+
+from .conftest import BUCKET, REGION, ROLE, SPEC_YAML, make_adapter
+
+MUTATING = ("Create", "Update", "Delete", "Put", "Add", "Attach")
+
+
+@pytest.fixture
+def fake(aws: None) -> FakeSageMaker:
+    """The CLI waits in real time: a fake whose transitions take a few milliseconds."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    return FakeSageMaker(REGION, clock=SystemClock(), artifact_exists=s3_artifact_exists(s3),
+                         timings=Timings(endpoint_create=0.05, endpoint_update=0.05,
+                                         component_create=0.05, component_update=0.05,
+                                         adapter_create=0.02, delete=0.02))
+
+
+@pytest.fixture
+def cli(fake: FakeSageMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every boto3 session the CLI makes talks to the fake (and moto)."""
+    real = boto3.Session
+    monkeypatch.setattr(boto3, "Session", lambda **kw: fake.install(real(**kw)))
+
+    make_adapter(tmp_path / "adapters", "legal")
+    (tmp_path / "spec.yaml").write_text(
+        SPEC_YAML + "adapters:\n  - {name: legal, source: adapters/legal}\n")
+
+    def run(*args: str) -> Result:
+        poll = ["--poll-seconds", "0.1"] if args[0] in ("deploy", "destroy") else []
+        return CliRunner().invoke(main, [*args, *poll])
+    return run
+
+
+def test_cli_refuses_an_invalid_bucket_before_creating_a_role(cli: Any, fake: FakeSageMaker,
+                                                              tmp_path: Path) -> None:
+    spec = str(tmp_path / "spec.yaml")
+    result = cli("deploy", spec, "--create-role", "--bucket", "Invalid_Bucket!")
+    assert result.exit_code == 2
+    assert result.output.startswith("DeployError: bucket 'Invalid_Bucket!' is not a valid S3 "
+                                    "bucket name: it contains '!' 'B' 'I' '_'")
+    assert "Traceback" not in result.output
+    assert boto3.client("iam", region_name="us-east-1").list_roles()["Roles"] == []
+    assert fake.calls == []
+
+
+def test_cli_dry_run_prints_the_plan_and_changes_nothing(cli: Any, fake: FakeSageMaker,
+                                                         tmp_path: Path) -> None:
+    spec = str(tmp_path / "spec.yaml")
+    result = cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET, "--dry-run")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Plan for docqa in us-east-1 (dry run, nothing changed):"
+    assert "  create endpoint docqa" in lines
+    assert "  create inference-component docqa-legal (adapter docqa-legal)" in lines
+    assert sum(line.startswith("  upload artifact s3://") for line in lines) == 2
+    assert [c.operation for c in fake.calls if c.operation.startswith(MUTATING)] == []
+    assert fake.resources()["endpoint"] == {}
+
+
+def test_cli_deploy_prints_the_plan_then_the_summary(cli: Any, fake: FakeSageMaker,
+                                                     tmp_path: Path) -> None:
+    spec = str(tmp_path / "spec.yaml")
+    result = cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET)
+    assert result.exit_code == 0, result.output
+    assert "Plan for docqa in us-east-1:\n  upload artifact s3://" in result.output
+    assert "create endpoint docqa;" in result.output.splitlines()[-1]
+    assert fake.resources()["endpoint"] == {"docqa": "InService"}
+    again = cli("deploy", spec, "--role-arn", ROLE)
+    assert again.exit_code == 0, again.output
+    assert "  nothing: every resource already matches the spec" in again.output
+    assert again.output.splitlines()[-1] == "No changes: every resource already matches " \
+        "the spec."
+
+
+def test_cli_gc_and_destroy(cli: Any, fake: FakeSageMaker, tmp_path: Path) -> None:
+    spec = str(tmp_path / "spec.yaml")
+    assert cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET).exit_code == 0
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.put_object(Bucket=BUCKET, Key="lmikit/docqa/adapters/legal/stale.tar.gz", Body=b"x",
+                  Metadata={"lmikit-deployment": "docqa"})
+    dry = cli("gc", spec, "--dry-run")
+    assert dry.output.strip() == (f"Would delete: artifact s3://{BUCKET}/lmikit/docqa/"
+                                  "adapters/legal/stale.tar.gz")
+    done = cli("gc", spec)
+    assert done.exit_code == 0 and done.output.startswith("Deleted: artifact s3://")
+    assert cli("gc", spec).output.strip() == "Deleted: nothing (nothing unused)"
+    gone = cli("destroy", spec, "--yes")
+    assert gone.exit_code == 0, gone.output
+    assert "inference-component docqa-legal" in gone.output.splitlines()[-1]
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix="lmikit/docqa/")["KeyCount"] == 0
