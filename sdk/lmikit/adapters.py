@@ -307,7 +307,7 @@ class AdapterRegistry:
                                   "Container": {"ArtifactUrl": stored.url}},
                 "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
         try:
-            store.put(prefix, source)
+            self._put(store, prefix, source, name)
             aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
             return self._finish(comp, wait, "create")
         except KeyboardInterrupt as exc:  # Ctrl-C: undo what is in flight, and say so
@@ -391,7 +391,7 @@ class AdapterRegistry:
             if aws.artifact_of(existing) == self.store().url(prefix, source.sha256) and \
                     existing["InferenceComponentStatus"] == "InService":
                 return dataclasses.replace(self._info(existing), excluded=package.excluded)
-            stored = self.store().put(prefix, source)
+            stored = self._put(self.store(), prefix, source, name)
             try:
                 self._set_artifact(comp, stored.url)
                 info = self._finish(comp, wait, "update")
@@ -429,6 +429,17 @@ class AdapterRegistry:
         self._note(comp, "delete", "Deleting")
         if wait:
             self.waiter.gone("inference-component", comp)
+
+    def _put(self, store: aws.ArtifactStore, prefix: str, source: aws.ArtifactSource,
+             name: str) -> aws.StoredArtifact:
+        """Upload (streamed; progress every 5%) unless the artifact is there already."""
+        url = store.url(prefix, source.sha256)
+
+        def note(pct: int, sent: int) -> None:
+            self.progress(ProgressEvent("artifact", url, "upload", f"{pct}%",
+                                        0.0, f"adapter {name}, {sent:,} of {source.size:,} bytes",
+                                        self.clock.monotonic()))
+        return store.put(prefix, source, on_bytes=aws.upload_progress(source.size, note))
 
     def _note(self, comp: str, action: str, status: str) -> None:
         self.progress(ProgressEvent("inference-component", comp, action, status, 0.0, "",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import tarfile
 import tempfile
 import weakref
@@ -147,9 +148,10 @@ class ArtifactFile:
         return b"".join(self.chunks())
 
     def open(self) -> BinaryIO:
-        """A reader over the archive from its start (shares the file position)."""
+        """A reader over the archive from its start; closing it leaves the archive open (an
+        upload that is tried again reads it again)."""
         self._handle.seek(0)
-        return self._handle  # type: ignore[return-value]
+        return os.fdopen(os.dup(self._handle.fileno()), "rb")
 
     @property
     def closed(self) -> bool:

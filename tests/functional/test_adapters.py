@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import tarfile
 import time
 from io import BytesIO
@@ -21,6 +22,7 @@ from lmikit.testing import (
     VirtualClock,
     write_lora_adapter,
 )
+from lmikit.testing._adapters import lora_tensors, safetensors_header
 
 from .conftest import BUCKET, IMAGE, ROLE, deployment, live, make_adapter
 
@@ -323,3 +325,23 @@ def test_registry_waits_for_a_deploy_holding_the_lease(registry: AdapterRegistry
         registry.register("tax", make_adapter(tmp_path / "new", "tax"))
     held.release()
     assert registry.register("tax", tmp_path / "new" / "tax").status == "InService"
+
+
+def test_register_streams_the_upload_with_progress_per_five_percent(
+        registry: AdapterRegistry, tmp_path: Path) -> None:
+    events: list[Any] = []
+    registry.progress = events.append
+    big = write_lora_adapter(tmp_path / "big" / "big", layers=range(28))
+    head, size = safetensors_header(lora_tensors(layers=range(28)))
+    noise = random.Random(0).randbytes(size)  # weights gzip cannot shrink: ~10 MB uploaded
+    (big / "adapter_model.safetensors").write_bytes(head + noise)
+    store = registry.store()
+    store.multipart_threshold = store.multipart_chunk = 5 * 1024 * 1024  # S3's minimum part
+    registry.store = lambda: store  # type: ignore[method-assign]
+    info = registry.register("big", big)
+    uploads = [e for e in events if e.kind == "artifact"]
+    percents = [int(e.status.rstrip("%")) for e in uploads]
+    assert info.artifact_url == uploads[0].name
+    assert percents == sorted(percents) and percents[-1] == 100
+    assert len(percents) <= 20  # one line per 5%, not one per chunk
+    assert all("adapter big" in e.detail for e in uploads)

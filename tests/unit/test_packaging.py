@@ -256,3 +256,13 @@ def test_packaging_check_reads_a_bounded_amount(tmp_path):
         tracemalloc.stop()
     assert peak < 2 * 2**20, peak
     assert check.files == ["adapter_config.json", "adapter_model.safetensors", "model.py"]
+
+
+def test_packaging_package_can_be_read_again_after_an_upload_closed_its_reader(tmp_path):
+    d = write_lora_adapter(tmp_path / "a")
+    package = package_adapter(d, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=16)
+    with package.open() as first:
+        data = first.read()
+    with package.open() as again:  # a retried upload
+        assert again.read() == data
+    assert package.data == data and len(data) == package.size

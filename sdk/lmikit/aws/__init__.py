@@ -45,6 +45,7 @@ from lmikit.aws._store import (
     default_bucket,
     package_source,
     split_s3_url,
+    upload_progress,
 )
 from lmikit.aws._waiter import ProgressEvent, ProgressFn, Stopped, Waiter, no_progress
 
@@ -90,4 +91,5 @@ __all__ = [
     "split_s3_url",
     "status_of",
     "tags_of",
+    "upload_progress",
 ]

@@ -156,6 +156,27 @@ class _HashingReader(io.RawIOBase):
         return n
 
 
+def upload_progress(size: int, note: Callable[[int, int], None],
+                    steps: int = 20) -> Callable[[int], None]:
+    """An ``on_bytes`` callback that calls ``note(percent, bytes_sent)`` each time another
+    ``1/steps`` of ``size`` bytes has gone (every 5% by default), not for every chunk.
+
+    >>> seen = []
+    >>> on_bytes = upload_progress(100, lambda pct, sent: seen.append(pct))
+    >>> for _ in range(10): on_bytes(10)
+    >>> seen
+    [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    """
+    sent = [0]
+
+    def on_bytes(n: int) -> None:
+        before = sent[0] * steps // max(size, 1)
+        sent[0] += n
+        if sent[0] * steps // max(size, 1) > before:
+            note(sent[0] * 100 // max(size, 1), sent[0])
+    return on_bytes
+
+
 class ArtifactStore:
     """One bucket's content-addressed artifacts for one deployment.
 

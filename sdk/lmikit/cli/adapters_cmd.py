@@ -60,7 +60,8 @@ def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
               bucket: str | None = None, kms_key_arn: str | None = None) -> Any:
     from lmikit.adapters import AdapterRegistry
 
-    options: dict[str, Any] = {"bucket": bucket, "poll_seconds": POLL}
+    options: dict[str, Any] = {"bucket": bucket, "poll_seconds": POLL,
+                               "progress": _progress}
     if kms_key_arn:
         options["kms_key_arn"] = kms_key_arn
     if spec_path is not None:
@@ -77,6 +78,14 @@ def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
         raise click.UsageError("name the deployment: --spec SPEC or --endpoint NAME")
     click.echo(f"lmikit adapters: {registry.where()}", err=True)
     return registry
+
+
+def _progress(event: Any) -> None:
+    """One stderr line per upload step (every 5% of an artifact) and component status."""
+    if event.kind == "artifact":
+        click.echo(f"  upload {event.detail}: {event.status}", err=True)
+    elif event.status not in ("unchanged",):
+        click.echo(f"  {event.action} {event.name}: {event.status}", err=True)
 
 
 def _echo(info: Any) -> None:

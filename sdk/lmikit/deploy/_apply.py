@@ -23,6 +23,7 @@ from lmikit.aws import (
     describe,
     owner_of,
     tags_of,
+    upload_progress,
 )
 from lmikit.deploy._compare import desired_copies, request_specification, spec_differences
 from lmikit.deploy._plan import Desired, Step
@@ -95,14 +96,10 @@ class Applier:
             raise DeployError(f"no artifact for step {step.change.line()!r}")
         self.run.undo(Undo(f"artifact {artifact.url}", lambda: self._undo_upload(artifact.url),
                            group="artifact"))
-        size, sent = artifact.source.size, [0]
-
-        def on_bytes(n: int) -> None:  # a status every 5% of a large upload
-            before = sent[0] * 20 // max(size, 1)
-            sent[0] += n
-            if sent[0] * 20 // max(size, 1) > before:
-                self.run.note("artifact", artifact.url, "upload",
-                              f"{sent[0] * 100 // max(size, 1)}%", artifact.label)
+        on_bytes = upload_progress(  # a status every 5% of a large upload
+            artifact.source.size,
+            lambda pct, _: self.run.note("artifact", artifact.url, "upload", f"{pct}%",
+                                         artifact.label))
         self.run.note("artifact", artifact.url, "upload", "uploading", artifact.label)
         self.store.put(artifact.prefix, artifact.source, on_bytes=on_bytes)
         self.run.note("artifact", artifact.url, "upload", "done", artifact.label)
