@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +94,7 @@ class _Copy:
     def kv_usage(self) -> float:
         return len(self.gpu) / self.gpu.capacity if self.gpu.capacity else 0.0
 
-    def holds(self, keys: tuple[int, ...]) -> int:
+    def holds(self, keys: Sequence[int]) -> int:
         return self.gpu.match(keys)
 
 
