@@ -15,6 +15,8 @@ SageMaker Model's environment (:func:`lmikit.render.env.model_environment`).
 
 from __future__ import annotations
 
+import io
+import tarfile
 from pathlib import Path
 
 from lmikit.artifact import deterministic_tar
@@ -53,3 +55,37 @@ def model_artifact(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".",
     """The artifact bytes, or None when there is nothing to ship."""
     files = model_artifact_files(spec, plan, base_dir, image=image)
     return deterministic_tar(files) if files else None
+
+
+def read_artifact_files(data: bytes) -> dict[str, bytes]:
+    """The files of a model artifact (.tar.gz), by name: what LMI unpacks.
+
+    >>> from lmikit.artifact import deterministic_tar
+    >>> read_artifact_files(deterministic_tar({"serving.properties": b"engine=Python"}))
+    {'serving.properties': b'engine=Python'}
+    """
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        for member in tar.getmembers():
+            if member.isfile():
+                handle = tar.extractfile(member)
+                if handle is not None:
+                    out[member.name.removeprefix("./")] = handle.read()
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``serving.properties`` as a dict (``key=value`` lines; ``#``/``!`` comments skipped;
+    no line continuations or escapes, which lmikit's renderer does not write for keys).
+
+    >>> parse_properties("# c\noption.model_id=Qwen/Qwen3-8B\nengine = Python")
+    {'option.model_id': 'Qwen/Qwen3-8B', 'engine': 'Python'}
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out

@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "destroy": ("lmikit.cli.deploy_cmd:destroy_cmd", "Delete the deployment's resources."),
     "gc": ("lmikit.cli.deploy_cmd:gc_cmd", "Delete configs and artifacts nothing uses."),
     "status": ("lmikit.cli.deploy_cmd:status_cmd", "Show every resource and its state."),
+    "doctor": ("lmikit.cli.doctor_cmd:doctor_cmd",
+               "Check a live deployment: drift, health, whether the cache pays."),
     "adapters": ("lmikit.cli.adapters_cmd:adapters_group", "Register and manage LoRA adapters."),
     "invoke": ("lmikit.cli.invoke_cmd:invoke_cmd", "Stream a prompt and print TTFT."),
     "bench": ("lmikit.cli.bench_cmd:bench_cmd", "Run the Long-Doc-QA TTFT benchmark."),

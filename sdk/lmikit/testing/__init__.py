@@ -13,6 +13,7 @@ injected with :meth:`FakeSageMaker.inject`.
 """
 
 from lmikit.testing._adapters import lora_tensors, safetensors_bytes, write_lora_adapter
+from lmikit.testing._cache import cloudwatch_sink
 from lmikit.testing._clock import SystemClock, VirtualClock
 from lmikit.testing._control import ServiceError, Timings
 from lmikit.testing._fake import (
@@ -23,10 +24,13 @@ from lmikit.testing._fake import (
     s3_artifact_exists,
 )
 from lmikit.testing._iam import iam_actions, iam_policy_problems, unknown_actions
+from lmikit.testing._metrics import CacheModel, s3_artifact_reader
+from lmikit.testing._sandbox import sandbox
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
 __all__ = [
     "SUPPORTED_OPERATIONS",
+    "CacheModel",
     "Call",
     "FakeSageMaker",
     "Fault",
@@ -36,10 +40,13 @@ __all__ = [
     "Timings",
     "VirtualClock",
     "compile_java_pattern",
+    "cloudwatch_sink",
     "iam_actions",
     "iam_policy_problems",
     "lora_tensors",
     "s3_artifact_exists",
+    "s3_artifact_reader",
+    "sandbox",
     "safetensors_bytes",
     "unknown_actions",
     "write_lora_adapter",

@@ -29,8 +29,10 @@ import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from lmikit.testing._cache import MetricsSink
 from lmikit.testing._clock import SystemClock, VirtualClock
 from lmikit.testing._control import ControlPlane, ServiceError, Timings
+from lmikit.testing._metrics import CacheModel
 from lmikit.testing._runtime import Runtime
 from lmikit.testing._validate import ShapeValidator
 from lmikit.testing._wire import (
@@ -163,7 +165,9 @@ class FakeSageMaker:
                  timings: Timings | None = None,
                  artifact_exists: Callable[[str], bool] | None = None,
                  stream_part_bytes: int = 11, ttft_seconds: float = 0.0,
-                 token_seconds: float = 0.0) -> None:
+                 token_seconds: float = 0.0,
+                 artifact_reader: Callable[[str], bytes | None] | None = None,
+                 metrics_sink: MetricsSink | None = None) -> None:
         self.region = region
         self.clock = clock if clock is not None else VirtualClock()
         self.timings = timings or Timings()
@@ -174,6 +178,8 @@ class FakeSageMaker:
         self._planes_lock = threading.Lock()
         self.runtime = Runtime(self.clock, stream_part_bytes=stream_part_bytes,
                                ttft_seconds=ttft_seconds, token_seconds=token_seconds)
+        if artifact_reader is not None:
+            self.runtime.cache = CacheModel(self.clock, artifact_reader, metrics_sink)
         self.faults: list[Fault] = []
         self.calls: list[Call] = []
         self._lock = threading.Lock()
@@ -213,6 +219,12 @@ class FakeSageMaker:
         with self._lock:
             self.faults.append(fault)
         return fault
+
+    @property
+    def cache(self) -> CacheModel | None:
+        """The KV cache model (None unless built with ``artifact_reader``): its fleets, the
+        copy each request landed on, and every metric datum published."""
+        return self.runtime.cache
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -348,19 +360,23 @@ class FakeSageMaker:
         fault = self._take_fault(operation, params)
         if fault and fault.kind in ("throttle", "5xx", "limit"):
             return self._record("sagemaker-runtime", operation, params, _fault_error(fault))
+        control = self.plane(region)
         if fault and fault.kind == "model_error":
+            self._invocation_metrics(params, control, 500, True, 0.0)
             return self._record("sagemaker-runtime", operation, params, json_error(
                 "ModelError", f"Received server error (500) from primary with message "
                 f"\"{fault.reason}\".", 424, {"OriginalStatusCode": 500,
                                              "OriginalMessage": fault.reason}))
-        control = self.plane(region)
         try:
             with control.lock:
                 control.tick()
                 reply = self.runtime.invoke(params, streaming, control)
         except ServiceError as exc:
+            status = int(exc.extra.get("OriginalStatusCode", exc.status))
+            self._invocation_metrics(params, control, status, exc.code == "ModelError", 0.0)
             return self._record("sagemaker-runtime", operation, params,
                                 json_error(exc.code, exc.message, exc.status, exc.extra))
+        self._invocation_metrics(params, control, 200, False, self.runtime.latency(reply))
         headers = {"x-Amzn-Invoked-Production-Variant": "AllTraffic",
                    "x-amzn-RequestId": str(uuid.uuid4()), **reply.headers}
         if streaming:
@@ -377,6 +393,19 @@ class FakeSageMaker:
         headers["Content-Length"] = str(len(body))
         return self._record("sagemaker-runtime", operation, params,
                             WireResponse(200, headers, body))
+
+    def _invocation_metrics(self, params: dict[str, Any], control: ControlPlane, status: int,
+                            model_error: bool, latency: float) -> None:
+        """SageMaker's AWS/SageMaker invocation metrics (with a cache model only)."""
+        cache = self.runtime.cache
+        name = params.get("EndpointName", "")
+        if cache is None or name not in control.endpoints:
+            return
+        component = params.get("InferenceComponentName") or None
+        res = control.components.get(component or "")
+        variant = res.request.get("VariantName", "AllTraffic") if res else "AllTraffic"
+        cache.invocation(name, variant, component if res else None, status, model_error,
+                         latency)
 
     def _take_fault(self, operation: str, params: dict[str, Any]) -> Fault | None:
         with self._lock:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmikit.testing._control import ControlPlane, Resource, ServiceError
+from lmikit.testing._metrics import CacheModel, prompt_words
 from lmikit.testing._wire import payload_part, stream_exception
 
 DEFAULT_MAX_TOKENS = 16
@@ -67,6 +68,8 @@ class Reply:
     finish_reason: str = "stop"
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: int = 0
+    ttft_s: float | None = None  # the cache model's time to first token, when it runs
+    component: str = ""
 
     @property
     def content_type(self) -> str:
@@ -99,6 +102,8 @@ class Runtime:
         self.stream_framing = "jsonlines"
         self.sessions: dict[str, Session] = {}
         self.invocations: list[dict[str, Any]] = []
+        self.cache: CacheModel | None = None  # set by FakeSageMaker(artifact_reader=...)
+        self.compute_scale = 1.0  # multiplies the cache model's prefill/retrieve times
 
     # --- routing ---------------------------------------------------------------------
 
@@ -177,12 +182,29 @@ class Runtime:
         words = [f"[{who}]"] + (prompt.split() or ["(empty)"])
         tokens = [w + " " for w in words][:limit]
         stream_options = payload.get("stream_options")
+        ttft = self._through_cache(res, control, env, payload, p, turn, len(tokens))
         return Reply({}, tokens, style, stream=payload.get("stream") is True,
                      include_usage=isinstance(stream_options, dict)
                      and stream_options.get("include_usage") is True,
                      model=model, prompt_tokens=_prompt_tokens(payload),
                      finish_reason="length" if len(words) > limit else "stop",
-                     created=int(self.clock.time()))
+                     created=int(self.clock.time()), ttft_s=ttft, component=res.name)
+
+    def _through_cache(self, res: Resource, control: ControlPlane, env: dict[str, str],
+                       payload: dict[str, Any], p: dict[str, Any], turn: int | None,
+                       output_tokens: int) -> float | None:
+        """Route the request to a copy, look its prompt up in that copy's tiers, publish
+        the container's metrics; the time to first token (None without a cache model)."""
+        if self.cache is None:
+            return None
+        base = self._base(res, control)
+        fleet = self.cache.fleet(base, control, env)
+        session = p.get("SessionId") if turn else None
+        served = fleet.serve(prompt_words(payload), session=session,
+                             prefix_id=p.get("PrefixAwareId"),
+                             salt=res.name if res is not base else "")
+        self.cache.container(served, output_tokens, fleet, env)
+        return self.ttft_seconds + served.ttft_s * self.compute_scale
 
     def _served_model(self, res: Resource, payload: dict[str, Any],
                       env: dict[str, str]) -> str:
@@ -218,6 +240,9 @@ class Runtime:
             self.sessions[sid] = Session(sid, self._base(res, control).name,
                                          clock.monotonic() + ttl,
                                          text)
+            if self.cache is not None:
+                base = self._base(res, control)
+                self.cache.fleet(base, control, env).open_session(sid)
             return Reply({"X-Amzn-SageMaker-New-Session-Id": f"{sid}; Expires={text}"}, [],
                          "raw", json.dumps({"result": f"Session {sid} created"}).encode())
         if request_type == "CLOSE":
@@ -230,6 +255,11 @@ class Runtime:
         raise input_parsing_failed("a NEW_SESSION request needs SessionId=NEW_SESSION")
 
     # --- rendering ---------------------------------------------------------------------
+
+    def latency(self, reply: Reply) -> float:
+        """Seconds the container takes for the whole reply (SageMaker's ModelLatency)."""
+        first = self.ttft_seconds if reply.ttft_s is None else reply.ttft_s
+        return first + self.token_seconds * max(0, len(reply.tokens) - 1)
 
     def render_body(self, reply: Reply) -> bytes:
         """The whole body, as InvokeEndpoint returns it (a streamed body arrives whole)."""
@@ -261,10 +291,11 @@ class Runtime:
             return
         per_token, tail = self._writes(reply)
         size = max(1, self.stream_part_bytes)
+        first = self.ttft_seconds if reply.ttft_s is None else reply.ttft_s
         if not per_token:  # not streamed by the container: the body after generation
-            clock.sleep(self.ttft_seconds + self.token_seconds * max(0, len(reply.tokens) - 1))
+            clock.sleep(first + self.token_seconds * max(0, len(reply.tokens) - 1))
         for i, data in enumerate(per_token):
-            clock.sleep(self.ttft_seconds if i == 0 else self.token_seconds)
+            clock.sleep(first if i == 0 else self.token_seconds)
             if error_after is not None and i >= error_after:
                 yield stream_exception("ModelStreamError", error_message, "ModelStreamError")
                 return

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from lmikit.testing._cache import cloudwatch_sink
 from lmikit.testing._clock import SystemClock
 from lmikit.testing._control import Timings
 from lmikit.testing._fake import FakeSageMaker, s3_artifact_exists
+from lmikit.testing._metrics import s3_artifact_reader
 from lmikit.testing._wire import WireRequest
 
 SANDBOX_TIMINGS = Timings(endpoint_create=4.0, endpoint_update=3.0, component_create=3.0,
@@ -60,6 +62,13 @@ def _handler(fake: FakeSageMaker) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+ENV_KEYS = ("AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+            "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_IAM", "AWS_ENDPOINT_URL_STS",
+            "AWS_ENDPOINT_URL_CLOUDWATCH", "AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING",
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+"""The variables :meth:`Sandbox.env` sets."""
+
+
 @dataclass
 class Sandbox:
     """Both servers. ``env()`` gives the variables that point boto3 at them."""
@@ -81,6 +90,7 @@ class Sandbox:
             "AWS_ENDPOINT_URL_IAM": aws,
             "AWS_ENDPOINT_URL_STS": aws,
             "AWS_ENDPOINT_URL_CLOUDWATCH": aws,
+            "AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING": aws,
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": self.fake.region,
@@ -136,6 +146,8 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
     moto = None
     moto_port = port + 1
     artifact_exists = None
+    artifact_reader = None
+    sink = None
     for which, number in (("the fake SageMaker", port),
                           *((("moto", moto_port),) if with_moto else ())):
         problem = port_problem(host, number)
@@ -158,10 +170,15 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
         s3 = boto3.client("s3", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
         artifact_exists = s3_artifact_exists(s3)
+        artifact_reader = s3_artifact_reader(s3)
+        sink = cloudwatch_sink(boto3.client(
+            "cloudwatch", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
+            aws_access_key_id="testing", aws_secret_access_key="testing"))
 
     fake = FakeSageMaker(region, clock=SystemClock(), timings=timings or SANDBOX_TIMINGS,
                          artifact_exists=artifact_exists, stream_part_bytes=48,
-                         token_seconds=token_seconds, ttft_seconds=ttft_seconds)
+                         token_seconds=token_seconds, ttft_seconds=ttft_seconds,
+                         artifact_reader=artifact_reader, metrics_sink=sink)
     try:
         server = ThreadingHTTPServer((host, port), _handler(fake))
     except OSError as exc:  # taken between the check and now
