@@ -281,7 +281,8 @@ class Applier:
     def _update_component(self, step: Step) -> None:
         name, body, before = step.name, step.request(), step.before()
         old_spec = request_specification(before.get("Specification", {}))
-        old_copies = desired_copies(before)
+        # Without RuntimeConfig (autoscaling owns the copy count) neither way sets copies.
+        old_copies = desired_copies(before) if "RuntimeConfig" in body else None
         group = "" if name == self.base else "adapter"
         self.run.undo(Undo(f"inference-component {name} (runs the new specification)",
                            lambda: self._set_component(name, old_spec, old_copies,

@@ -107,7 +107,7 @@ def _has_tags(stored: Any, spec: DeploymentSpec) -> bool:
     return all(have.get(t["Key"]) == t["Value"] for t in role_tags(spec))
 
 
-def _document(value: Any) -> Any:
+def document_of(value: Any) -> Any:
     """A policy document as IAM returns it (a dict, or URL-encoded JSON text)."""
     return json.loads(unquote(value)) if isinstance(value, str) else value
 
@@ -158,7 +158,7 @@ def apply_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = No
         if who != spec.name:
             raise _not_ours("role", name, spec, who, result.arn)
         changed = []
-        if _document(role.get("AssumeRolePolicyDocument")) != TRUST_POLICY:
+        if document_of(role.get("AssumeRolePolicyDocument")) != TRUST_POLICY:
             if not dry_run:
                 call(iam, "update_assume_role_policy", RoleName=name,
                      PolicyDocument=json.dumps(TRUST_POLICY))
@@ -215,7 +215,7 @@ def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
         call(iam, "tag_policy", PolicyArn=arn, Tags=role_tags(spec))
     default = stored["Policy"]["DefaultVersionId"]
     version = call(iam, "get_policy_version", PolicyArn=arn, VersionId=default)
-    if _document(version["PolicyVersion"]["Document"]) == document:
+    if document_of(version["PolicyVersion"]["Document"]) == document:
         return Change("iam-policy", name, "update" if retag else "unchanged",
                       "tags" if retag else "")
     if dry_run:
@@ -235,6 +235,21 @@ def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = N
     """Create (or update) ``lmikit-<name>-execution`` and return its ARN
     (:func:`apply_execution_role` without the change list)."""
     return apply_execution_role(spec, bucket, session=session, image_uri=image_uri).arn
+
+
+def remove_policy(iam: Any, spec: DeploymentSpec, arn: str) -> list[Change]:
+    """Delete the (detached) managed policy ``arn`` with every version, when it is tagged as
+    this deployment's."""
+    if describe_or_none(iam, "get_policy", PolicyArn=arn) is None:
+        return []
+    name = arn.rsplit("/", 1)[1]
+    if owner(_tags(iam, "list_policy_tags", PolicyArn=arn)) != spec.name:
+        return [Change("iam-policy", name, "kept", f"not tagged {DEPLOYMENT_TAG}={spec.name}")]
+    for v in paginate(iam, "list_policy_versions", "Versions", PolicyArn=arn):
+        if not v["IsDefaultVersion"]:
+            call(iam, "delete_policy_version", PolicyArn=arn, VersionId=v["VersionId"])
+    call(iam, "delete_policy", PolicyArn=arn)
+    return [Change("iam-policy", name, "delete")]
 
 
 def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
@@ -265,11 +280,7 @@ def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
         if policy_arn in attached:
             call(iam, "detach_role_policy", RoleName=name, PolicyArn=policy_arn)
         if ours:
-            for v in paginate(iam, "list_policy_versions", "Versions", PolicyArn=policy_arn):
-                if not v["IsDefaultVersion"]:
-                    call(iam, "delete_policy_version", PolicyArn=policy_arn,
-                         VersionId=v["VersionId"])
-            call(iam, "delete_policy", PolicyArn=policy_arn)
+            remove_policy(iam, spec, policy_arn)
         if LEGACY_INLINE_POLICY in inline:
             call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
     if policy is not None:
