@@ -308,6 +308,7 @@ class Applier:
         update: dict[str, Any] = {"InferenceComponentName": name, "Specification": spec}
         if copies is not None:
             update["RuntimeConfig"] = {"CopyCount": copies}
+        if name == self.base:  # one copy at a time, rolled back by the 5xx alarm
             update["DeploymentConfig"] = self._rolling_config()
         with self.run.flight(f"inference-component {name}", f"Updating ({action})"):
             self.run.note("inference-component", name, action, "Updating")

@@ -239,6 +239,8 @@ class Deployment:
         """Converge on the spec; on failure undo this run and raise DeployFailed (or
         Interrupted) saying whether the account is as it was (``state``)."""
         desired = self.desired()
+        if self.create_role:  # refuse a role that is not ours before anything changes
+            _builtin.plan_role(self)
         store = self.store()
         run = self.new_run()
         store.ensure_bucket()
