@@ -23,7 +23,6 @@ from lmikit.change import Change
 from lmikit.deploy import _role
 from lmikit.errors import DeployError
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
-from lmikit.observability import stored_dashboard
 from lmikit.render.scaling import target_key
 from lmikit.scaling import our_policy_names, scalable_target, scaling_policies
 from lmikit.spec import DeploymentSpec
@@ -125,7 +124,8 @@ class ScalingSnapshot:
         if self.target is None:
             done += self.alarms.restore(cw, self.spec.name)
             if now is not None:
-                # Deregistering deletes every policy of the target with it.
+                for name in scaling_policies(aas, self.spec):  # ours: the target is new
+                    call(aas, "delete_scaling_policy", PolicyName=name, **key)
                 call(aas, "deregister_scalable_target", **key)
                 done.append(f"scalable target {key['ResourceId']} deregistered")
             return "; ".join(done) or None
@@ -158,7 +158,7 @@ class ObservabilitySnapshot:
 
     spec: DeploymentSpec
     dashboard_name: str
-    dashboard: dict[str, Any] | None
+    dashboard: str | None  # the body exactly as stored
     alarms: Alarms
 
     @classmethod
@@ -167,19 +167,19 @@ class ObservabilitySnapshot:
         from lmikit.render.cloudwatch import dashboard_name
 
         name = dashboard_name(spec)
-        return cls(spec, name, stored_dashboard(clients.cloudwatch, name),
+        return cls(spec, name, _dashboard_body(clients.cloudwatch, name),
                    Alarms.read(clients.cloudwatch, prefix=alarm_prefix(spec)))
 
     def restore(self, clients: Clients) -> str | None:
         cw = clients.cloudwatch
         done = self.alarms.restore(cw, self.spec.name)
-        now = stored_dashboard(cw, self.dashboard_name)
-        if self.dashboard is None and now is not None:
+        now = _dashboard_body(cw, self.dashboard_name)
+        if self.dashboard is None and now is not None:  # created by this run
             call(cw, "delete_dashboards", DashboardNames=[self.dashboard_name])
             done.append(f"dashboard {self.dashboard_name} deleted")
         elif self.dashboard is not None and now != self.dashboard:
             call(cw, "put_dashboard", DashboardName=self.dashboard_name,
-                 DashboardBody=json.dumps(self.dashboard))
+                 DashboardBody=self.dashboard)
             done.append(f"dashboard {self.dashboard_name} restored")
         return "; ".join(done) or None
 
@@ -279,6 +279,11 @@ class RoleSnapshot:
                  PolicyDocument=json.dumps(document))
             done.append("inline policy")
         return done
+
+
+def _dashboard_body(cw: Any, name: str) -> str | None:
+    found = describe_or_none(cw, "get_dashboard", DashboardName=name)
+    return None if found is None else str(found.get("DashboardBody") or "")
 
 
 def _tag_map(iam: Any, operation: str, **kwargs: Any) -> dict[str, str]:
