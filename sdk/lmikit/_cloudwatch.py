@@ -5,6 +5,9 @@ an alarm unchanged when it already matches the request, refuses one another depl
 (its tag names that deployment) and adopts an untagged one that carries the exact name lmikit
 renders for this deployment (alarms earlier lmikit versions created without tags), tagging it.
 Deleting never touches an alarm without this deployment's tag.
+
+Every writer takes ``dry_run``: it then reads as usual and returns the same
+:class:`~lmikit.change.Change` records without writing anything (``lmikit deploy --dry-run``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lmikit._boto import call, owner
+from lmikit.aws import call, owner_of, paginate, tag_dict
 from lmikit.change import Change
 from lmikit.errors import DeployError
 from lmikit.names import DEPLOYMENT_TAG
@@ -52,34 +55,34 @@ def differences(request: dict[str, Any], stored: dict[str, Any]) -> list[str]:
 def describe(cw: Any, *, names: list[str] | None = None, prefix: str | None = None
              ) -> dict[str, dict[str, Any]]:
     """Metric alarms by name (all pages), by exact names or a name prefix."""
-    out: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {"AlarmTypes": ["MetricAlarm"]}
     if names is not None:
         if not names:
-            return out
+            return {}
         kwargs["AlarmNames"] = names
     if prefix is not None:
         kwargs["AlarmNamePrefix"] = prefix
-    while True:
-        page = call(cw, "describe_alarms", **kwargs)
-        out |= {a["AlarmName"]: a for a in page.get("MetricAlarms", [])}
-        if not page.get("NextToken"):
-            return out
-        kwargs["NextToken"] = page["NextToken"]
+    return {a["AlarmName"]: a for a in paginate(cw, "describe_alarms", "MetricAlarms",
+                                                 **kwargs)}
+
+
+def alarm_tags(cw: Any, alarm: dict[str, Any]) -> dict[str, str]:
+    return tag_dict(call(cw, "list_tags_for_resource",
+                         ResourceARN=alarm["AlarmArn"]).get("Tags"))
 
 
 def alarm_owner(cw: Any, alarm: dict[str, Any]) -> str | None:
-    tags = call(cw, "list_tags_for_resource", alarm["AlarmName"],
-                ResourceARN=alarm["AlarmArn"]).get("Tags")
-    return owner(tags)
+    return owner_of(alarm_tags(cw, alarm))
 
 
 def put(cw: Any, request: dict[str, Any], deployment: str,
-        stored: dict[str, Any] | None, kind: str = "alarm") -> Change:
+        stored: dict[str, Any] | None, kind: str = "alarm", *, dry_run: bool = False
+        ) -> Change:
     """Create or update one alarm from its PutMetricAlarm request (see the module doc)."""
     name = request["AlarmName"]
     if stored is None:
-        call(cw, "put_metric_alarm", name, **request)
+        if not dry_run:
+            call(cw, "put_metric_alarm", **request)
         return Change(kind, name, "create")
     who = alarm_owner(cw, stored)
     if who not in (None, deployment):
@@ -89,11 +92,11 @@ def put(cw: Any, request: dict[str, Any], deployment: str,
     diff = differences(request, stored)
     if not diff and who == deployment:
         return Change(kind, name, "unchanged")
-    if diff:
-        call(cw, "put_metric_alarm", name, **request)
-    if who is None and request.get("Tags"):
+    if diff and not dry_run:
+        call(cw, "put_metric_alarm", **request)
+    if who is None and request.get("Tags") and not dry_run:
         # PutMetricAlarm ignores Tags when it updates an existing alarm.
-        call(cw, "tag_resource", name, ResourceARN=stored["AlarmArn"], Tags=request["Tags"])
+        call(cw, "tag_resource", ResourceARN=stored["AlarmArn"], Tags=request["Tags"])
     detail = ", ".join(diff) if diff else ""
     if who is None:
         detail = (detail + "; " if detail else "") + f"tagged {DEPLOYMENT_TAG}={deployment}"
@@ -101,7 +104,7 @@ def put(cw: Any, request: dict[str, Any], deployment: str,
 
 
 def delete_ours(cw: Any, alarms: Iterable[dict[str, Any]], deployment: str,
-                kind: str = "alarm") -> list[Change]:
+                kind: str = "alarm", *, dry_run: bool = False) -> list[Change]:
     """Delete the alarms tagged as ``deployment``'s; keep (and report) the others."""
     changes: list[Change] = []
     doomed: list[str] = []
@@ -113,6 +116,6 @@ def delete_ours(cw: Any, alarms: Iterable[dict[str, Any]], deployment: str,
         else:
             changes.append(Change(kind, alarm["AlarmName"], "kept",
                                   f"not tagged {DEPLOYMENT_TAG}={deployment}"))
-    for i in range(0, len(doomed), 100):  # DeleteAlarms takes at most 100 names
+    for i in range(0, len(doomed) if not dry_run else 0, 100):  # at most 100 names a call
         call(cw, "delete_alarms", AlarmNames=doomed[i:i + 100])
     return changes

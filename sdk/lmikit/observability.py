@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from lmikit import _cloudwatch
-from lmikit._boto import call, client, error_code
+from lmikit.aws import Clients, call, describe_or_none
 from lmikit.change import Change
 from lmikit.errors import DeployError
 from lmikit.plan import Plan
@@ -33,21 +33,19 @@ from lmikit.spec import DeploymentSpec
 __all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]
 
 
-def _client(spec: DeploymentSpec, cloudwatch_client: Any | None, session: Any = None) -> Any:
+def _client(spec: DeploymentSpec, cloudwatch_client: Any | None, session: Any = None,
+            clients: Clients | None = None) -> Any:
     if cloudwatch_client is not None:
         return cloudwatch_client
-    return client("cloudwatch", spec.region, session)
+    return (clients or Clients(session, spec.region)).cloudwatch
 
 
-def _stored_dashboard(cw: Any, name: str) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
-
-    try:
-        body = cw.get_dashboard(DashboardName=name)["DashboardBody"]
-    except ClientError as exc:
-        if error_code(exc) in ("ResourceNotFound", "ResourceNotFoundException"):
-            return None
-        raise DeployError(f"GetDashboard {name} failed: {error_code(exc)}") from exc
+def stored_dashboard(cw: Any, name: str) -> dict[str, Any] | None:
+    """The dashboard's body as stored (parsed), or None when there is no such dashboard."""
+    found = describe_or_none(cw, "get_dashboard", DashboardName=name)
+    if found is None:
+        return None
+    body = found.get("DashboardBody")
     parsed = json.loads(body) if body else {}
     return parsed if isinstance(parsed, dict) else {}
 
@@ -65,7 +63,7 @@ def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
     """Create or replace the deployment's dashboard; returns its name."""
     cw = _client(spec, cloudwatch_client, session)
     kwargs = put_dashboard_kwargs(spec, plan)
-    response = call(cw, "put_dashboard", kwargs["DashboardName"], **kwargs)
+    response = call(cw, "put_dashboard", **kwargs)
     problems = response.get("DashboardValidationMessages") or []
     if problems:
         raise DeployError(f"dashboard {kwargs['DashboardName']} was stored with problems: "
@@ -85,35 +83,40 @@ def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | Non
                                           prune=prune) if c.action not in ("delete", "kept")]
 
 
-def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool) -> list[Change]:
+def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
+                  dry_run: bool = False) -> list[Change]:
     stored = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
     changes = []
     rendered = alarm_definitions(spec, plan)
     for alarm in rendered:
-        changes.append(_cloudwatch.put(cw, alarm.request(), spec.name, stored.get(alarm.name)))
+        changes.append(_cloudwatch.put(cw, alarm.request(), spec.name, stored.get(alarm.name),
+                                       dry_run=dry_run))
     if prune:
         names = {a.name for a in rendered}
         stale = [a for n, a in sorted(stored.items()) if n not in names]
-        changes += _cloudwatch.delete_ours(cw, stale, spec.name)
+        changes += _cloudwatch.delete_ours(cw, stale, spec.name, dry_run=dry_run)
     return changes
 
 
 def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None,
-                        cloudwatch_client: Any | None = None) -> list[Change]:
+                        cloudwatch_client: Any | None = None, clients: Clients | None = None,
+                        dry_run: bool = False) -> list[Change]:
     """Make the dashboard and the default alarms what the spec renders (idempotent).
 
     Returns one :class:`lmikit.change.Change` per dashboard and alarm (``create``,
     ``update``, ``unchanged``, ``delete`` for what the spec no longer renders, ``kept`` for a
-    same-prefixed alarm that is not this deployment's).
+    same-prefixed alarm that is not this deployment's). ``dry_run``: read only.
     """
-    cw = _client(spec, cloudwatch_client, session)
-    changes = [_apply_dashboard(spec, plan, cw)]
-    return [c for c in changes if c is not None] + _apply_alarms(spec, plan, cw, prune=True)
+    cw = _client(spec, cloudwatch_client, session, clients)
+    changes = [_apply_dashboard(spec, plan, cw, dry_run)]
+    return [c for c in changes if c is not None] + _apply_alarms(spec, plan, cw, prune=True,
+                                                                 dry_run=dry_run)
 
 
-def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any) -> Change | None:
+def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = False
+                     ) -> Change | None:
     name = dashboard_name(spec)
-    stored = _stored_dashboard(cw, name)
+    stored = stored_dashboard(cw, name)
     if stored is not None and not is_lmikit_dashboard(spec, stored):
         if not spec.observability.dashboard:
             return Change("dashboard", name, "kept", "not an lmikit dashboard")
@@ -124,29 +127,34 @@ def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any) -> Change | None
     if not spec.observability.dashboard:
         if stored is None:
             return None
-        call(cw, "delete_dashboards", name, DashboardNames=[name])
+        if not dry_run:
+            call(cw, "delete_dashboards", DashboardNames=[name])
         return Change("dashboard", name, "delete", "observability.dashboard is false")
     kwargs = put_dashboard_kwargs(spec, plan)
     if stored == json.loads(kwargs["DashboardBody"]):
         return Change("dashboard", name, "unchanged")
-    deploy_dashboard(spec, plan, cw)
+    if not dry_run:
+        deploy_dashboard(spec, plan, cw)
     return Change("dashboard", name, "create" if stored is None else "update")
 
 
 def remove_observability(spec: DeploymentSpec, *, session: Any = None,
-                         cloudwatch_client: Any | None = None) -> list[Change]:
+                         cloudwatch_client: Any | None = None, clients: Clients | None = None,
+                         dry_run: bool = False) -> list[Change]:
     """Delete lmikit's dashboard and every alarm tagged as this deployment's under
     ``<name>-lmikit-``; anything else is kept (and reported as ``kept``)."""
-    cw = _client(spec, cloudwatch_client, session)
+    cw = _client(spec, cloudwatch_client, session, clients)
     name = dashboard_name(spec)
-    stored = _stored_dashboard(cw, name)
+    stored = stored_dashboard(cw, name)
     changes: list[Change] = []
     if stored is None:
         changes.append(Change("dashboard", name, "absent"))
     elif not is_lmikit_dashboard(spec, stored):
         changes.append(Change("dashboard", name, "kept", "not an lmikit dashboard"))
     else:
-        call(cw, "delete_dashboards", name, DashboardNames=[name])
+        if not dry_run:
+            call(cw, "delete_dashboards", DashboardNames=[name])
         changes.append(Change("dashboard", name, "delete"))
     alarms = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
-    return changes + _cloudwatch.delete_ours(cw, [alarms[n] for n in sorted(alarms)], spec.name)
+    return changes + _cloudwatch.delete_ours(cw, [alarms[n] for n in sorted(alarms)], spec.name,
+                                             dry_run=dry_run)

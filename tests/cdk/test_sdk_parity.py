@@ -1,11 +1,11 @@
 """``lmikit deploy`` builds the production system ``cdk deploy`` builds, for every example.
 
 For each synthesized stack the SDK path runs against moto (IAM, S3, STS, CloudWatch,
-Application Auto Scaling) and lmikit's strict fake SageMaker, in the order a deployer runs
-the steps: the execution role (:func:`lmikit.deploy.apply_execution_role`), the SageMaker
-resources (:class:`lmikit.deploy.Deployment`), then :func:`lmikit.scaling.apply_scaling` and
-:func:`lmikit.observability.apply_observability`. Every request the SDK sends is recorded;
-the resources that exist afterwards are read back from moto and the fake.
+Application Auto Scaling) and lmikit's strict fake SageMaker: one plain
+``Deployment(spec, create_role=True).deploy()``, with no step called by hand, so the deployer
+itself must create the role, the SageMaker resources, the scaling, the dashboard and the
+alarms. Every request the SDK sends is recorded; the resources that exist afterwards are
+read back from moto and the fake.
 
 Then, for every CloudFormation resource type in the template, the SDK created the same
 resources (same names, same count) with equal properties, modulo what only one side can
@@ -33,14 +33,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from lmikit.deploy import Deployment, apply_execution_role
+from lmikit.deploy import Deployment
 from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.names import BUCKET_TAG
-from lmikit.observability import apply_observability
-from lmikit.scaling import apply_scaling
 from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
-from tests.moto_autoscaling import inference_component_dimension
 
 from .conftest import EXAMPLES
 
@@ -100,7 +97,7 @@ def sdk_run(synth: Any) -> SdkRun:
     spec, endpoint = stack.spec, stack.endpoint
     region = spec.region
     run = SdkRun()
-    with mock_aws(), inference_component_dimension():
+    with mock_aws():
         s3 = boto3.client("s3", region_name=region)
         extra = {} if region == "us-east-1" else {
             "CreateBucketConfiguration": {"LocationConstraint": region}}
@@ -113,14 +110,12 @@ def sdk_run(synth: Any) -> SdkRun:
         run.image_uri = (f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/lmikit/lmi:parity"
                          if endpoint.image.is_custom
                          else lmi_image_uri(region, spec.engine.lmi_version))
-        role = apply_execution_role(spec, BUCKET, session=session, image_uri=run.image_uri)
-        run.role_arn = role.arn
-        Deployment(spec, session=session, role_arn=role.arn, bucket=BUCKET,
-                   base_dir=endpoint.base_dir, image_uri=run.image_uri,
-                   image_kind=endpoint.image_kind, plan=endpoint.plan, clock=clock,
-                   poll_seconds=10).deploy()
-        apply_scaling(spec, session=session)
-        apply_observability(spec, endpoint.plan, session=session)
+        deployment = Deployment(spec, session=session, create_role=True, bucket=BUCKET,
+                                base_dir=endpoint.base_dir, image_uri=run.image_uri,
+                                image_kind=endpoint.image_kind, plan=endpoint.plan,
+                                clock=clock, poll_seconds=10)
+        deployment.deploy()
+        run.role_arn = str(deployment.role_arn)
         _read_back(run, session, fake, s3)
     return run
 

@@ -5,12 +5,15 @@ region."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import boto3
+
+from tests.functional._account import extras, nothing
 
 from .conftest import adapter_dir, lmikit
 
@@ -24,15 +27,25 @@ adapters:
 """
 
 
+SCALE_TO_ZERO = """api_version: v1
+name: zero
+region: us-east-1
+model: {id: Qwen/Qwen2.5-7B-Instruct}
+instance: {type: ml.g6e.2xlarge, min_count: 0, max_count: 2}
+"""
+
+
 def _client(env: dict[str, str], service: str, region: str = "us-east-1") -> Any:
     url = env["AWS_ENDPOINT_URL_SAGEMAKER" if service == "sagemaker" else
-              f"AWS_ENDPOINT_URL_{service.upper()}"]
+              "AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING" if service == "application-autoscaling"
+              else f"AWS_ENDPOINT_URL_{service.upper()}"]
     return boto3.client(service, region_name=region, endpoint_url=url,
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-def _everything(env: dict[str, str], name: str) -> dict[str, list[str]]:
-    """Every resource and object of deployment ``name`` (by its tag, or its prefix)."""
+def _everything(env: dict[str, str], name: str) -> dict[str, Any]:
+    """Every resource and object of deployment ``name`` (by its tag, or its prefix), in every
+    service: SageMaker, S3, Application Auto Scaling, CloudWatch and IAM."""
     sm, s3 = _client(env, "sagemaker"), _client(env, "s3")
 
     def mine(arn: str) -> bool:
@@ -49,14 +62,17 @@ def _everything(env: dict[str, str], name: str) -> dict[str, list[str]]:
                        sm.list_inference_components(MaxResults=100)["InferenceComponents"]
                        if mine(c["InferenceComponentArn"])],
         "models": [m["ModelName"] for m in sm.list_models()["Models"] if mine(m["ModelArn"])],
-        "alarms": [a["AlarmName"] for a in _client(env, "cloudwatch").describe_alarms(
-            AlarmNamePrefix=f"{name}-base-")["MetricAlarms"]],
         "objects": [],
     }
     for bucket in s3.list_buckets()["Buckets"]:
         rows = s3.list_objects_v2(Bucket=bucket["Name"], Prefix=f"lmikit/{name}/")
         out["objects"] += [o["Key"] for o in rows.get("Contents", [])]
-    return {k: sorted(v) for k, v in out.items()}
+    return {**{k: sorted(v) for k, v in out.items()},
+            **extras(lambda service: _client(env, service), name)}
+
+
+NOTHING = {"endpoints": [], "configs": [], "components": [], "models": [], "objects": [],
+           **nothing()}
 
 
 def _start(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Popen[str]:
@@ -82,17 +98,51 @@ def test_prefix_sharing_deployments_stay_apart_and_destroy_leaves_nothing(
     assert neighbour["components"] == ["docqa-v2-base", "docqa-v2-legal"]
     assert len(neighbour["objects"]) == 2 and len(neighbour["configs"]) == 1
 
+    assert neighbour["scalable-targets"] == {"inference-component/docqa-v2-base": (1, 1)}
+    assert neighbour["dashboards"] and neighbour["alarms"] and neighbour["roles"]
+
     r = lmikit(sandbox, tmp_path, "destroy", "docqa.yaml", "--yes")
     assert r.returncode == 0, r.stderr
-    assert _everything(sandbox, "docqa") == {"endpoints": [], "configs": [], "components": [],
-                                             "models": [], "alarms": [], "objects": []}
+    assert _everything(sandbox, "docqa") == NOTHING
     assert _everything(sandbox, "docqa-v2") == neighbour
 
     r = lmikit(sandbox, tmp_path, "destroy", "docqa-v2.yaml", "--yes", "--keep-artifacts")
     assert r.returncode == 0, r.stderr
     left = _everything(sandbox, "docqa-v2")
-    assert left["components"] == left["endpoints"] == left["configs"] == []
-    assert left["objects"] == neighbour["objects"]  # kept, as asked (the lease is gone)
+    assert left == {**NOTHING, "objects": neighbour["objects"]}  # kept, as asked
+
+
+def test_scale_to_zero_deploy_creates_scaling_and_observability_and_destroy_leaves_nothing(
+        sandbox: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(SCALE_TO_ZERO)
+    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    for line in ("create iam-role lmikit-zero-execution",
+                 "create scalable-target inference-component/zero-base",
+                 "create scaling-policy zero-base-scale-from-zero",
+                 "create alarm zero-base-scale-from-zero", "create dashboard zero-lmikit"):
+        assert line in r.stdout, r.stdout
+    assert _everything(sandbox, "zero") == NOTHING  # a dry run changes nothing
+
+    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
+    assert r.returncode == 0, r.stderr
+    have = _everything(sandbox, "zero")
+    assert have["scalable-targets"] == {"inference-component/zero-base": (0, 2)}
+    assert sorted(have["scaling-policies"]) == ["zero-base-scale-from-zero",
+                                                "zero-base-target-tracking"]
+    assert "zero-base-scale-from-zero" in have["alarms"]
+    assert any(a.startswith("zero-lmikit-") for a in have["alarms"])
+    assert list(have["dashboards"]) == ["zero-lmikit"]
+    assert list(have["roles"]) == list(have["iam-policies"]) == ["lmikit-zero-execution"]
+
+    r = lmikit(sandbox, tmp_path, "status", "spec.yaml", "--json")
+    assert r.returncode == 0, r.stderr
+    assert {"scalable-target", "scaling-policy", "alarm", "dashboard", "iam-role"} <= {
+        row["kind"] for row in json.loads(r.stdout)}
+
+    r = lmikit(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert _everything(sandbox, "zero") == NOTHING
 
 
 def test_adapter_commands_act_in_the_deployments_region(sandbox: dict[str, str],

@@ -2,12 +2,20 @@
 call with that call faulted (throttled, 5xx, its answer lost, its resource Failed) or with
 Ctrl-C pressed (once, or twice) just as it is made, and with two runs at once.
 
+Every run creates its execution role (``create_role``) and applies the base component's
+autoscaling, dashboard and alarms, so the calls faulted include Application Auto Scaling,
+CloudWatch (alarms, dashboards) and IAM as well as SageMaker and S3. The old spec scales to
+zero (a scale-from-zero policy and alarm); the new one does not (they are deleted) and
+scales wider (the scalable target is updated).
+
 Every case is judged the same way: after the run (and its settling) the deployment is in
 the old state or the new one (which one, printed), or in a partial state that the error
-explains; nothing of the deployment is orphaned (an endpoint config, Model, S3 artifact or
-lease nothing uses); no live resource lost what it uses (its config, Model or artifact); no
-exception other than an lmikit error escaped; and running the operation again without
-faults converges on the new state.
+explains; the state includes the scalable target, scaling policies, alarms with their tags,
+the dashboard's body and the role with its policy, read straight from moto; nothing of the
+deployment is orphaned (an endpoint config, Model, S3 artifact or lease nothing uses, or,
+once the endpoint is gone, a scalable target, policy, alarm, dashboard or role); no live
+resource lost what it uses (its config, Model or artifact); no exception other than an lmikit
+error escaped; and running the operation again without faults converges on the new state.
 
 Used by tests/functional/test_fault_matrix.py (a bounded subset) and
 benchmarks/fault_matrix.py (everything).
@@ -38,11 +46,11 @@ from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
 from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
 from lmikit.testing._adapters import write_lora_adapter
+from tests.functional._account import extras
 
 NAME = "docqa"
 REGION = "us-east-1"
 BUCKET = "lmikit-matrix"
-ROLE = "arn:aws:iam::123456789012:role/lmikit-test"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi20.0.0-cu128"
 BASE = """api_version: v1
 name: docqa
@@ -56,7 +64,7 @@ routing: {strategy: sticky_session}
 # The old spec: base and two adapters. The new one changes the endpoint config (max_count),
 # the base's environment (max_batch_size), one adapter's weights, removes one adapter and
 # adds another.
-SPEC_OLD = BASE % "" + """adapters:
+SPEC_OLD = BASE % ", min_count: 0" + """adapters:
   - {name: legal, source: adapters/legal}
   - {name: medical, source: adapters/medical}
 """
@@ -150,7 +158,11 @@ class World:
     def deployment(self, text: str, **kwargs: Any) -> Deployment:
         if HAS_INTERRUPTS:
             kwargs.setdefault("interrupts", self.interrupts)
-        return Deployment(self.spec(text), session=self.session, role_arn=ROLE, bucket=BUCKET,
+        if "create_role" in inspect.signature(Deployment).parameters:
+            kwargs.setdefault("create_role", True)
+        else:  # an older deployer (--baseline): no role step
+            kwargs.setdefault("role_arn", "arn:aws:iam::123456789012:role/lmikit-test")
+        return Deployment(self.spec(text), session=self.session, bucket=BUCKET,
                           base_dir=self.tmp, image_uri=IMAGE, clock=self.clock,
                           poll_seconds=10, retry_mode="standard", **kwargs)
 
@@ -178,12 +190,18 @@ class World:
 
     # --- what the account holds --------------------------------------------------------
 
+    def extras(self) -> dict[str, Any]:
+        """The deployment's scaling, alarms, dashboard and role, as moto holds them."""
+        return extras(lambda service: _session().client(service), NAME)
+
     def state(self) -> dict[str, Any]:
-        """The deployment as SageMaker runs it (settled): endpoint and components."""
+        """The deployment as SageMaker runs it (settled): endpoint and components; and its
+        scaling, alarms, dashboard and role."""
         self.fake.settle()
         plane = self.fake.control
         endpoint = plane.endpoints.get(NAME)
         return {
+            "extras": self.extras(),
             "endpoint": None if endpoint is None else
             (endpoint.status, endpoint.request["EndpointConfigName"]),
             "components": {n: (c.status, json.dumps(c.request["Specification"],
@@ -212,9 +230,8 @@ class World:
             elif f"s3://{BUCKET}/{key}" not in used_urls:
                 out.append(f"artifact s3://{BUCKET}/{key}")
         if not plane.endpoints:
-            alarms = _session().client("cloudwatch").describe_alarms(
-                AlarmNamePrefix=f"{NAME}-base-")["MetricAlarms"]
-            out += [f"alarm {a['AlarmName']}" for a in alarms]
+            out += [f"{kind} {name}" for kind, found in self.extras().items()
+                    for name in found]
         return out
 
     def lost(self) -> list[str]:
@@ -307,8 +324,8 @@ def reference(scenario: str) -> tuple[dict[str, Any], dict[str, Any], list[Targe
             mark = len(world.fake.calls)
             world.action(scenario)
             new = world.state()
-        calls = [c for c in world.fake.calls[mark:] if c.service in ("sagemaker", "s3",
-                                                                      "cloudwatch")]
+        calls = [c for c in world.fake.calls[mark:] if c.service in (
+            "sagemaker", "s3", "cloudwatch", "application-auto-scaling", "iam")]
     finally:
         world.close()
     targets: list[Target] = []

@@ -28,7 +28,8 @@ def test_deploy_creates_every_resource_in_service(fake: FakeSageMaker, session: 
                                                   clock: VirtualClock, spec: Any,
                                                   tmp_path: Path) -> None:
     result = deployment(spec, session, clock, tmp_path).deploy()
-    assert [(c.kind, c.action) for c in result.changes if c.kind != "artifact"] == [
+    assert [(c.kind, c.action) for c in result.changes
+            if c.kind in ("endpoint-config", "endpoint", "inference-component")] == [
         ("endpoint-config", "create"), ("endpoint", "create"),
         ("inference-component", "create")]
     res = fake.resources()
@@ -101,6 +102,7 @@ def test_deploy_base_change_uses_rolling_update_with_alarm_rollback(
     result = deployment(changed, session, clock, tmp_path).deploy()
     assert ("inference-component", "update") in {(c.kind, c.action) for c in result.changes}
     update = fake.operations("UpdateInferenceComponent")[-1].params
+    assert "RuntimeConfig" not in update  # autoscaling owns the copy count
     policy = update["DeploymentConfig"]
     assert policy["RollingUpdatePolicy"]["MaximumBatchSize"] == {"Type": "COPY_COUNT",
                                                                  "Value": 1}

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from lmikit.aws import ProgressEvent
-from lmikit.deploy import Interrupts
+from lmikit.deploy import Interrupts, StepContext
 from lmikit.errors import DeployError, DeployFailed, Interrupted
 from lmikit.testing import FakeSageMaker, VirtualClock
 from lmikit.testing._adapters import write_lora_adapter
@@ -109,12 +109,12 @@ def test_ctrl_c_after_every_change_finishes_and_says_so(
         tmp_path: Path) -> None:
     interrupts = Interrupts()
 
-    def press_at_the_end(event: ProgressEvent) -> None:
-        if event.kind == "inference-component" and event.status == "InService":
-            interrupts.press()
+    def press_at_the_end(ctx: StepContext) -> None:  # after scaling, dashboard and alarms
+        interrupts.press()
 
-    result = deployment(spec, session, clock, tmp_path, interrupts=interrupts,
-                        progress=press_at_the_end).deploy()
+    d = deployment(spec, session, clock, tmp_path, interrupts=interrupts)
+    d.post_deploy_steps.append(press_at_the_end)
+    result = d.deploy()
     assert "Interrupted after every change was applied: the deployment is on the new " \
         "spec" in result.summary()
     assert live(fake)["inference-component"] == {"docqa-base": "InService"}
@@ -160,8 +160,10 @@ def test_destroy_that_stops_halfway_says_what_is_left(fake: FakeSageMaker, sessi
     deleted = next(line for line in message.splitlines() if line.startswith("Deleted: "))
     assert sorted(deleted[len("Deleted: "):].rstrip(".").split(", ")) == [
         "inference-component docqa-base", "inference-component docqa-legal",
-        "inference-component docqa-medical"]
+        "inference-component docqa-medical", "scalable-target inference-component/docqa-base",
+        "scaling-policy docqa-base-target-tracking"]
     assert "Still there: endpoint docqa (InService), endpoint-config docqa-" in message
+    assert "dashboard docqa-lmikit" in message  # removed after the endpoint: still there
     assert "Run `lmikit destroy SPEC` again to finish deleting it." in message
     assert info.value.state == "partial" and info.value.left
     fake.clear_faults()

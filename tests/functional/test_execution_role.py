@@ -184,20 +184,21 @@ def test_govcloud_role_policy_uses_the_govcloud_partition() -> None:
     assert image.split(".")[0] in str(document)  # the GovCloud LMI registry's account
 
 
-def test_cli_create_role_uses_the_role_for_the_deploy(
+def test_cli_create_role_lets_the_deployment_create_the_role(
         session: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    used: list[str | None] = []
+    made: list[tuple[bool, str | None]] = []
 
-    def deploy(self: Deployment) -> DeployResult:  # the SageMaker part is tested elsewhere
-        used.append(self.role_arn)
+    def deploy(self: Deployment) -> DeployResult:  # the deploy itself is tested elsewhere
+        made.append((self.create_role, self.role_arn))
+        self.role_arn = self.desired().requests.endpoint_config["ExecutionRoleArn"]
         return DeployResult()
 
     monkeypatch.setattr(Deployment, "deploy", deploy)
     result = CliRunner().invoke(main, ["deploy", str(ROOT / "examples" / "docqa-qwen7b.yaml"),
                                        "--create-role", "--bucket", BUCKET])
     assert result.exit_code == 0, result.output
+    assert made == [(True, None)]  # the Deployment creates it, under its lease
     assert f"Execution role: arn:aws:iam::{ACCOUNT}:role/{ROLE}" in result.output
-    assert used == [f"arn:aws:iam::{ACCOUNT}:role/{ROLE}"]
 
 
 def test_cli_create_role_refuses_a_foreign_role_in_one_line(session: Any) -> None:
@@ -206,6 +207,8 @@ def test_cli_create_role_refuses_a_foreign_role_in_one_line(session: Any) -> Non
     result = CliRunner().invoke(main, ["deploy", str(ROOT / "examples" / "docqa-qwen7b.yaml"),
                                        "--create-role", "--bucket", BUCKET])
     assert result.exit_code != 0
-    assert result.output.startswith(f"DeployError: IAM role {ROLE} exists but is not tagged "
-                                    "lmikit:deployment")
+    last = result.output.rstrip().splitlines()[-1]  # below the (empty) progress table
+    assert last.startswith(f"DeployError: IAM role {ROLE} exists but is not tagged "
+                           "lmikit:deployment")
+    assert "Rolled back" not in result.output  # refused before anything was changed
     assert "--role-arn" in result.output and "Traceback" not in result.output

@@ -1,6 +1,7 @@
 """A bounded subset of the fault matrix (tests/functional/_matrix.py): one case per kind of
-fault at the calls where deploy, update, destroy and adapter registration used to break,
-plus two runs at once of each. ``python benchmarks/fault_matrix.py`` runs every case."""
+fault at the calls where deploy, update, destroy and adapter registration used to break, at
+the role, scaling, dashboard and alarm calls, plus two runs at once of each.
+``python benchmarks/fault_matrix.py`` runs every case."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ SUBSET = [
     ("destroy", "ctrl-c", "DeleteInferenceComponent", "docqa-base"),
     ("destroy", "ctrl-c-twice", "DeleteEndpoint", ""),
     ("register", "failed", "CreateInferenceComponent", "docqa-extra"),
+    # the built-in steps: execution role, autoscaling, dashboard and alarms
+    ("deploy", "lost", "CreateRole", ""),
+    ("deploy", "ctrl-c", "PutScalingPolicy", ""),
+    ("deploy", "5xx", "PutDashboard", ""),
+    ("update", "5xx", "RegisterScalableTarget", ""),
+    ("update", "ctrl-c", "DeleteScalingPolicy", ""),
+    ("update", "lost", "DeleteAlarms", ""),
+    ("update", "ctrl-c-twice", "PutMetricAlarm", ""),
+    ("destroy", "ctrl-c", "DeregisterScalableTarget", ""),
+    ("destroy", "lost", "DeleteRole", ""),
+    ("destroy", "5xx", "DeleteDashboards", ""),
     ("register", "lost", "CreateInferenceComponent", "docqa-extra"),
 ]
 

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from lmikit.errors import DeployError
+from lmikit.errors import AwsError, DeployError
 from lmikit.render.scaling import (
     SCALABLE_DIMENSION,
     no_capacity_alarm,
@@ -158,7 +158,7 @@ def test_apply_adopts_and_tags_an_untagged_alarm_of_its_own_name(session: Any) -
     assert {"Key": "lmikit:deployment", "Value": "chat"} in tags
 
 
-def test_client_errors_become_deploy_errors_naming_the_call() -> None:
+def test_client_errors_become_aws_errors_naming_the_call() -> None:
     from botocore.stub import Stubber
 
     client = boto3.client("application-autoscaling", region_name=REGION)
@@ -171,6 +171,8 @@ def test_client_errors_become_deploy_errors_naming_the_call() -> None:
             return client if service == "application-autoscaling" else boto3.client(
                 service, region_name=REGION)
 
-    with pytest.raises(DeployError, match="DescribeScalableTargets inference-component/"
-                       "chat-base failed: AccessDeniedException: denied"):
+    with pytest.raises(AwsError, match="^DescribeScalableTargets failed: "
+                       "AccessDeniedException: denied$") as caught:
         apply_scaling(_spec(), session=Session(), account="123456789012")
+    assert (caught.value.operation, caught.value.code) == ("DescribeScalableTargets",
+                                                          "AccessDeniedException")

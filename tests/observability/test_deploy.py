@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lmikit.errors import DeployError
+from lmikit.errors import AwsError, DeployError
 from lmikit.observability import (
     apply_observability,
     deploy_alarms,
@@ -162,7 +162,7 @@ def test_deploy_alarms_disabled_removes_them(cloudwatch) -> None:
     assert _alarm_names(cloudwatch, "docqa-qwen7b-lmikit-") == set()
 
 
-def test_client_errors_become_deploy_errors() -> None:
+def test_client_errors_become_aws_errors() -> None:
     import boto3
     from botocore.stub import Stubber
 
@@ -170,5 +170,6 @@ def test_client_errors_become_deploy_errors() -> None:
     client = boto3.client("cloudwatch", region_name="us-east-1")
     with Stubber(client) as stub:
         stub.add_client_error("put_dashboard", "InvalidParameterInput", "bad body")
-        with pytest.raises(DeployError, match="PutDashboard docqa-qwen7b-lmikit failed"):
+        with pytest.raises(AwsError, match="^PutDashboard failed: InvalidParameterInput: "
+                           "bad body$"):
             deploy_dashboard(spec, plan, client)

@@ -32,6 +32,7 @@ from lmikit.aws._resources import (
     owned_names,
     owner_of,
     status_of,
+    tag_dict,
     tags_of,
 )
 from lmikit.aws._store import (
@@ -90,6 +91,7 @@ __all__ = [
     "paginate",
     "split_s3_url",
     "status_of",
+    "tag_dict",
     "tags_of",
     "upload_progress",
 ]

@@ -6,6 +6,8 @@ import time
 from functools import cached_property
 from typing import Any, Protocol
 
+from lmikit.aws._errors import call
+
 RETRY_MODE = "adaptive"  # botocore's: exponential backoff, and it slows down after throttling
 MAX_ATTEMPTS = 8
 
@@ -46,6 +48,13 @@ class Clients:
             session = boto3.Session(region_name=region)
         self.session = session
         self.region: str = region or session.region_name or "us-east-1"
+        self._account: str | None = None
+
+    def account(self) -> str:
+        """The caller's account id (STS, read once)."""
+        if self._account is None:
+            self._account = str(call(self.sts, "get_caller_identity")["Account"])
+        return self._account
 
     def client(self, service: str) -> Any:
         """A new client of ``service`` with lmikit's retry policy and user agent."""
@@ -70,6 +79,11 @@ class Clients:
     @cached_property
     def cloudwatch(self) -> Any:
         return self.client("cloudwatch")
+
+    @cached_property
+    def autoscaling(self) -> Any:
+        """Application Auto Scaling (the copy-count scaling of inference components)."""
+        return self.client("application-autoscaling")
 
     @cached_property
     def sts(self) -> Any:

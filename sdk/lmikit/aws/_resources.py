@@ -69,6 +69,11 @@ def tags_of(sm: Any, arn: str) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for t in rows}
 
 
+def tag_dict(tags: Any) -> dict[str, str]:
+    """``[{"Key": k, "Value": v}, ...]`` (as IAM and CloudWatch list them) as a dict."""
+    return {t["Key"]: t.get("Value", "") for t in tags or ()}
+
+
 def owner_of(tags: dict[str, str]) -> str | None:
     """The deployment a resource belongs to (its ``lmikit:deployment`` tag), if any."""
     return tags.get(DEPLOYMENT_TAG)

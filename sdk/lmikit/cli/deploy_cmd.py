@@ -118,7 +118,8 @@ def _echo_changes(title: str, changes: list[Any]) -> None:
 @role_option
 @bucket_option
 @click.option("--create-role", is_flag=True,
-              help="Create a least-privilege execution role if --role-arn is not given.")
+              help="Create (or update) the least-privilege role lmikit-<name>-execution if "
+              "--role-arn is not given; destroy deletes it.")
 @click.option("--dry-run", is_flag=True,
               help="Print what would be created, updated or deleted; change nothing.")
 @click.option("--keep-unlisted-adapters", is_flag=True,
@@ -133,15 +134,8 @@ def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role
 
     progress = ProgressTable(f"lmikit deploy {spec}")
     d = _deployment(spec, role_arn, bucket, poll_seconds, progress, DEPLOY_TARGETS,
-                    keep_unlisted_adapters=keep_unlisted_adapters, force_unlock=force_unlock)
-    if create_role and not role_arn:
-        from lmikit.deploy import ensure_execution_role
-
-        d.role_arn = ("arn:aws:iam::000000000000:role/<created by --create-role>" if dry_run
-                      else ensure_execution_role(d.spec, d.bucket, session=d.clients.session,
-                                            image_uri=d.image_uri))
-        if not dry_run:
-            click.echo(f"Execution role: {d.role_arn}")
+                    keep_unlisted_adapters=keep_unlisted_adapters, force_unlock=force_unlock,
+                    create_role=create_role)
     if dry_run:
         _echo_changes(f"Plan for {d.spec.name} in {d.spec.region} (dry run, nothing changed):",
                       d.plan_changes())
@@ -150,6 +144,8 @@ def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role
                                               changes)
     with d.interrupts.sigint(lambda line: click.echo(line, err=True)), progress:
         result = d.deploy()
+    if d.create_role:
+        click.echo(f"Execution role: {d.role_arn}")
     click.echo(result.summary())
 
 
@@ -163,7 +159,8 @@ def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role
 @poll_option
 def destroy_cmd(spec: Path, yes: bool, keep_artifacts: bool, bucket: str | None,
                 force_unlock: bool, poll_seconds: float) -> None:
-    """Delete SPEC's adapters, base component, endpoint, configs, Models and artifacts."""
+    """Delete SPEC's scaling, adapters, base component, endpoint, configs, Models, dashboard,
+    alarms, execution role and artifacts."""
     progress = ProgressTable(f"lmikit destroy {spec}")
     d = _deployment(spec, None, bucket, poll_seconds, progress, force_unlock=force_unlock)
     if not yes:

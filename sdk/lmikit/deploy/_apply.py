@@ -278,7 +278,8 @@ class Applier:
     def _update_component(self, step: Step) -> None:
         name, body, before = step.name, step.request(), step.before()
         old_spec = request_specification(before.get("Specification", {}))
-        old_copies = desired_copies(before)
+        # Without RuntimeConfig (autoscaling owns the copy count) neither way sets copies.
+        old_copies = desired_copies(before) if "RuntimeConfig" in body else None
         group = "" if name == self.base else "adapter"
         self.run.undo(Undo(f"inference-component {name} (runs the new specification)",
                            lambda: self._set_component(name, old_spec, old_copies,
@@ -304,6 +305,7 @@ class Applier:
         update: dict[str, Any] = {"InferenceComponentName": name, "Specification": spec}
         if copies is not None:
             update["RuntimeConfig"] = {"CopyCount": copies}
+        if name == self.base:  # one copy at a time, rolled back by the 5xx alarm
             update["DeploymentConfig"] = self._rolling_config()
         with self.run.flight(f"inference-component {name}", f"Updating ({action})"):
             self.run.note("inference-component", name, action, "Updating")

@@ -1,11 +1,12 @@
 """Create, update, inspect and delete one deployment with boto3, converging on the spec.
 
-A deploy takes the deployment's lease, reads what exists, plans the steps between that and
-the spec (``plan_changes()`` prints the same plan without changing anything), and carries
-them out. If a step fails, or Ctrl-C is pressed, every step is undone newest first and the
-error says whether the account is exactly as it was (``state="old"``) or what is left.
-After a successful deploy, :meth:`Deployment.gc` removes the configs, Models and artifacts
-nothing uses any more.
+A deploy takes the deployment's lease, creates or updates the execution role
+(``create_role``), reads what exists, plans the steps between that and the spec
+(``plan_changes()`` prints the same plan without changing anything), carries them out, then
+applies the base component's autoscaling and the dashboard and alarms. If a step fails, or
+Ctrl-C is pressed, every step is undone newest first and the error says whether the account
+is exactly as it was (``state="old"``) or what is left. After a successful deploy,
+:meth:`Deployment.gc` removes the configs, Models and artifacts nothing uses any more.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from lmikit.aws import (
     tags_of,
 )
 from lmikit.aws._lease import LEASE_SECONDS
-from lmikit.deploy import _destroy
+from lmikit.deploy import _builtin, _destroy
 from lmikit.deploy._apply import Applier, change_list
 from lmikit.deploy._gc import Usage, collect, garbage
 from lmikit.deploy._hooks import Hook, StepContext
@@ -63,8 +64,12 @@ class Deployment:
     ``bucket`` defaults to the one the deployed endpoint names (tag ``lmikit:bucket``), else
     ``sagemaker-<region>-<account>``. ``keep_unlisted_adapters`` keeps adapter components
     the spec no longer lists (by default they are removed). ``force_unlock`` takes the
-    deployment's lease even when another run holds it. ``post_deploy_steps`` and
-    ``pre_destroy_steps`` are extra steps (see :mod:`lmikit.deploy._hooks`).
+    deployment's lease even when another run holds it. ``create_role`` (when ``role_arn`` is
+    not given) creates or updates the least-privilege role ``lmikit-<name>-execution`` first
+    (:func:`lmikit.deploy.apply_execution_role`). ``autoscaling`` and ``observability``
+    (both on, as in the CDK stack) apply the base component's copy-count scaling and the
+    dashboard and default alarms once every component is InService. ``post_deploy_steps``
+    and ``pre_destroy_steps`` are extra steps (see :mod:`lmikit.deploy._hooks`).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
@@ -77,7 +82,8 @@ class Deployment:
                  keep_unlisted_adapters: bool = False, force_unlock: bool = False,
                  interrupts: Interrupts | None = None, lease_seconds: float = LEASE_SECONDS,
                  on_plan: Callable[[list[Change]], None] | None = None,
-                 spec_path: str | None = None) -> None:
+                 spec_path: str | None = None, create_role: bool = False,
+                 autoscaling: bool = True, observability: bool = True) -> None:
         if bucket is not None:
             check_bucket_name(bucket)  # before anything is created
         self.spec = spec
@@ -102,6 +108,9 @@ class Deployment:
         self.spec_path = spec_path or "SPEC"
         self.post_deploy_steps: list[Hook] = []
         self.pre_destroy_steps: list[Hook] = []
+        self.create_role = create_role and role_arn is None
+        self.autoscaling = autoscaling
+        self.observability = observability
 
     # --- inputs ----------------------------------------------------------------------
 
@@ -152,9 +161,13 @@ class Deployment:
         from lmikit.model_artifact import model_artifact
         from lmikit.render.sagemaker import render_requests
 
+        if not self.role_arn and self.create_role:
+            from lmikit.deploy._role import role_arn_of
+
+            self.role_arn = role_arn_of(self.spec, self.clients)  # known before it exists
         if not self.role_arn:
             raise DeployError("an execution role is needed: pass role_arn= (CLI: --role-arn) "
-                              "or create one with lmikit.deploy.ensure_execution_role()")
+                              "or create_role=True (CLI: --create-role)")
         store = self.store()
         root = deployment_prefix(self.spec.name)
         artifacts: list[PendingArtifact] = []
@@ -180,9 +193,10 @@ class Deployment:
                                    model_artifact_url=model_url,
                                    adapter_artifact_urls=adapter_urls,
                                    image_kind=self.image_kind)
-        alarm = f"{self.base_name}-update-5xx" if self.spec.observability.alarms.enabled \
-            else None
-        return Desired(requests, tuple(artifacts), self.bucket, alarm)
+        alarm = _builtin.rollback_alarm_name(self.spec.name) \
+            if self.spec.observability.alarms.enabled else None
+        return Desired(requests, tuple(artifacts), self.bucket, alarm,
+                       scaled=self.autoscaling)
 
     def new_run(self) -> Run:
         return Run(clients=self.clients, clock=self.clock, progress=self.progress,
@@ -197,11 +211,15 @@ class Deployment:
 
     def plan_changes(self) -> list[Change]:
         """What :meth:`deploy` would do, per resource, without changing anything (no
-        upload, no bucket, no lease: read calls only)."""
+        upload, no bucket, no lease: read calls only): the role (with ``create_role``), the
+        SageMaker resources and artifacts, the scaling, the dashboard and alarms, then what
+        garbage collection would delete. An entry that is ``changed`` is a real
+        difference between the account and the spec."""
         desired = self.desired()
         run = self.new_run()
+        role = _builtin.plan_role(self) if self.create_role else []
         seen = observe(run.sm, run.waiter, self.store(), desired, self.spec.name,
-                       self.clients.cloudwatch)
+                       self.clients.cloudwatch, self._autoscaling_client())
         steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
         names = desired.requests.names
         after = Usage(configs={names.endpoint_config},
@@ -209,12 +227,20 @@ class Deployment:
                       urls={a.url for a in desired.artifacts}
                       | {url for s in steps if s.action == "keep" and s.old
                          and (url := artifact_of(s.old))})
-        return change_list(steps) + garbage(run, self.store(), self.spec.name, after)
+        extras = _builtin.plan_extras(self, autoscaling=self.autoscaling,
+                                      observability=self.observability)
+        return role + change_list(steps) + extras + garbage(run, self.store(),
+                                                             self.spec.name, after)
+
+    def _autoscaling_client(self) -> Any:
+        return self.clients.autoscaling if self.autoscaling else None
 
     def deploy(self) -> DeployResult:
         """Converge on the spec; on failure undo this run and raise DeployFailed (or
         Interrupted) saying whether the account is as it was (``state``)."""
         desired = self.desired()
+        if self.create_role:  # refuse a role that is not ours before anything changes
+            _builtin.plan_role(self)
         store = self.store()
         run = self.new_run()
         store.ensure_bucket()
@@ -225,12 +251,18 @@ class Deployment:
             run.result.notes.append(f"Took over the lease of {lease.broken.describe()}.")
         try:
             try:
+                if self.create_role:  # before any SageMaker resource names it
+                    _builtin.role_step(self, run)
                 seen = observe(run.sm, run.waiter, store, desired, self.spec.name,
-                               self.clients.cloudwatch)
+                               self.clients.cloudwatch, self._autoscaling_client())
                 steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
                 if self.on_plan is not None:
                     self.on_plan(change_list(steps))
                 Applier(run, store, desired, self.spec.name).apply(steps)
+                if self.autoscaling:  # every component is InService now
+                    _builtin.scaling_step(self, run)
+                if self.observability:
+                    _builtin.observability_step(self, run)
                 self.run_steps(self.post_deploy_steps, run)
             except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
                 raise self.failure(run, exc, "deploy") from exc
@@ -323,8 +355,10 @@ class Deployment:
     # --- destroy, gc, status -------------------------------------------------------------
 
     def destroy(self, *, keep_artifacts: bool = False) -> DeployResult:
-        """Delete every resource of the deployment that is tagged as its own: adapters,
-        base components, the endpoint, its configs and Models, the rollback alarm and (unless
+        """Delete every resource of the deployment that is tagged as its own: the base
+        component's scaling (target, policies, scale-from-zero alarm), adapters, base
+        components, the endpoint, its configs and Models, the dashboard and alarms, the
+        rollback alarm, the execution role ``lmikit-<name>-execution`` and (unless
         ``keep_artifacts``) its S3 artifacts. Resources of other deployments (``docqa-v2``
         for ``docqa``) are never touched."""
         return _destroy.destroy(self, keep_artifacts=keep_artifacts)

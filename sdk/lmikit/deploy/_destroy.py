@@ -14,7 +14,6 @@ from lmikit.aws import (
     Clients,
     Lease,
     base_of,
-    call,
     components_of,
     delete,
     describe,
@@ -23,6 +22,7 @@ from lmikit.aws import (
     owner_of,
     tags_of,
 )
+from lmikit.deploy import _builtin
 from lmikit.deploy._gc import usage
 from lmikit.deploy._hooks import Hook
 from lmikit.deploy._interrupt import Interrupts, StopRequested
@@ -32,7 +32,7 @@ from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
 from lmikit.spec import DeploymentSpec
 
 
-class Deployment(Protocol):
+class Deployment(_builtin.Target, Protocol):
     """What destroy and status use of :class:`lmikit.deploy.Deployment`."""
 
     spec: DeploymentSpec
@@ -85,6 +85,7 @@ def _destroy(d: Deployment, run: Run, store: ArtifactStore, keep_artifacts: bool
             or comp
         (ours if owner_of(tags_of(sm, comp["InferenceComponentArn"])) == name
          else foreign).append(comp)
+    _builtin.remove_scaling_step(d, run)  # before the component it scales goes
     for group in ([c for c in ours if base_of(c)], [c for c in ours if not base_of(c)]):
         run.parallel([functools.partial(_delete_component, run, c["InferenceComponentName"])
                       for c in group])
@@ -110,7 +111,7 @@ def _destroy(d: Deployment, run: Run, store: ArtifactStore, keep_artifacts: bool
     for config in owned_names(sm, "endpoint-config", name):
         if config not in used.configs:
             _delete(run, "endpoint-config", config)
-    _delete_alarm(d, run)
+    _builtin.remove_rest_step(d, run)
     if not keep_artifacts:
         for key in store.keys():
             url = f"s3://{store.bucket}/{key}"
@@ -137,21 +138,6 @@ def _delete(run: Run, kind: str, name: str) -> None:
     run.record(Change(kind, name, "delete"))
 
 
-def _delete_alarm(d: Deployment, run: Run) -> None:
-    """The base component's update-rollback alarm, when its tags say it is ours."""
-    cw = d.clients.cloudwatch
-    name = f"{d.base_name}-update-5xx"
-    found = call(cw, "describe_alarms", AlarmNames=[name]).get("MetricAlarms") or []
-    if not found:
-        return
-    tags = call(cw, "list_tags_for_resource", ResourceARN=found[0]["AlarmArn"]).get("Tags", [])
-    if {t["Key"]: t["Value"] for t in tags}.get("lmikit:deployment") != d.spec.name:
-        return
-    run.checkpoint()
-    call(cw, "delete_alarms", AlarmNames=[name])
-    run.record(Change("alarm", name, "delete"))
-
-
 def remaining(d: Deployment, store: ArtifactStore, keep_artifacts: bool) -> list[str]:
     """What of the deployment is still there (best effort)."""
     sm, name = d.clients.sagemaker, d.spec.name
@@ -164,6 +150,7 @@ def remaining(d: Deployment, store: ArtifactStore, keep_artifacts: bool) -> list
         out.append(f"endpoint {name} ({endpoint['EndpointStatus']})")
     out += [f"model {m}" for m in owned_names(sm, "model", name)]
     out += [f"endpoint-config {c}" for c in owned_names(sm, "endpoint-config", name)]
+    out += [f"{c.kind} {c.name}" for c in _builtin.leftovers(d)]
     if not keep_artifacts:
         out += [f"artifact s3://{store.bucket}/{k}" for k in store.keys() if store.is_ours(k)]
     return out
@@ -219,7 +206,7 @@ def status(d: Deployment) -> list[ResourceState]:
     if desc is None:
         for cfg in owned_names(sm, "endpoint-config", name):
             rows.append(ResourceState("endpoint-config", cfg, "exists", "not in use"))
-    return rows
+    return rows + _builtin.status_rows(d)
 
 
 def _component_row(sm: Any, d: dict[str, Any], deployment: str) -> ResourceState:

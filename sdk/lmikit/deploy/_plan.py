@@ -48,6 +48,7 @@ class Desired:
     artifacts: tuple[PendingArtifact, ...]
     bucket: str
     alarm: str | None  # the base component's update-rollback alarm, when alarms are on
+    scaled: bool = False  # the deploy applies autoscaling to the base component
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Observed:
     component_tags: dict[str, dict[str, str]] = field(default_factory=dict)
     foreign: list[str] = field(default_factory=list)  # on our endpoint, not ours
     alarm_exists: bool = False
+    scalable_target: dict[str, Any] | None = None  # the base component's, when registered
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Step:
 
 
 def observe(sm: Any, waiter: Waiter, store: ArtifactStore, desired: Desired,
-            deployment: str, cloudwatch: Any = None) -> Observed:
+            deployment: str, cloudwatch: Any = None, autoscaling: Any = None) -> Observed:
     """Read the deployment's current state, waiting out transitions; refuse to go on when a
     name the deployment needs belongs to someone else."""
     from lmikit.aws import call
@@ -145,6 +147,15 @@ def observe(sm: Any, waiter: Waiter, store: ArtifactStore, desired: Desired,
     if desired.alarm and cloudwatch is not None:
         found = call(cloudwatch, "describe_alarms", AlarmNames=[desired.alarm])
         seen.alarm_exists = bool(found.get("MetricAlarms"))
+    base = seen.components.get(names.base_component)
+    if desired.scaled and autoscaling is not None and base is not None:
+        from lmikit.render.scaling import SCALABLE_DIMENSION, SERVICE_NAMESPACE
+
+        found = call(autoscaling, "describe_scalable_targets",
+                     ServiceNamespace=SERVICE_NAMESPACE, ScalableDimension=SCALABLE_DIMENSION,
+                     ResourceIds=[f"inference-component/{names.base_component}"])
+        targets = found.get("ScalableTargets") or []
+        seen.scalable_target = targets[0] if targets else None
     return seen
 
 
@@ -190,7 +201,10 @@ def plan_steps(desired: Desired, seen: Observed, *, keep_unlisted: bool = False
                                  f"{BUCKET_TAG}={desired.bucket}"), endpoint_body, ep))
     components = {} if fresh else seen.components
     base = components.get(names.base_component)
-    base_step = _component_step(req.base_component, base, is_base=True)
+    # Application Auto Scaling owns the base's copy count once its target is registered:
+    # the deploy neither scales it back to the spec's initial count nor sets it in updates.
+    autoscaled = desired.scaled and base is not None and seen.scalable_target is not None
+    base_step = _component_step(req.base_component, base, is_base=True, autoscaled=autoscaled)
     if base_step.action == "update" and desired.alarm and not seen.alarm_exists:
         steps.append(Step(Change("alarm", desired.alarm, "create",
                                  "rolls a bad base update back")))
@@ -219,9 +233,11 @@ def plan_steps(desired: Desired, seen: Observed, *, keep_unlisted: bool = False
     return steps
 
 
-def _component_step(body: dict[str, Any], desc: dict[str, Any] | None, is_base: bool
-                    ) -> Step:
+def _component_step(body: dict[str, Any], desc: dict[str, Any] | None, is_base: bool,
+                    autoscaled: bool = False) -> Step:
     name = body["InferenceComponentName"]
+    if autoscaled and desc is not None and desc["InferenceComponentStatus"] != "Failed":
+        body = {k: v for k, v in body.items() if k != "RuntimeConfig"}
     label = "" if is_base else f"adapter {name}"
     if desc is None:
         return Step(Change("inference-component", name, "create", label), body)
@@ -235,7 +251,9 @@ def _component_step(body: dict[str, Any], desc: dict[str, Any] | None, is_base: 
     if diff:
         return Step(Change("inference-component", name, "update",
                            "changed: " + ", ".join(diff)), body, desc)
-    if is_base and want_copies != have_copies:
+    if is_base and want_copies is not None and want_copies != have_copies:
         return Step(Change("inference-component", name, "scale",
                            f"copies {have_copies} -> {want_copies}"), body, desc)
+    if is_base and autoscaled:
+        label = f"copies {have_copies}, set by autoscaling"
     return Step(Change("inference-component", name, "unchanged", label), body, desc)

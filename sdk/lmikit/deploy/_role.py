@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from lmikit._boto import owner, tag_map
-from lmikit.aws import Clients, call, describe_or_none
+from lmikit.aws import Clients, call, describe_or_none, owner_of, paginate, tag_dict
 from lmikit.change import Change
 from lmikit.errors import AwsError, DeployError
 from lmikit.names import DEPLOYMENT_TAG, artifact_prefix, execution_role_name
@@ -98,65 +97,91 @@ def _get(iam: Any, operation: str, **kwargs: Any) -> dict[str, Any] | None:
     return describe_or_none(iam, operation, **kwargs)
 
 
+def owner(tags: Any) -> str | None:
+    """The deployment a listed tag set (``[{"Key", "Value"}]``) names, if any."""
+    return owner_of(tag_dict(tags))
+
+
 def _has_tags(stored: Any, spec: DeploymentSpec) -> bool:
-    have = tag_map(stored)
+    have = tag_dict(stored)
     return all(have.get(t["Key"]) == t["Value"] for t in role_tags(spec))
 
 
-def _document(value: Any) -> Any:
+def document_of(value: Any) -> Any:
     """A policy document as IAM returns it (a dict, or URL-encoded JSON text)."""
     return json.loads(unquote(value)) if isinstance(value, str) else value
 
 
+def role_arn_of(spec: DeploymentSpec, clients: Clients) -> str:
+    """The ARN ``lmikit-<name>-execution`` has (or will have) in the caller's account."""
+    return (f"arn:{partition_of(spec.region)}:iam::{clients.account()}:role/"
+            f"{execution_role_name(spec.name)}")
+
+
+def _tags(iam: Any, operation: str, **kwargs: Any) -> Any:
+    return paginate(iam, operation, "Tags", **kwargs)
+
+
 def apply_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = None,
-                         image_uri: str | None = None) -> RoleResult:
-    """Create or update the role and its managed policy (idempotent)."""
-    clients = Clients(session, spec.region)
+                         image_uri: str | None = None, clients: Clients | None = None,
+                         dry_run: bool = False) -> RoleResult:
+    """Create or update the role and its managed policy (idempotent; ``dry_run``: read
+    only, and report what would change)."""
+    clients = clients or Clients(session, spec.region)
     iam = clients.iam
-    account = str(call(clients.sts, "get_caller_identity")["Account"])
     partition = partition_of(spec.region)
     name = execution_role_name(spec.name)
-    document = execution_role_policy(spec, bucket, account=account, image_uri=image_uri,
-                                     partition=partition)
-    result = RoleResult(arn=f"arn:{partition}:iam::{account}:role/{name}")
+    document = execution_role_policy(spec, bucket, account=clients.account(),
+                                     image_uri=image_uri, partition=partition)
+    result = RoleResult(arn=role_arn_of(spec, clients))
     stored = _get(iam, "get_role", RoleName=name)
     if stored is None:
+        result.changes.append(Change("iam-role", name, "create"))
+        if dry_run:
+            result.changes.append(Change("iam-policy", name, "create"))
+            return result
         try:
             result.arn = str(call(iam, "create_role", RoleName=name,
                                   AssumeRolePolicyDocument=json.dumps(TRUST_POLICY),
                                   Description=role_description(spec),
                                   Tags=role_tags(spec))["Role"]["Arn"])
-            result.changes.append(Change("iam-role", name, "create"))
         except AwsError as race:  # a concurrent run (or a lost answer) created it
             if race.code != "EntityAlreadyExists":
                 raise
             stored = call(iam, "get_role", RoleName=name)
+            result.changes.pop()
     if stored is not None:
         role = stored["Role"]
         result.arn = str(role["Arn"])
-        who = owner(call(iam, "list_role_tags", RoleName=name).get("Tags"))
+        tags = _tags(iam, "list_role_tags", RoleName=name)
+        who = owner(tags)
         if who != spec.name:
             raise _not_ours("role", name, spec, who, result.arn)
         changed = []
-        if _document(role.get("AssumeRolePolicyDocument")) != TRUST_POLICY:
-            call(iam, "update_assume_role_policy", RoleName=name,
-                 PolicyDocument=json.dumps(TRUST_POLICY))
+        if document_of(role.get("AssumeRolePolicyDocument")) != TRUST_POLICY:
+            if not dry_run:
+                call(iam, "update_assume_role_policy", RoleName=name,
+                     PolicyDocument=json.dumps(TRUST_POLICY))
             changed.append("trust policy")
         if role.get("Description") != role_description(spec):
-            call(iam, "update_role", RoleName=name, Description=role_description(spec))
+            if not dry_run:
+                call(iam, "update_role", RoleName=name, Description=role_description(spec))
             changed.append("description")
-        if not _has_tags(call(iam, "list_role_tags", RoleName=name).get("Tags"), spec):
-            call(iam, "tag_role", RoleName=name, Tags=role_tags(spec))
+        if not _has_tags(tags, spec):
+            if not dry_run:
+                call(iam, "tag_role", RoleName=name, Tags=role_tags(spec))
             changed.append("tags")
         result.changes.append(Change("iam-role", name, "update" if changed else "unchanged",
                                      ", ".join(changed)))
     policy_arn = _policy_arn_of(result.arn)
-    result.changes.append(_ensure_policy(iam, spec, name, policy_arn, document))
-    attached = call(iam, "list_attached_role_policies", RoleName=name)["AttachedPolicies"]
-    if policy_arn not in {p["PolicyArn"] for p in attached}:
+    result.changes.append(_ensure_policy(iam, spec, name, policy_arn, document, dry_run))
+    attached = paginate(iam, "list_attached_role_policies", "AttachedPolicies", RoleName=name)
+    if policy_arn not in {p["PolicyArn"] for p in attached} and not dry_run:
         call(iam, "attach_role_policy", RoleName=name, PolicyArn=policy_arn)
-    if LEGACY_INLINE_POLICY in call(iam, "list_role_policies", RoleName=name)["PolicyNames"]:
-        call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
+    if LEGACY_INLINE_POLICY in paginate(iam, "list_role_policies", "PolicyNames",
+                                        RoleName=name):
+        if not dry_run:
+            call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
         result.changes.append(Change("iam-inline-policy", LEGACY_INLINE_POLICY, "delete",
                                      "replaced by the managed policy"))
     return result
@@ -169,9 +194,11 @@ def _policy_arn_of(role_arn: str) -> str:
 
 
 def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
-                   document: dict[str, Any]) -> Change:
+                   document: dict[str, Any], dry_run: bool = False) -> Change:
     stored = _get(iam, "get_policy", PolicyArn=arn)
     if stored is None:
+        if dry_run:
+            return Change("iam-policy", name, "create")
         try:
             call(iam, "create_policy", PolicyName=name, PolicyDocument=json.dumps(document),
                  Description=policy_description(spec), Tags=role_tags(spec))
@@ -180,16 +207,20 @@ def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
             if race.code != "EntityAlreadyExists":
                 raise
             stored = call(iam, "get_policy", PolicyArn=arn)
-    tags = call(iam, "list_policy_tags", PolicyArn=arn).get("Tags")
+    tags = _tags(iam, "list_policy_tags", PolicyArn=arn)
     if owner(tags) != spec.name:
         raise _not_ours("policy", name, spec, owner(tags), arn)
-    if not _has_tags(tags, spec):
+    retag = not _has_tags(tags, spec)
+    if retag and not dry_run:
         call(iam, "tag_policy", PolicyArn=arn, Tags=role_tags(spec))
     default = stored["Policy"]["DefaultVersionId"]
     version = call(iam, "get_policy_version", PolicyArn=arn, VersionId=default)
-    if _document(version["PolicyVersion"]["Document"]) == document:
-        return Change("iam-policy", name, "unchanged")
-    versions = call(iam, "list_policy_versions", PolicyArn=arn)["Versions"]
+    if document_of(version["PolicyVersion"]["Document"]) == document:
+        return Change("iam-policy", name, "update" if retag else "unchanged",
+                      "tags" if retag else "")
+    if dry_run:
+        return Change("iam-policy", name, "update", "new default version")
+    versions = paginate(iam, "list_policy_versions", "Versions", PolicyArn=arn)
     old = sorted((v for v in versions if not v["IsDefaultVersion"]),
                  key=lambda v: v["CreateDate"])
     if len(versions) >= MAX_POLICY_VERSIONS and old:
@@ -206,45 +237,60 @@ def ensure_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = N
     return apply_execution_role(spec, bucket, session=session, image_uri=image_uri).arn
 
 
-def remove_execution_role(spec: DeploymentSpec, *, session: Any = None) -> list[Change]:
+def remove_policy(iam: Any, spec: DeploymentSpec, arn: str) -> list[Change]:
+    """Delete the (detached) managed policy ``arn`` with every version, when it is tagged as
+    this deployment's."""
+    if describe_or_none(iam, "get_policy", PolicyArn=arn) is None:
+        return []
+    name = arn.rsplit("/", 1)[1]
+    if owner(_tags(iam, "list_policy_tags", PolicyArn=arn)) != spec.name:
+        return [Change("iam-policy", name, "kept", f"not tagged {DEPLOYMENT_TAG}={spec.name}")]
+    for v in paginate(iam, "list_policy_versions", "Versions", PolicyArn=arn):
+        if not v["IsDefaultVersion"]:
+            call(iam, "delete_policy_version", PolicyArn=arn, VersionId=v["VersionId"])
+    call(iam, "delete_policy", PolicyArn=arn)
+    return [Change("iam-policy", name, "delete")]
+
+
+def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
+                          clients: Clients | None = None, dry_run: bool = False
+                          ) -> list[Change]:
     """Delete lmikit's role and managed policy (only when tagged as this deployment's).
 
     A role that still has policies lmikit did not put there is kept (``kept``, naming them).
     """
-    clients = Clients(session, spec.region)
+    clients = clients or Clients(session, spec.region)
     iam = clients.iam
     name = execution_role_name(spec.name)
     changes: list[Change] = []
     stored = _get(iam, "get_role", RoleName=name)
     if stored is None:
         return [Change("iam-role", name, "absent")]
-    who = owner(call(iam, "list_role_tags", RoleName=name).get("Tags"))
+    who = owner(_tags(iam, "list_role_tags", RoleName=name))
     if who != spec.name:
         return [Change("iam-role", name, "kept", f"not tagged {DEPLOYMENT_TAG}={spec.name}")]
     policy_arn = _policy_arn_of(str(stored["Role"]["Arn"]))
-    attached = [p["PolicyArn"] for p in
-                call(iam, "list_attached_role_policies", RoleName=name)["AttachedPolicies"]]
-    if policy_arn in attached:
-        call(iam, "detach_role_policy", RoleName=name, PolicyArn=policy_arn)
+    attached = [p["PolicyArn"] for p in paginate(iam, "list_attached_role_policies",
+                                                 "AttachedPolicies", RoleName=name)]
     policy = _get(iam, "get_policy", PolicyArn=policy_arn)
+    ours = policy is not None and owner(
+        _tags(iam, "list_policy_tags", PolicyArn=policy_arn)) == spec.name
+    inline = paginate(iam, "list_role_policies", "PolicyNames", RoleName=name)
+    if not dry_run:
+        if policy_arn in attached:
+            call(iam, "detach_role_policy", RoleName=name, PolicyArn=policy_arn)
+        if ours:
+            remove_policy(iam, spec, policy_arn)
+        if LEGACY_INLINE_POLICY in inline:
+            call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
     if policy is not None:
-        if owner(call(iam, "list_policy_tags", PolicyArn=policy_arn).get("Tags")) == spec.name:
-            for v in call(iam, "list_policy_versions", PolicyArn=policy_arn)["Versions"]:
-                if not v["IsDefaultVersion"]:
-                    call(iam, "delete_policy_version", PolicyArn=policy_arn,
-                         VersionId=v["VersionId"])
-            call(iam, "delete_policy", PolicyArn=policy_arn)
-            changes.append(Change("iam-policy", name, "delete"))
-        else:
-            changes.append(Change("iam-policy", name, "kept",
-                                  f"not tagged {DEPLOYMENT_TAG}={spec.name}"))
-    inline = call(iam, "list_role_policies", RoleName=name)["PolicyNames"]
-    if LEGACY_INLINE_POLICY in inline:
-        call(iam, "delete_role_policy", RoleName=name, PolicyName=LEGACY_INLINE_POLICY)
-        inline = [p for p in inline if p != LEGACY_INLINE_POLICY]
+        changes.append(Change("iam-policy", name, "delete") if ours else Change(
+            "iam-policy", name, "kept", f"not tagged {DEPLOYMENT_TAG}={spec.name}"))
+    inline = [p for p in inline if p != LEGACY_INLINE_POLICY]
     foreign = sorted([*inline, *(a for a in attached if a != policy_arn)])
     if foreign:
         return [*changes, Change("iam-role", name, "kept",
                                  "other policies are attached: " + ", ".join(foreign))]
-    call(iam, "delete_role", RoleName=name)
+    if not dry_run:
+        call(iam, "delete_role", RoleName=name)
     return [*changes, Change("iam-role", name, "delete")]

@@ -48,7 +48,8 @@ from lmikit.testing._wire import (
 
 FAULT_KINDS = ("throttle", "5xx", "limit", "failed", "slow", "model_error", "stream_error",
                "lost")
-# Faults on calls moto answers (S3, CloudWatch, IAM, STS): the request is or is not applied.
+# Faults on calls moto answers (S3, CloudWatch, IAM, STS, Application Auto Scaling): the
+# request is or is not applied.
 MOTO_FAULT_KINDS = ("throttle", "5xx", "lost")
 _WRITES = {
     "CreateEndpoint": "create_endpoint", "UpdateEndpoint": "update_endpoint",
@@ -73,7 +74,7 @@ _READS = {
 SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
                                "InvokeEndpointWithResponseStream"])
 _NAME_KEYS = ("InferenceComponentName", "EndpointConfigName", "EndpointName", "ModelName")
-_MOTO_SERVICES = ("s3", "cloudwatch", "iam", "sts")
+_MOTO_SERVICES = ("s3", "cloudwatch", "iam", "sts", "application-autoscaling")
 # The region a request is for, from its SigV4 credential scope (.../<date>/<region>/...).
 _SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/([a-z0-9-]+)/")
 
@@ -490,6 +491,9 @@ def _shield_from_moto(events: Any, fake: FakeSageMaker) -> None:
     stubber = getattr(models, "botocore_stubber", None)
     if stubber is None:
         return
+    from lmikit.testing._moto import teach_moto_inference_components
+
+    teach_moto_inference_components()
 
     def moto_except_sagemaker(event_name: str, request: Any, **kwargs: Any) -> Any:
         if event_name.startswith(("before-send.sagemaker.", "before-send.sagemaker-runtime.")):

@@ -1,5 +1,6 @@
-"""The fake SageMaker as a local HTTP server, next to moto's server for S3, IAM, STS and
-CloudWatch: a sandbox anyone can point boto3 (and the lmikit CLI) at without an AWS account.
+"""The fake SageMaker as a local HTTP server, next to moto's server for S3, IAM, STS,
+CloudWatch and Application Auto Scaling: a sandbox anyone can point boto3 (and the lmikit
+CLI) at without an AWS account.
 """
 
 from __future__ import annotations
@@ -165,6 +166,9 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
         except ModuleNotFoundError as exc:
             raise SandboxError(MOTO_MISSING) from exc
 
+        from lmikit.testing._moto import teach_moto_inference_components
+
+        teach_moto_inference_components()  # the server runs in this process
         moto = ThreadedMotoServer(ip_address=host, port=moto_port, verbose=False)
         moto.start()
         s3 = boto3.client("s3", region_name=region, endpoint_url=f"http://{host}:{moto_port}",

@@ -1,0 +1,158 @@
+"""The deploy's built-in steps besides SageMaker: the execution role (``create_role``), the
+base component's autoscaling, and the dashboard and alarms; what a dry run and a destroy see
+of them.
+
+Each step runs under the deployment's lease as part of the run: it snapshots what it may
+touch, registers "put the snapshot back" as its undo *before* its first write
+(:mod:`lmikit.deploy._restore`), then applies (:func:`lmikit.deploy.apply_execution_role`,
+:func:`lmikit.scaling.apply_scaling`, :func:`lmikit.observability.apply_observability`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from lmikit.aws import Clients, call
+from lmikit.change import Change
+from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
+from lmikit.deploy._result import ResourceState
+from lmikit.deploy._role import apply_execution_role, remove_execution_role
+from lmikit.deploy._run import Run, Undo
+from lmikit.names import DEPLOYMENT_TAG, execution_role_name
+from lmikit.observability import apply_observability, remove_observability
+from lmikit.render.scaling import resource_id
+from lmikit.scaling import apply_scaling, remove_scaling
+from lmikit.spec import DeploymentSpec
+
+
+class Target(Protocol):
+    """What the built-in steps use of :class:`lmikit.deploy.Deployment`."""
+
+    spec: DeploymentSpec
+    clients: Clients
+
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def image_uri(self) -> str: ...
+    @property
+    def plan(self) -> Any: ...
+
+
+def rollback_alarm_name(deployment: str) -> str:
+    """The alarm that rolls a bad update of the base component back."""
+    from lmikit.names import base_component_name
+
+    return f"{base_component_name(deployment)}-update-5xx"
+
+
+def _step(run: Run, left: str, snapshot: Callable[[], Any],
+          apply: Callable[[], list[Change]]) -> None:
+    run.checkpoint()
+    snap = snapshot()
+    run.undo(Undo(left, lambda: snap.restore(run.clients)))
+    for change in apply():
+        run.note(change.kind, change.name, change.action,
+                 "unchanged" if not change.changed else "done", change.detail)
+        run.record(change)
+
+
+def role_step(d: Target, run: Run) -> str:
+    """Create or update ``lmikit-<name>-execution``; returns its ARN."""
+    arn: list[str] = []
+
+    def apply() -> list[Change]:
+        result = apply_execution_role(d.spec, d.bucket, clients=d.clients,
+                                      image_uri=d.image_uri)
+        arn.append(result.arn)
+        return result.changes
+
+    _step(run, f"iam-role {execution_role_name(d.spec.name)}",
+          lambda: RoleSnapshot.read(d.clients, d.spec), apply)
+    return arn[0]
+
+
+def scaling_step(d: Target, run: Run) -> None:
+    _step(run, f"scalable-target {resource_id(d.spec)} and its policies",
+          lambda: ScalingSnapshot.read(d.clients, d.spec),
+          lambda: apply_scaling(d.spec, clients=d.clients))
+
+
+def observability_step(d: Target, run: Run) -> None:
+    _step(run, f"dashboard and alarms of {d.spec.name}",
+          lambda: ObservabilitySnapshot.read(d.clients, d.spec),
+          lambda: apply_observability(d.spec, d.plan, clients=d.clients))
+
+
+def plan_role(d: Target) -> list[Change]:
+    return apply_execution_role(d.spec, d.bucket, clients=d.clients, image_uri=d.image_uri,
+                                dry_run=True).changes
+
+
+def plan_extras(d: Target, *, autoscaling: bool, observability: bool) -> list[Change]:
+    """What the scaling and observability steps would change (read only)."""
+    out: list[Change] = []
+    if autoscaling:
+        out += apply_scaling(d.spec, clients=d.clients, dry_run=True)
+    if observability:
+        out += apply_observability(d.spec, d.plan, clients=d.clients, dry_run=True)
+    return out
+
+
+# --- destroy and status --------------------------------------------------------------------
+
+def remove_scaling_step(d: Target, run: Run) -> None:
+    """Before the base component is deleted: lmikit's policies, alarm and target."""
+    run.checkpoint()
+    for change in remove_scaling(d.spec, clients=d.clients):
+        if change.changed:
+            run.note(change.kind, change.name, "delete", "deleted")
+        run.record(change)
+
+
+def remove_rest_step(d: Target, run: Run) -> None:
+    """After the endpoint is gone: dashboard and alarms, the rollback alarm, the role."""
+    run.checkpoint()
+    for change in remove_observability(d.spec, clients=d.clients):
+        run.record(change)
+    run.checkpoint()
+    delete_rollback_alarm(d.clients, d.spec.name, run)
+    run.checkpoint()
+    for change in remove_execution_role(d.spec, clients=d.clients):
+        run.record(change)
+
+
+def delete_rollback_alarm(clients: Clients, deployment: str, run: Run | None = None
+                          ) -> Change | None:
+    """Delete ``<base>-update-5xx`` when its tags say it is ``deployment``'s."""
+    from lmikit import _cloudwatch
+
+    cw = clients.cloudwatch
+    name = rollback_alarm_name(deployment)
+    found = _cloudwatch.describe(cw, names=[name])
+    if not found or _cloudwatch.alarm_owner(cw, found[name]) != deployment:
+        return None
+    if run is not None:
+        call(cw, "delete_alarms", AlarmNames=[name])
+        run.record(Change("alarm", name, "delete"))
+    return Change("alarm", name, "delete")
+
+
+def leftovers(d: Target) -> list[Change]:
+    """What a destroy would still delete besides SageMaker and S3 (read only)."""
+    out = [c for c in remove_scaling(d.spec, clients=d.clients, dry_run=True) if c.changed]
+    out += [c for c in remove_observability(d.spec, clients=d.clients, dry_run=True)
+            if c.changed]
+    alarm = delete_rollback_alarm(d.clients, d.spec.name)
+    if alarm is not None:
+        out.append(alarm)
+    out += [c for c in remove_execution_role(d.spec, clients=d.clients, dry_run=True)
+            if c.changed]
+    return out
+
+
+def status_rows(d: Target) -> list[ResourceState]:
+    """The deployment's scaling, dashboard, alarms and role (those tagged as its own)."""
+    return [ResourceState(c.kind, c.name, "exists", f"{DEPLOYMENT_TAG}={d.spec.name}")
+            for c in leftovers(d)]

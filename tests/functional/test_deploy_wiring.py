@@ -1,0 +1,210 @@
+"""Deploy and destroy create and remove what the CDK stack declares besides SageMaker: the
+execution role (``create_role``), the base component's autoscaling, the dashboard and the
+alarms; a failed run puts back what these steps changed; a plan lists them read-only; and
+the deploy leaves the copy count to autoscaling."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from lmikit.deploy import Deployment, StepContext
+from lmikit.errors import DeployError, DeployFailed
+from lmikit.loader import load_spec_text
+from lmikit.names import DEPLOYMENT_TAG
+from lmikit.render.alarms import alarm_definitions
+from lmikit.render.cloudwatch import dashboard_body
+from lmikit.render.scaling import no_capacity_alarm, render_scaling, service_linked_role_arn
+from lmikit.testing import FakeSageMaker, VirtualClock
+
+from ._account import extras, nothing
+from .conftest import BUCKET, IMAGE, REGION, SPEC_YAML, spec_with
+
+ACCOUNT = "123456789012"  # moto's
+SCALE_TO_ZERO = "instance: {type: ml.g6e.2xlarge, min_count: 0, max_count: 2}\n"
+READS = ("Describe", "List", "Get", "Head")
+
+
+def _with_instance(tmp_path: Path, instance: str) -> Any:
+    text = SPEC_YAML.replace("instance:\n  type: ml.g6e.2xlarge\n", instance)
+    return load_spec_text(text, source=str(tmp_path / "spec.yaml"))
+
+
+def _client(service: str) -> Any:
+    return boto3.client(service, region_name=REGION)
+
+
+def _deployment(spec: Any, session: Any, clock: VirtualClock, tmp_path: Path,
+                **kwargs: Any) -> Deployment:
+    return Deployment(spec, session=session, bucket=BUCKET, base_dir=tmp_path,
+                      image_uri=IMAGE, clock=clock, poll_seconds=10,
+                      **{"create_role": True, **kwargs})
+
+
+def _fail(ctx: StepContext) -> None:
+    raise DeployError("a step after scaling and observability failed")
+
+
+def test_deploy_with_min_count_zero_creates_scaling_dashboard_alarms_and_role(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    d = _deployment(spec, session, clock, tmp_path)
+    d.deploy()
+    have = extras(_client, "docqa")
+    req = render_scaling(spec, role_arn=service_linked_role_arn("aws", ACCOUNT))
+    assert have["scalable-targets"] == {"inference-component/docqa-base": (0, 2)}
+    assert sorted(have["scaling-policies"]) == sorted(p["PolicyName"] for p in req.policies) \
+        == ["docqa-base-scale-from-zero", "docqa-base-target-tracking"]
+    rendered = {a.name for a in alarm_definitions(spec, d.plan)}
+    assert set(have["alarms"]) == rendered | {"docqa-base-scale-from-zero"}
+    cw = _client("cloudwatch")
+    for alarm in cw.describe_alarms()["MetricAlarms"]:  # every alarm carries the tag
+        tags = cw.list_tags_for_resource(ResourceARN=alarm["AlarmArn"])["Tags"]
+        assert {"Key": DEPLOYMENT_TAG, "Value": "docqa"} in tags, alarm["AlarmName"]
+    wake = cw.describe_alarms(AlarmNames=["docqa-base-scale-from-zero"])["MetricAlarms"][0]
+    arn = next(p["PolicyARN"] for p in _client("application-autoscaling")
+               .describe_scaling_policies(ServiceNamespace="sagemaker")["ScalingPolicies"]
+               if p["PolicyName"] == "docqa-base-scale-from-zero")
+    assert wake["AlarmActions"] == no_capacity_alarm(spec, arn)["AlarmActions"]
+    assert json.loads(have["dashboards"]["docqa-lmikit"]) == dashboard_body(spec, d.plan)
+    assert list(have["roles"]) == ["lmikit-docqa-execution"]
+    config = next(iter(fake.control.configs.values())).request
+    assert config["ExecutionRoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/lmikit-docqa-execution"
+    again = _deployment(spec, session, clock, tmp_path)
+    assert [c.line() for c in again.plan_changes() if c.changed] == []
+    assert not again.deploy().changed
+
+
+def test_plan_lists_role_scaling_and_observability_without_writing(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    mark = len(fake.calls)
+    changes = _deployment(spec, session, clock, tmp_path).plan_changes()
+    writes = [c.operation for c in fake.calls[mark:] if not c.operation.startswith(READS)]
+    assert writes == []
+    assert extras(_client, "docqa") == nothing()
+    planned = {(c.kind, c.name): c.action for c in changes}
+    assert planned[("iam-role", "lmikit-docqa-execution")] == "create"
+    assert planned[("iam-policy", "lmikit-docqa-execution")] == "create"
+    assert planned[("scalable-target", "inference-component/docqa-base")] == "create"
+    assert planned[("scaling-policy", "docqa-base-scale-from-zero")] == "create"
+    assert planned[("alarm", "docqa-base-scale-from-zero")] == "create"
+    assert planned[("dashboard", "docqa-lmikit")] == "create"
+    kinds = [c.kind for c in changes]
+    assert kinds.index("iam-role") < kinds.index("endpoint") < kinds.index("scalable-target")
+
+
+def test_plan_reports_drift_of_scaling_and_alarms_and_deploy_repairs_it(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    _deployment(spec, session, clock, tmp_path).deploy()
+    before = extras(_client, "docqa")
+    _client("cloudwatch").delete_alarms(AlarmNames=["docqa-base-scale-from-zero"])
+    _client("application-autoscaling").register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId="inference-component/docqa-base",
+        ScalableDimension="sagemaker:inference-component:DesiredCopyCount", MaxCapacity=5)
+    d = _deployment(spec, session, clock, tmp_path)
+    drift = sorted(c.line() for c in d.plan_changes() if c.changed)
+    assert drift == ["create alarm docqa-base-scale-from-zero",
+                     "update scalable-target inference-component/docqa-base (0-5 -> 0-2 copies)"]
+    d.deploy()
+    assert extras(_client, "docqa") == before
+
+
+def test_deploy_leaves_the_copy_count_to_autoscaling(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    """With a scalable target registered, Application Auto Scaling owns DesiredCopyCount:
+    a deploy does not scale the base back to its initial count, and a changed min/max is an
+    update of the scalable target."""
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    _deployment(spec, session, clock, tmp_path).deploy()
+    fake.settle()
+    sm = session.client("sagemaker")
+    sm.update_inference_component_runtime_config(  # what autoscaling does
+        InferenceComponentName="docqa-base", DesiredRuntimeConfig={"CopyCount": 2})
+    fake.settle()
+    wider = _with_instance(tmp_path, "instance: {type: ml.g6e.2xlarge, min_count: 0, "
+                                     "max_count: 3}\n")
+    d = _deployment(wider, session, clock, tmp_path)
+    planned = {(c.kind, c.name): c for c in d.plan_changes()}
+    base = planned[("inference-component", "docqa-base")]
+    assert (base.action, base.detail) == ("unchanged", "copies 2, set by autoscaling")
+    assert planned[("scalable-target", "inference-component/docqa-base")].action == "update"
+    mark = len(fake.calls)
+    d.deploy()
+    fake.settle()
+    assert [c.operation for c in fake.calls[mark:]
+            if c.operation == "UpdateInferenceComponentRuntimeConfig"] == []
+    desc = sm.describe_inference_component(InferenceComponentName="docqa-base")
+    assert desc["RuntimeConfig"]["DesiredCopyCount"] == 2
+    assert extras(_client, "docqa")["scalable-targets"] == {
+        "inference-component/docqa-base": (0, 3)}
+
+
+def test_failed_first_deploy_leaves_no_scaling_alarm_dashboard_or_role(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    d = _deployment(_with_instance(tmp_path, SCALE_TO_ZERO), session, clock, tmp_path)
+    d.post_deploy_steps.append(_fail)
+    with pytest.raises(DeployFailed) as info:
+        d.deploy()
+    assert info.value.state == "old", str(info.value)
+    assert extras(_client, "docqa") == nothing()
+    fake.settle()
+    assert {k: v for k, v in fake.resources().items() if v} == {}
+
+
+def test_failed_update_puts_scaling_alarms_and_dashboard_back(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    old = _with_instance(tmp_path, SCALE_TO_ZERO)
+    _deployment(old, session, clock, tmp_path).deploy()
+    cw = _client("cloudwatch")
+    wake = cw.describe_alarms(AlarmNames=["docqa-base-scale-from-zero"])["MetricAlarms"][0]
+    cw.tag_resource(ResourceARN=wake["AlarmArn"], Tags=[{"Key": "team", "Value": "search"}])
+    before = extras(_client, "docqa")
+    # min 1 drops the scale-from-zero policy and alarm; max 3 and a new threshold update
+    new = _with_instance(tmp_path, "instance: {type: ml.g6e.2xlarge, max_count: 3}\n"
+                         "observability: {alarms: {error_5xx_rate_percent: 2.5}}\n"
+                         "engine: {max_batch_size: 16}\n")
+    d = _deployment(new, session, clock, tmp_path)
+    d.post_deploy_steps.append(_fail)
+    with pytest.raises(DeployFailed) as info:
+        d.deploy()
+    assert info.value.state == "old", str(info.value)
+    assert extras(_client, "docqa") == before
+
+
+def test_step_failing_halfway_is_undone(fake: FakeSageMaker, session: Any,
+                                        clock: VirtualClock, tmp_path: Path) -> None:
+    """The undo is registered before the step's first write: a step that fails after the
+    dashboard is stored but before its alarms are still leaves nothing behind."""
+    d = _deployment(spec_with(tmp_path), session, clock, tmp_path, retry_mode="standard")
+    fake.inject("PutMetricAlarm", "5xx", times=50)
+    with pytest.raises(DeployFailed, match="PutMetricAlarm") as info:
+        d.deploy()
+    assert info.value.state == "old", str(info.value)
+    assert extras(_client, "docqa") == nothing()
+
+
+def test_destroy_removes_scaling_dashboard_alarms_and_role_and_status_lists_them(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    d = _deployment(spec, session, clock, tmp_path)
+    d.deploy()
+    rows = {(r.kind, r.name) for r in d.status()}
+    assert {("scalable-target", "inference-component/docqa-base"),
+            ("scaling-policy", "docqa-base-scale-from-zero"),
+            ("alarm", "docqa-base-scale-from-zero"), ("dashboard", "docqa-lmikit"),
+            ("iam-role", "lmikit-docqa-execution")} <= rows
+    result = _deployment(spec, session, clock, tmp_path).destroy()
+    kinds = [c.kind for c in result.changes if c.action == "delete"]
+    assert kinds.index("scalable-target") < kinds.index("inference-component")
+    assert kinds.index("endpoint") < kinds.index("iam-role")
+    assert extras(_client, "docqa") == nothing()
+    assert _client("iam").list_policies(Scope="Local")["Policies"] == []
+    fake.settle()
+    assert {k: v for k, v in fake.resources().items() if v} == {}
+    assert _client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", []) == []
