@@ -16,15 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-UNCHANGED_ACTIONS = frozenset({"unchanged", "absent", "exists", "kept"})
+UNCHANGED_ACTIONS = frozenset({"unchanged", "absent", "exists", "kept", "unknown"})
 
 
 @dataclass(frozen=True)
 class Change:
     """``action``: ``create`` | ``update`` | ``replace`` | ``delete`` | ``upload`` change
-    something; ``unchanged`` (already as rendered), ``absent`` (nothing to delete), ``exists``
-    and ``kept`` (left alone because it is not
-    lmikit's, or something not lmikit's still uses it; ``detail`` says which) do not."""
+    something; ``unchanged`` (already as rendered), ``absent`` (nothing to delete),
+    ``exists``, ``unknown`` (could not be checked; ``detail`` says why) and ``kept`` (left
+    alone because it is not lmikit's, or something not lmikit's still uses it; ``detail``
+    says which) do not."""
 
     kind: str
     name: str
@@ -46,5 +47,5 @@ def summary(changes: Iterable[Change]) -> str:
     >>> summary([Change("alarm", "a", "unchanged")])
     'No changes.'
     """
-    done = [c.line() for c in changes if c.changed or c.action == "kept"]
+    done = [c.line() for c in changes if c.changed or c.action in ("kept", "unknown")]
     return "; ".join(done) if done else "No changes."

@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 from lmikit.deploy import Deployment, StepContext
+from lmikit.deploy._role import IAM_PROPAGATION_S
 from lmikit.errors import DeployError, DeployFailed
 from lmikit.loader import load_spec_text
 from lmikit.names import DEPLOYMENT_TAG
@@ -208,3 +209,31 @@ def test_destroy_removes_scaling_dashboard_alarms_and_role_and_status_lists_them
     fake.settle()
     assert {k: v for k, v in fake.resources().items() if v} == {}
     assert _client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", []) == []
+
+
+def test_deploy_waits_for_iam_to_propagate_a_role_it_created_and_only_then(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    events: list[Any] = []
+    _deployment(spec, session, clock, tmp_path, progress=events.append).deploy()
+    waits = [e for e in events if e.kind == "iam-role" and e.action == "wait"]
+    assert len(waits) == 1 and f"{IAM_PROPAGATION_S:.0f} s" in waits[0].status
+    first_sagemaker_write = next(e for e in events if e.kind in ("model", "endpoint-config"))
+    assert first_sagemaker_write.at - waits[0].at >= IAM_PROPAGATION_S
+    events.clear()
+    _deployment(spec, session, clock, tmp_path, progress=events.append).deploy()
+    assert not [e for e in events if e.action == "wait" and e.kind == "iam-role"]
+
+
+def test_destroy_without_iam_rights_finishes_and_says_the_role_was_not_checked(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    _deployment(spec, session, clock, tmp_path, create_role=False,
+                role_arn="arn:aws:iam::123456789012:role/mine").deploy()
+    fake.inject("GetRole", "denied", times=5)
+    result = _deployment(spec, session, clock, tmp_path, create_role=False).destroy()
+    fake.settle()
+    assert {k: v for k, v in fake.resources().items() if v} == {}
+    assert any("not checked: no permission to read IAM (AccessDenied)" in n
+               for n in result.notes), result.notes
+    assert "unknown iam-role lmikit-docqa-execution" in result.summary()

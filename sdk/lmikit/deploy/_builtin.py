@@ -17,7 +17,7 @@ from lmikit.aws import Clients, call
 from lmikit.change import Change
 from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
 from lmikit.deploy._result import ResourceState
-from lmikit.deploy._role import apply_execution_role, remove_execution_role
+from lmikit.deploy._role import IAM_PROPAGATION_S, apply_execution_role, remove_execution_role
 from lmikit.deploy._run import Run, Undo
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
 from lmikit.observability import apply_observability, remove_observability
@@ -70,6 +70,11 @@ def role_step(d: Target, run: Run) -> str:
 
     _step(run, f"iam-role {execution_role_name(d.spec.name)}",
           lambda: RoleSnapshot.read(d.clients, d.spec), apply)
+    created = [c for c in run.result.changes if c.kind == "iam-role" and c.action == "create"]
+    if created:  # let IAM propagate the new role before SageMaker checks it
+        run.note("iam-role", created[-1].name, "wait",
+                 f"waiting {IAM_PROPAGATION_S:.0f} s for IAM to propagate the new role")
+        run.clock.sleep(IAM_PROPAGATION_S)
     return arn[0]
 
 
@@ -121,6 +126,8 @@ def remove_rest_step(d: Target, run: Run) -> None:
     run.checkpoint()
     for change in remove_execution_role(d.spec, clients=d.clients):
         run.record(change)
+        if change.action == "unknown":
+            run.result.notes.append(change.line())
 
 
 def delete_rollback_alarm(clients: Clients, deployment: str, run: Run | None = None

@@ -256,8 +256,10 @@ class Deployment:
                 seen = observe(run.sm, run.waiter, store, desired, self.spec.name,
                                self.clients.cloudwatch, self._autoscaling_client())
                 steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
-                if self.on_plan is not None:
-                    self.on_plan(change_list(steps))
+                if self.on_plan is not None:  # the whole run: role, SageMaker, extras
+                    self.on_plan(list(run.result.changes) + change_list(steps)
+                                 + _builtin.plan_extras(self, autoscaling=self.autoscaling,
+                                                        observability=self.observability))
                 Applier(run, store, desired, self.spec.name).apply(steps)
                 if self.autoscaling:  # every component is InService now
                     _builtin.scaling_step(self, run)

@@ -21,8 +21,9 @@ class DeployResult:
         if not self.changed:
             text = "No changes: every resource already matches the spec."
         else:
-            text = "; ".join(c.line() if c.action == "kept" else f"{c.action} {c.kind} {c.name}"
-                             for c in self.changes if c.changed or c.action == "kept")
+            shown = ("kept", "unknown")  # with their reason
+            text = "; ".join(c.line() if c.action in shown else f"{c.action} {c.kind} {c.name}"
+                             for c in self.changes if c.changed or c.action in shown)
         return "\n".join([text, *self.notes])
 
 

@@ -38,6 +38,12 @@ from lmikit.render.iam import (
 )
 from lmikit.spec import DeploymentSpec
 
+ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException"})
+IAM_PROPAGATION_S = 10.0
+"""How long a deploy waits after creating the role before SageMaker is asked to assume it:
+IAM is eventually consistent, and a role created a moment ago can fail SageMaker's check
+("Could not assume role"); AWS's IAM guide ("Changes that I make are not always immediately
+visible") says changes usually take a few seconds to propagate."""
 LEGACY_INLINE_POLICY = "lmikit-endpoint"  # what earlier lmikit versions put on the role
 MAX_POLICY_VERSIONS = 5  # IAM keeps at most five versions of a managed policy
 
@@ -263,7 +269,16 @@ def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
     iam = clients.iam
     name = execution_role_name(spec.name)
     changes: list[Change] = []
-    stored = _get(iam, "get_role", RoleName=name)
+    try:
+        stored = _get(iam, "get_role", RoleName=name)
+    except AwsError as exc:
+        if exc.code not in ACCESS_DENIED:
+            raise
+        # A caller that never used --create-role may have no IAM rights at all.
+        return [Change("iam-role", name, "unknown",
+                       f"not checked: no permission to read IAM ({exc.code}); if "
+                       "`lmikit deploy --create-role` made it, run `lmikit destroy` with "
+                       "iam:GetRole and iam:DeleteRole to delete it")]
     if stored is None:
         return [Change("iam-role", name, "absent")]
     who = owner(_tags(iam, "list_role_tags", RoleName=name))

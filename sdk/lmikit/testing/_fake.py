@@ -50,7 +50,7 @@ FAULT_KINDS = ("throttle", "5xx", "limit", "failed", "slow", "model_error", "str
                "lost")
 # Faults on calls moto answers (S3, CloudWatch, IAM, STS, Application Auto Scaling): the
 # request is or is not applied.
-MOTO_FAULT_KINDS = ("throttle", "5xx", "lost")
+MOTO_FAULT_KINDS = ("throttle", "5xx", "lost", "denied")  # denied: IAM and S3 only
 _WRITES = {
     "CreateEndpoint": "create_endpoint", "UpdateEndpoint": "update_endpoint",
     "CreateInferenceComponent": "create_inference_component",
@@ -208,8 +208,11 @@ class FakeSageMaker:
                reason: str = "injected failure", seconds: float = 0.0,
                after_tokens: int = 2, skip: int = 0) -> Fault:
         """Make the next ``times`` matching calls fail in the way ``kind`` says."""
-        if kind not in FAULT_KINDS:
+        if kind not in FAULT_KINDS + MOTO_FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(FAULT_KINDS)}")
+        if operation in SUPPORTED_OPERATIONS and kind not in FAULT_KINDS:
+            raise ValueError(f"{operation} is answered by the fake: use one of "
+                             f"{', '.join(FAULT_KINDS)}")
         if operation not in SUPPORTED_OPERATIONS:
             if operation not in _moto_operations():
                 raise ValueError(f"the fake does not serve {operation!r}")
@@ -434,7 +437,7 @@ class FakeSageMaker:
         params = {"url": str(request.url)}
         region = request_region(lower_headers(request.headers), self.region)
         fault = self._take_fault(operation, params)
-        if fault and fault.kind in ("throttle", "5xx"):
+        if fault and fault.kind in ("throttle", "5xx", "denied"):
             response = _moto_fault_response(service, fault)
             with self._lock:
                 self.calls.append(Call(service, operation, params, response.status_code,
@@ -465,8 +468,11 @@ def _fault_error(fault: Fault) -> WireResponse:
 
 
 def _moto_fault_response(service: str, fault: Fault) -> AWSResponse:
-    """A throttling or 5xx answer in the service's own error format (S3: REST-XML, whose
-    throttling is 503 SlowDown; others: a bare 5xx, which botocore retries by status)."""
+    """A throttling, 5xx or access-denied answer in the service's own error format (S3:
+    REST-XML, whose throttling is 503 SlowDown; IAM: query XML; others: a bare 5xx, which
+    botocore retries by status)."""
+    if fault.kind == "denied":
+        return _denied(service, fault)
     if service == "s3":
         code, status, text = (("SlowDown", 503, "Please reduce your request rate.")
                               if fault.kind == "throttle" else
@@ -478,6 +484,22 @@ def _moto_fault_response(service: str, fault: Fault) -> AWSResponse:
         return AWSResponse("", status, {"Content-Type": "application/xml",
                                         "Content-Length": str(len(body))}, RawStream([body]))
     return AWSResponse("", 503, {"Content-Length": "0"}, RawStream([b""]))
+
+
+def _denied(service: str, fault: Fault) -> AWSResponse:
+    """403 AccessDenied as IAM (query protocol: ErrorResponse) or S3 (REST-XML) send it."""
+    text = f"User is not authorized to perform this action ({fault.reason})"
+    error = f"<Code>AccessDenied</Code><Message>{text}</Message>"
+    if service == "iam":
+        body = (f"<ErrorResponse><Error><Type>Sender</Type>{error}</Error>"
+                f"<RequestId>{uuid.uuid4().hex}</RequestId></ErrorResponse>").encode()
+    elif service == "s3":
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error>{error}"
+                f"<RequestId>{uuid.uuid4().hex}</RequestId></Error>").encode()
+    else:
+        raise ValueError(f"the fake injects 'denied' on IAM and S3 calls only, not {service}")
+    return AWSResponse("", 403, {"Content-Type": "text/xml",
+                                 "Content-Length": str(len(body))}, RawStream([body]))
 
 
 _MOTO_LOCK = threading.Lock()

@@ -46,9 +46,21 @@ def _widened(original: Any) -> Any:
     return enum.Enum("ScalableDimensionValueSet", members)
 
 
+_IMPORTING = threading.local()
+
+
 def teach_moto_inference_components() -> None:
-    """Widen moto's scalable dimensions to botocore's, for this process (idempotent)."""
-    found = _modules()
+    """Widen moto's scalable dimensions to botocore's, for this process (idempotent).
+
+    Importing moto's module makes a ``boto3.Session()`` (moto's EC2 lists regions); a
+    session factory that calls this again meanwhile must not import it a second time."""
+    if getattr(_IMPORTING, "active", False):
+        return
+    _IMPORTING.active = True
+    try:
+        found = _modules()
+    finally:
+        _IMPORTING.active = False
     if found is None:
         return
     models, responses = found
