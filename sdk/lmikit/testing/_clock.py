@@ -5,18 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
+from lmikit.aws._clients import RealClock
 
-class SystemClock:
+
+class SystemClock(RealClock):
     """Wall time; ``sleep`` really sleeps. Used by the sandbox server and benchmarks."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
 
 
 class VirtualClock:

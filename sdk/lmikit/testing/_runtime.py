@@ -418,17 +418,7 @@ def _prompt(payload: dict[str, Any]) -> tuple[str | None, str]:
 
 def _prompt_tokens(payload: dict[str, Any]) -> int:
     """The echo model's tokenizer: whitespace-separated words of every message/prompt."""
-    texts: list[str] = []
-    for m in payload.get("messages") or []:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
-        elif isinstance(content, str):
-            texts.append(content)
-    for key in ("prompt", "inputs"):
-        if isinstance(payload.get(key), str):
-            texts.append(payload[key])
-    return sum(len(t.split()) for t in texts)
+    return len(prompt_words(payload))
 
 
 def _max_tokens(payload: dict[str, Any]) -> int:
