@@ -3,7 +3,7 @@
 One client factory with one retry policy (:class:`Clients`), one error mapper that turns
 every botocore error into :class:`lmikit.errors.AwsError` (:func:`call`, :func:`paginate`),
 one clock (:class:`Clock`, :class:`RealClock`), waits with progress (:class:`Waiter`),
-ownership by tag (:func:`is_ours`), the deployment lease (:class:`Lease`) and the
+ownership by tag (:func:`owner_of`), the deployment lease (:class:`Lease`) and the
 content-addressed artifact store (:class:`ArtifactStore`). boto3 is imported only when a
 client is made.
 """
@@ -27,7 +27,6 @@ from lmikit.aws._resources import (
     create,
     delete,
     describe,
-    is_ours,
     not_ours_message,
     owned_names,
     owner_of,
@@ -80,7 +79,6 @@ __all__ = [
     "describe_or_none",
     "is_already_existing",
     "is_not_found",
-    "is_ours",
     "lease_key",
     "map_error",
     "no_progress",

@@ -79,12 +79,6 @@ def owner_of(tags: dict[str, str]) -> str | None:
     return tags.get(DEPLOYMENT_TAG)
 
 
-def is_ours(sm: Any, kind: str, desc: dict[str, Any], deployment: str) -> bool:
-    """True only when the resource's tags name ``deployment``: a name that merely starts
-    with the deployment's name (``docqa-v2`` for ``docqa``) is never enough."""
-    return owner_of(tags_of(sm, desc[KINDS[kind].arn_key])) == deployment
-
-
 def not_ours_message(kind: str, name: str, deployment: str, owner: str | None) -> str:
     whose = f"lmikit deployment {owner!r}'s" if owner else "not created by lmikit (no " \
         f"{DEPLOYMENT_TAG} tag)"
