@@ -85,7 +85,8 @@ class Alarms:
             if current is None or _cloudwatch.differences(request, current[0]):
                 call(cw, "put_metric_alarm", **request)
                 done.append(f"alarm {name} restored")
-                current = None  # a new alarm gets the request's tags
+                # PutMetricAlarm tags only an alarm it creates: an update ignores Tags
+                # (CloudWatch API reference, PutMetricAlarm), so those are set below.
             if current is not None and current[1] != tags:
                 extra = sorted(set(current[1]) - set(tags))
                 if extra:
