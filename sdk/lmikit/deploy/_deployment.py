@@ -68,9 +68,10 @@ class Deployment:
     not given) creates or updates the least-privilege role ``lmikit-<name>-execution`` first
     (:func:`lmikit.deploy.apply_execution_role`); with neither, the role of the config the
     deployed endpoint runs is used (a first deploy needs one of them). ``autoscaling`` and
-    ``observability`` (both on, as in the CDK stack) apply the base component's copy-count scaling and the
-    dashboard and default alarms once every component is InService. ``post_deploy_steps``
-    and ``pre_destroy_steps`` are extra steps (see :mod:`lmikit.deploy._hooks`).
+    ``observability`` (both on, as in the CDK stack) apply the base component's copy-count
+    scaling and the dashboard and default alarms once every component is InService.
+    ``post_deploy_steps`` and ``pre_destroy_steps`` are extra steps (see
+    :mod:`lmikit.deploy._hooks`).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
