@@ -147,8 +147,9 @@ class Doctor:
         report = Report(self.spec.name, self.since_s)
         endpoint = self._describe("describe_endpoint", EndpointName=self.spec.name)
         if endpoint is None:
-            report.checks.append(Check("health", "fail", f"endpoint {self.spec.name} does not "
-                                       "exist", f"lmikit deploy {self.spec.name}'s spec"))
+            report.checks.append(Check("endpoint", "fail",
+                                       f"endpoint {self.spec.name} does not exist in "
+                                       f"{self.spec.region}", "deploy it: lmikit deploy SPEC"))
             return report
         report.checks += self.health(endpoint)
         report.checks += self.drift(endpoint)

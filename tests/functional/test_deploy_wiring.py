@@ -237,3 +237,47 @@ def test_destroy_without_iam_rights_finishes_and_says_the_role_was_not_checked(
     assert any("not checked: no permission to read IAM (AccessDenied)" in n
                for n in result.notes), result.notes
     assert "unknown iam-role lmikit-docqa-execution" in result.summary()
+
+
+def test_progress_rows_of_a_deploy_that_creates_the_role_all_settle(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    from lmikit.cli.deploy_cmd import ProgressTable
+
+    table = ProgressTable("deploy", clock=clock.monotonic)
+    _deployment(_with_instance(tmp_path, SCALE_TO_ZERO), session, clock, tmp_path,
+                progress=table).deploy()
+    open_rows = {key: row["status"] for key, row in table.rows.items() if row["end"] is None}
+    assert open_rows == {}  # the IAM wait ends in "done", not in a row left waiting
+    assert table.rows[("iam-role", "lmikit-docqa-execution")]["status"] == "done"
+
+
+def test_progress_rows_of_a_rolled_back_deploy_say_so(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    events: list[Any] = []
+    d = _deployment(_with_instance(tmp_path, SCALE_TO_ZERO), session, clock, tmp_path,
+                    progress=events.append)
+    d.post_deploy_steps.append(_fail)
+    with pytest.raises(DeployFailed, match="a step after scaling and observability failed"):
+        d.deploy()
+    last = {(e.kind, e.name): (e.action, e.status) for e in events}
+    assert last[("iam-role", "lmikit-docqa-execution")] == ("rollback", "rolled back")
+    assert last[("iam-policy", "lmikit-docqa-execution")] == ("rollback", "rolled back")
+    assert last[("alarm", "docqa-lmikit-5xx-rate")] == ("rollback", "rolled back")
+    config = next(key for key in last if key[0] == "endpoint-config")
+    assert last[config] == ("rollback", "deleted")
+    artifacts = [status for key, status in last.items() if key[0] == "artifact"]
+    assert artifacts and all(s == ("rollback", "deleted") for s in artifacts)
+
+
+def test_deploy_without_a_role_reuses_the_deployed_endpoints_role(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    with pytest.raises(DeployError, match="'docqa' is not deployed in us-east-1 yet, so there "
+                       "is no role to reuse; pass role_arn="):
+        _deployment(spec, session, clock, tmp_path, create_role=False).plan_changes()
+    first = _deployment(spec, session, clock, tmp_path)
+    first.deploy()
+    again = _deployment(spec, session, clock, tmp_path, create_role=False)
+    assert [c.line() for c in again.plan_changes() if c.changed] == []
+    assert again.role_arn == first.role_arn
+    assert again.deploy().summary().startswith("No changes")

@@ -17,7 +17,8 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("lmikit.cli.plan_cmd:plan_cmd", "Size the KV cache tiers and predict TTFT."),
     "render": ("lmikit.cli.render_cmd:render_cmd", "Print a rendered target (lmcache, env, ...)."),
-    "validate": ("lmikit.cli.spec_cmd:validate_cmd", "Check a spec as deploy would, without AWS."),
+    "validate": ("lmikit.cli.spec_cmd:validate_cmd",
+                 "Check a spec: schema, plan, adapters, every render target."),
     "schema": ("lmikit.cli.spec_cmd:schema_cmd", "Print the spec's JSON Schema."),
     "deploy": ("lmikit.cli.deploy_cmd:deploy_cmd", "Create or update the deployment (boto3)."),
     "destroy": ("lmikit.cli.deploy_cmd:destroy_cmd", "Delete the deployment's resources."),

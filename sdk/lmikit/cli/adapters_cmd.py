@@ -161,7 +161,8 @@ def update_cmd(name: str, path: Path, spec_path: Path | None, endpoint: str | No
 @adapters_group.command("remove")
 @click.argument("name")
 @target_options
-@wait_option
+@click.option("--wait/--no-wait", default=False, show_default=True,
+              help="Wait until the adapter component is deleted.")
 def remove_cmd(name: str, spec_path: Path | None, endpoint: str | None, region: str | None,
                wait: bool) -> None:
     """Delete adapter NAME's component (only an adapter of this deployment)."""

@@ -13,7 +13,8 @@ import click
 
 from lmikit.cli._common import spec_argument
 
-DONE_STATES = {"InService", "Failed", "created", "deleted", "exists", "done", "unchanged"}
+DONE_STATES = {"InService", "Failed", "created", "deleted", "exists", "done", "unchanged",
+               "rolled back"}
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "15"))
 
 role_option = click.option("--role-arn", envvar="LMIKIT_ROLE_ARN",
@@ -61,8 +62,11 @@ class ProgressTable:
 
     def render(self) -> Any:
         from rich.table import Table
+        from rich.text import Text
 
         with self.lock:
+            if not self.rows:  # nothing happened yet (or the run stopped before any step)
+                return Text("")
             total = (self.ended or self.clock()) - self.started
             t = Table(title=f"{self.title} ({total:.0f}s)", title_justify="left")
             for col in ("Resource", "Name", "Action", "Status", "Elapsed"):
@@ -89,7 +93,7 @@ class ProgressTable:
         self.live.refresh()
         self.live.__exit__(*exc)
         self.live = None
-        if not self.console.is_terminal:
+        if self.rows and not self.console.is_terminal:
             self.console.line()
 
 

@@ -113,6 +113,7 @@ class Applier:
         if users:
             raise DeployError(f"kept: still used by {', '.join(users)}")
         self.store.delete_key(key)
+        self.run.note("artifact", url, "rollback", "deleted")
         return f"artifact {url}"
 
     def users_of(self, url: str) -> list[str]:
@@ -146,6 +147,7 @@ class Applier:
             if users:
                 raise DeployError(f"kept: used by {', '.join(users)}")
         delete(self.sm, kind, name)
+        self.run.note(kind, name, "rollback", "deleted")
         return f"{kind} {name}"
 
     # --- the endpoint ----------------------------------------------------------------

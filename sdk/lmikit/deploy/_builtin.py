@@ -51,11 +51,22 @@ def _step(run: Run, left: str, snapshot: Callable[[], Any],
           apply: Callable[[], list[Change]]) -> None:
     run.checkpoint()
     snap = snapshot()
-    run.undo(Undo(left, lambda: snap.restore(run.clients)))
+    applied: list[Change] = []
+
+    def undo() -> str | None:
+        did = snap.restore(run.clients)
+        if did:  # the table's rows of this step show they were put back
+            for change in applied:
+                run.note(change.kind, change.name, "rollback", "rolled back")
+        return did
+
+    run.undo(Undo(left, undo))
     for change in apply():
         run.note(change.kind, change.name, change.action,
                  "unchanged" if not change.changed else "done", change.detail)
         run.record(change)
+        if change.changed:
+            applied.append(change)
 
 
 def role_step(d: Target, run: Run) -> str:
@@ -75,6 +86,7 @@ def role_step(d: Target, run: Run) -> str:
         run.note("iam-role", created[-1].name, "wait",
                  f"waiting {IAM_PROPAGATION_S:.0f} s for IAM to propagate the new role")
         run.clock.sleep(IAM_PROPAGATION_S)
+        run.note("iam-role", created[-1].name, "create", "done")
     return arn[0]
 
 

@@ -66,10 +66,12 @@ class Deployment:
     the spec no longer lists (by default they are removed). ``force_unlock`` takes the
     deployment's lease even when another run holds it. ``create_role`` (when ``role_arn`` is
     not given) creates or updates the least-privilege role ``lmikit-<name>-execution`` first
-    (:func:`lmikit.deploy.apply_execution_role`). ``autoscaling`` and ``observability``
-    (both on, as in the CDK stack) apply the base component's copy-count scaling and the
-    dashboard and default alarms once every component is InService. ``post_deploy_steps``
-    and ``pre_destroy_steps`` are extra steps (see :mod:`lmikit.deploy._hooks`).
+    (:func:`lmikit.deploy.apply_execution_role`); with neither, the role of the config the
+    deployed endpoint runs is used (a first deploy needs one of them). ``autoscaling`` and
+    ``observability`` (both on, as in the CDK stack) apply the base component's copy-count
+    scaling and the dashboard and default alarms once every component is InService.
+    ``post_deploy_steps`` and ``pre_destroy_steps`` are extra steps (see
+    :mod:`lmikit.deploy._hooks`).
     """
 
     def __init__(self, spec: DeploymentSpec, *, session: Any = None,
@@ -145,6 +147,19 @@ class Deployment:
         tags = tags_of(self.clients.sagemaker, desc["EndpointArn"])
         return tags.get(BUCKET_TAG) if owner_of(tags) == self.spec.name else None
 
+    def deployed_role(self) -> str | None:
+        """The execution role of the config the deployed endpoint runs, when the endpoint is
+        this deployment's: a later deploy, dry run or doctor needs no ``role_arn`` again."""
+        desc = describe(self.clients.sagemaker, "endpoint", self.spec.name)
+        if desc is None:
+            return None
+        if owner_of(tags_of(self.clients.sagemaker, desc["EndpointArn"])) != self.spec.name:
+            return None
+        config = describe(self.clients.sagemaker, "endpoint-config",
+                          desc["EndpointConfigName"])
+        role = (config or {}).get("ExecutionRoleArn")
+        return str(role) if role else None
+
     @property
     def base_name(self) -> str:
         return base_component_name(self.spec.name)
@@ -166,8 +181,12 @@ class Deployment:
 
             self.role_arn = role_arn_of(self.spec, self.clients)  # known before it exists
         if not self.role_arn:
-            raise DeployError("an execution role is needed: pass role_arn= (CLI: --role-arn) "
-                              "or create_role=True (CLI: --create-role)")
+            self.role_arn = self.deployed_role()
+        if not self.role_arn:
+            raise DeployError(f"an execution role is needed: {self.spec.name!r} is not "
+                              f"deployed in {self.spec.region} yet, so there is no role to "
+                              "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
+                              "(CLI: --create-role)")
         store = self.store()
         root = deployment_prefix(self.spec.name)
         artifacts: list[PendingArtifact] = []
