@@ -323,9 +323,18 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
 def _problems(exc: ValidationError, data: dict[str, Any],
               lines: dict[Path_, int]) -> list[Problem]:
     problems: list[Problem] = []
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # A misspelt field is reported once, as "unknown field; did you mean ...", not also as
+    # the required field that is then missing.
+    misspelt = {(*err["loc"][:-1], close[0]) for err in errors
+                if err["type"] == "extra_forbidden"
+                and (close := difflib.get_close_matches(
+                    _text(err["loc"][-1]), _allowed_keys(tuple(err["loc"][:-1])), n=1))}
+    for err in errors:
         loc: Path_ = tuple(err["loc"])
         msg = err["msg"]
+        if err["type"] == "missing" and loc in misspelt:
+            continue
         if err["type"] == "value_error" and FIELD_MARK in msg:
             problems += _field_problems(msg, data, lines)
             continue

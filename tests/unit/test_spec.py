@@ -60,6 +60,18 @@ def test_load_spec_unknown_key_suggests_the_allowed_one():
     assert "concurrency_threshold" in problem.message
 
 
+def test_load_spec_misspelt_required_field_is_one_problem_not_two():
+    err = _errors(BASE.replace("  type: ml.g6e.2xlarge", "  tpye: ml.g6e.2xlarge"))
+    (problem,) = err.problems
+    assert problem.path == "instance.tpye"
+    assert "did you mean 'type'?" in problem.message
+
+
+def test_load_spec_missing_field_next_to_an_unrelated_unknown_one_is_still_named():
+    err = _errors(BASE.replace("  type: ml.g6e.2xlarge", "  colour: blue"))
+    assert {p.path for p in err.problems} == {"instance.colour", "instance.type"}
+
+
 def test_load_spec_bad_enum_lists_allowed_values():
     err = _errors(BASE + "kv_cache:\n  mode: cpu+disc\n")
     (problem,) = err.problems

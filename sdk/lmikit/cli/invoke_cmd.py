@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 @click.option("--session", "use_session", is_flag=True,
               help="Open a sticky session for the call (and close it after).")
 @click.option("--prefix-id", help="PrefixAwareId for prefix-aware routing.")
-@click.option("--max-tokens", type=click.IntRange(1), default=256, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1), default=256, show_default=True,
+              help="Most tokens to generate for the answer.")
 @click.option("--publish-metrics", is_flag=True,
               help="Also send TTFT and tokens/s to CloudWatch (LMIKit/Client).")
 @click.option("--region", envvar="AWS_DEFAULT_REGION", help="AWS region.")
