@@ -17,7 +17,9 @@ from lmikit.testing import (
     FakeSageMaker,
     Timings,
     VirtualClock,
+    cloudwatch_sink,
     s3_artifact_exists,
+    s3_artifact_reader,
     write_lora_adapter,
 )
 
@@ -61,6 +63,19 @@ def fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
     s3.create_bucket(Bucket=BUCKET)
     return FakeSageMaker(REGION, clock=clock, timings=Timings(),
                          artifact_exists=s3_artifact_exists(s3))
+
+
+@pytest.fixture
+def cached_fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
+    """The fake with its KV cache model on: it reads deployed artifacts from moto's S3 and
+    publishes the container's and SageMaker's metrics to moto's CloudWatch."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    return FakeSageMaker(REGION, clock=clock, timings=Timings(),
+                         artifact_exists=s3_artifact_exists(s3),
+                         artifact_reader=s3_artifact_reader(s3),
+                         metrics_sink=cloudwatch_sink(boto3.client("cloudwatch",
+                                                                   region_name=REGION)))
 
 
 @pytest.fixture

@@ -17,11 +17,7 @@ from lmikit.loader import load_spec_text
 from lmikit.render.alarms import alarm_prefix
 from lmikit.testing import (
     FakeSageMaker,
-    Timings,
     VirtualClock,
-    cloudwatch_sink,
-    s3_artifact_exists,
-    s3_artifact_reader,
     write_lora_adapter,
 )
 
@@ -61,14 +57,8 @@ routing:
 
 
 @pytest.fixture
-def fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=BUCKET)
-    return FakeSageMaker(REGION, clock=clock, timings=Timings(),
-                         artifact_exists=s3_artifact_exists(s3),
-                         artifact_reader=s3_artifact_reader(s3),
-                         metrics_sink=cloudwatch_sink(boto3.client("cloudwatch",
-                                                                   region_name=REGION)))
+def fake(cached_fake: FakeSageMaker) -> FakeSageMaker:
+    return cached_fake
 
 
 class Live:

@@ -6,17 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 
 from lmikit.deploy import Deployment
 from lmikit.loader import load_spec_text
 from lmikit.testing import (
     FakeSageMaker,
-    Timings,
     VirtualClock,
-    cloudwatch_sink,
-    s3_artifact_exists,
-    s3_artifact_reader,
 )
 
 from .conftest import BUCKET, REGION, ROLE
@@ -43,17 +38,6 @@ workload:
 routing:
   strategy: {routing}
 """
-
-
-@pytest.fixture
-def cached_fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=BUCKET)
-    return FakeSageMaker(REGION, clock=clock, timings=Timings(),
-                         artifact_exists=s3_artifact_exists(s3),
-                         artifact_reader=s3_artifact_reader(s3),
-                         metrics_sink=cloudwatch_sink(boto3.client("cloudwatch",
-                                                                   region_name=REGION)))
 
 
 def _deploy(fake: FakeSageMaker, clock: VirtualClock, tmp_path: Path, **spec: Any) -> Any:
