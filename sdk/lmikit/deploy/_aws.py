@@ -1,42 +1,13 @@
-"""The names this module used to define, now served by :mod:`lmikit.aws` (the one AWS
-layer); kept so code written against them (``_role.py``) works unchanged."""
+"""``lmikit.deploy.upload_artifact``, kept from earlier versions as a one-call front of
+:class:`lmikit.aws.ArtifactStore` (the one AWS layer holds everything else)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lmikit.aws import (
-    ArtifactStore,
-    Clients,
-    Clock,
-    ProgressEvent,
-    ProgressFn,
-    RealClock,
-    StoredArtifact,
-    Waiter,
-    call,
-    describe_or_none,
-    is_not_found,
-    no_progress,
-)
+from lmikit.aws import ArtifactStore, StoredArtifact
 
-__all__ = ["Clients", "Clock", "ProgressEvent", "ProgressFn", "RealClock", "Waiter", "call",
-           "describe_or_none", "error_code", "error_message", "is_not_found", "no_progress",
-           "upload_artifact"]
-
-
-def error_code(exc: BaseException) -> str:
-    """AWS's error code of a botocore ClientError or an :class:`lmikit.errors.AwsError`."""
-    code = getattr(exc, "code", None)
-    if isinstance(code, str):
-        return code
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code", ""))
-
-
-def error_message(exc: BaseException) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Message", "")) or str(exc)
+__all__ = ["upload_artifact"]
 
 
 def upload_artifact(s3: Any, bucket: str, prefix: str, data: bytes,

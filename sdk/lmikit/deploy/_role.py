@@ -99,10 +99,6 @@ def _not_ours(kind: str, name: str, spec: DeploymentSpec, who: str | None,
         f"{DEPLOYMENT_TAG}={spec.name} to let lmikit manage it (it is at {arn})")
 
 
-def _get(iam: Any, operation: str, **kwargs: Any) -> dict[str, Any] | None:
-    return describe_or_none(iam, operation, **kwargs)
-
-
 def owner(tags: Any) -> str | None:
     """The deployment a listed tag set (``[{"Key", "Value"}]``) names, if any."""
     return owner_of(tag_dict(tags))
@@ -140,7 +136,7 @@ def apply_execution_role(spec: DeploymentSpec, bucket: str, *, session: Any = No
     document = execution_role_policy(spec, bucket, account=clients.account(),
                                      image_uri=image_uri, partition=partition)
     result = RoleResult(arn=role_arn_of(spec, clients))
-    stored = _get(iam, "get_role", RoleName=name)
+    stored = describe_or_none(iam, "get_role", RoleName=name)
     if stored is None:
         result.changes.append(Change("iam-role", name, "create"))
         if dry_run:
@@ -201,7 +197,7 @@ def _policy_arn_of(role_arn: str) -> str:
 
 def _ensure_policy(iam: Any, spec: DeploymentSpec, name: str, arn: str,
                    document: dict[str, Any], dry_run: bool = False) -> Change:
-    stored = _get(iam, "get_policy", PolicyArn=arn)
+    stored = describe_or_none(iam, "get_policy", PolicyArn=arn)
     if stored is None:
         if dry_run:
             return Change("iam-policy", name, "create")
@@ -270,7 +266,7 @@ def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
     name = execution_role_name(spec.name)
     changes: list[Change] = []
     try:
-        stored = _get(iam, "get_role", RoleName=name)
+        stored = describe_or_none(iam, "get_role", RoleName=name)
     except AwsError as exc:
         if exc.code not in ACCESS_DENIED:
             raise
@@ -287,7 +283,7 @@ def remove_execution_role(spec: DeploymentSpec, *, session: Any = None,
     policy_arn = _policy_arn_of(str(stored["Role"]["Arn"]))
     attached = [p["PolicyArn"] for p in paginate(iam, "list_attached_role_policies",
                                                  "AttachedPolicies", RoleName=name)]
-    policy = _get(iam, "get_policy", PolicyArn=policy_arn)
+    policy = describe_or_none(iam, "get_policy", PolicyArn=policy_arn)
     ours = policy is not None and owner(
         _tags(iam, "list_policy_tags", PolicyArn=policy_arn)) == spec.name
     inline = paginate(iam, "list_role_policies", "PolicyNames", RoleName=name)
