@@ -41,11 +41,21 @@ class Change:
         return f"{text} ({self.detail})" if self.detail else text
 
 
-def summary(changes: Iterable[Change]) -> str:
-    """One line: what changed, or that nothing did.
+REASONED_ACTIONS = ("kept", "unknown")
+"""Actions that change nothing but are shown, with their reason, in a summary."""
+
+
+def summary(changes: Iterable[Change], *, details: bool = True) -> str:
+    """One line: what changed (with each change's detail unless ``details`` is false; kept
+    and unknown ones always say why), or that nothing did.
 
     >>> summary([Change("alarm", "a", "unchanged")])
     'No changes.'
+    >>> summary([Change("alarm", "a", "create", "5xx"), Change("role", "r", "kept", "not ours")],
+    ...         details=False)
+    'create alarm a; kept role r (not ours)'
     """
-    done = [c.line() for c in changes if c.changed or c.action in ("kept", "unknown")]
+    done = [c.line() if details or c.action in REASONED_ACTIONS
+            else f"{c.action} {c.kind} {c.name}"
+            for c in changes if c.changed or c.action in REASONED_ACTIONS]
     return "; ".join(done) if done else "No changes."

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lmikit.change import Change
+from lmikit.change import Change, summary
 
 __all__ = ["Change", "DeployResult", "ResourceState"]
+
 
 @dataclass
 class DeployResult:
@@ -18,12 +19,8 @@ class DeployResult:
         return any(c.changed for c in self.changes)
 
     def summary(self) -> str:
-        if not self.changed:
-            text = "No changes: every resource already matches the spec."
-        else:
-            shown = ("kept", "unknown")  # with their reason
-            text = "; ".join(c.line() if c.action in shown else f"{c.action} {c.kind} {c.name}"
-                             for c in self.changes if c.changed or c.action in shown)
+        text = summary(self.changes, details=False) if self.changed else \
+            "No changes: every resource already matches the spec."
         return "\n".join([text, *self.notes])
 
 
