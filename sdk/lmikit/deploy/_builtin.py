@@ -17,7 +17,12 @@ from lmikit.aws import Clients, call
 from lmikit.change import Change
 from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
 from lmikit.deploy._result import ResourceState
-from lmikit.deploy._role import IAM_PROPAGATION_S, apply_execution_role, remove_execution_role
+from lmikit.deploy._role import (
+    IAM_PROPAGATION_S,
+    RoleResult,
+    apply_execution_role,
+    remove_execution_role,
+)
 from lmikit.deploy._run import Run, Undo
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
 from lmikit.observability import apply_observability, remove_observability
@@ -71,23 +76,22 @@ def _step(run: Run, left: str, snapshot: Callable[[], Any],
 
 def role_step(d: Target, run: Run) -> str:
     """Create or update ``lmikit-<name>-execution``; returns its ARN."""
-    arn: list[str] = []
+    results: list[RoleResult] = []
 
     def apply() -> list[Change]:
-        result = apply_execution_role(d.spec, d.bucket, clients=d.clients,
-                                      image_uri=d.image_uri)
-        arn.append(result.arn)
-        return result.changes
+        results.append(apply_execution_role(d.spec, d.bucket, clients=d.clients,
+                                            image_uri=d.image_uri))
+        return results[0].changes
 
     _step(run, f"iam-role {execution_role_name(d.spec.name)}",
           lambda: RoleSnapshot.read(d.clients, d.spec), apply)
-    created = [c for c in run.result.changes if c.kind == "iam-role" and c.action == "create"]
+    created = [c for c in results[0].changes if c.kind == "iam-role" and c.action == "create"]
     if created:  # let IAM propagate the new role before SageMaker checks it
-        run.note("iam-role", created[-1].name, "wait",
+        run.note("iam-role", created[0].name, "wait",
                  f"waiting {IAM_PROPAGATION_S:.0f} s for IAM to propagate the new role")
         run.clock.sleep(IAM_PROPAGATION_S)
-        run.note("iam-role", created[-1].name, "create", "done")
-    return arn[0]
+        run.note("iam-role", created[0].name, "create", "done")
+    return results[0].arn
 
 
 def scaling_step(d: Target, run: Run) -> None:
