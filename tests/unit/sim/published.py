@@ -17,7 +17,7 @@ from functools import cache, partial
 
 from lmikit.sim.scenario import ScenarioResult, deployment, simulate
 from lmikit.sim.workloads import long_doc_qa, multi_turn_chat
-from tests.unit.sim import gke, llmd
+from tests.unit.sim import gke, llmd, llmd_offload, llmd_service
 
 LLMD = ("llm-d blog 'KV-Cache Wins You Can See' (2025-09-24; llm-d/llm-d.github.io "
         "blog/2025-09-24_kvcache-wins-you-can-see.md) and the run it links, "
@@ -168,6 +168,8 @@ ROWS = [
     Row("LMI: total time CPU < NVMe < none (1 = holds)", LMI, 1.0, "order",
         lambda: _lmi_order("total_time_s"), (1.0, 1.0)),
     *gke.rows(),
+    *llmd_offload.rows(),
+    *llmd_service.rows(),
 ]
 
 

@@ -33,3 +33,16 @@ def test_replays_are_deterministic() -> None:
     a = llmd.result.__wrapped__("37-capacity", "precise")
     b = llmd.result.__wrapped__("37-capacity", "precise")
     assert a == b
+
+
+def test_b2b_saas_workload_file_is_the_73_capacity_run() -> None:
+    # llm-d/llm-d llm-d-benchmarking/workloads/b2b-saas/b2b-saas.yaml at 06d672f7, which the
+    # k8s Service rows (llmd_service.py) replay with llmd.X73
+    stages = ((15, 50), (3, 20), (10, 20), (15, 20), (20, 38), (22, 34), (25, 30), (30, 25),
+              (35, 21), (40, 38), (43, 36), (46, 33), (49, 30), (52, 29), (55, 27), (57, 26),
+              (60, 25))
+    x = llmd.X73
+    assert x.stages == stages and x.poisson
+    assert (x.groups, x.per_group, x.system, x.question, x.output) == (150, 5, 6_000, 1_200,
+                                                                        1_000)
+    assert (x.model, x.tp, x.pods, x.routers["random"]) == ("Qwen/Qwen3-32B", 2, 8, {})

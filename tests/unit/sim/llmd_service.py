@@ -1,0 +1,59 @@
+"""A second published run of the llm-d shared-prefix workload: a Kubernetes Service in front.
+
+llm-d's blog "Sticky Until Saturated: Token-Aware Routing in llm-d" (2026-08-17,
+llm-d/llm-d.github.io ``blog/2026-08-17_sticky-until-saturated-token-aware-routing.mdx``)
+ran its "b2b-saas" workload on 8 Qwen3-32B vLLM servers of TP 2 on H100
+(``max-num-batched-tokens`` 8192) behind five routers, and published every stage of every
+run in llm-d/llm-d ``llm-d-benchmarking/workloads/b2b-saas/analysis/results.txt`` (at
+7c4b49aa; the rows come from inference-perf's per-stage lifecycle reports, ``analysis.py``
+beside it). Its workload file (``b2b-saas.yaml`` at 06d672f7) is, line for line, the
+73-capacity run ``llmd.py`` rebuilds: Poisson stages 15 QPS x 50 s then 3 -> 60 QPS,
+shared_prefix 150 groups x 5 prompts, 6,000 + 1,200 tokens, 1,000 output tokens with
+``ignore_eos``. So these rows reuse ``llmd.X73`` unchanged.
+
+Only the cache-blind arm is rebuilt: "k8", a Kubernetes Service ("baseline" in
+results.txt). kube-proxy's iptables mode sends each new connection to an endpoint drawn at
+random (kubernetes ``pkg/proxy/iptables/proxier.go``, ``syncProxyRules``: one
+``-m statistic --mode random`` rule per endpoint), and inference-perf opens a new HTTP
+session per request (``llmd.py``), so the Service is random routing per request, the
+router ``llmd.py`` uses for the 73-capacity "random" run. The other arms use picker plugins
+the simulator does not model (``prefix-cache-affinity-filter``, ``token-load-scorer``,
+``no-hit-lru-scorer``).
+
+Rows, by one rule: the TTFT p90 (the metric the blog plots) of every ladder stage, 3 to 60
+QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage). Assumed as in ``llmd.py``: the pool
+per pod is lmikit's planner's (the blog does not give the servers' memory settings), and
+vLLM runs at its H100 defaults; the run used a 2026 vLLM, newer than the 73-capacity run's.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tests.unit.sim import llmd
+
+SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
+          "and its per-stage table, llm-d/llm-d llm-d-benchmarking/workloads/b2b-saas/analysis/"
+          "results.txt at 7c4b49aa, arm 'baseline' (Kubernetes Service): Qwen3-32B on 8 vLLM "
+          "pods x 2 H100, b2b-saas.yaml = the 73-capacity workload and stages")
+
+# (stage rate, published TTFT p90 in s) from results.txt's "baseline" section, in stage order
+# after the warm-up row; results.txt prints them to 0.1 s
+PUBLISHED = ((3.0, 0.5), (10.0, 0.9), (15.0, 4.9), (20.0, 56.8), (22.0, 60.2), (25.0, 67.6),
+             (30.0, 65.5), (35.0, 69.2), (40.0, 153.1), (43.0, 158.1), (46.0, 158.1),
+             (49.0, 129.9), (52.0, 161.1), (55.0, 134.3), (57.0, 135.0), (60.0, 161.3))
+# Outside 1.5x: the honest current band (docs/planner.md says why)
+BANDS = {15.0: (0.21, 0.33)}
+
+
+def _stage(rate: float) -> float:
+    _, per_stage = llmd.result("73-capacity", "random")
+    return float(per_stage[rate].ttft_p90_s)
+
+
+def rows() -> list:  # list[published.Row]; imported here, published.py imports this module
+    from tests.unit.sim.published import WITHIN, Row
+
+    return [Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, value, "s",
+                partial(_stage, rate), BANDS.get(rate, WITHIN))
+            for rate, value in PUBLISHED]
