@@ -6,24 +6,40 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    its prompt (``tokenize_s_per_token`` per prompt token, cached prefix or not; the router has
    already counted it as outstanding).
 1. A queued request waits until the copy has fewer than ``max_batch_size`` requests admitted
-   (vLLM's ``max_num_seqs``) and its KV fits the copy's GPU pool beside what admitted
-   requests use. The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`):
-   chunks an admitted request uses are pinned and shared (a prefix common to many requests
-   is held once), chunks nobody uses stay cached until their room is needed. A request
-   needs room for the chunks of its prompt not already cached and its partial last chunk;
-   its output takes room as it is generated. When running requests fill the pool, the
-   newest is preempted as vLLM's scheduler does (``v1/core/sched/scheduler.py``: the last
-   running request goes back to the front of the waiting queue, its blocks freed): on
-   readmission it prefills its prompt (prefix-cache hits allowed) and recomputes the
-   tokens it had generated; its first token is not sent again. A request bigger than the
-   pool is admitted alone.
+   (vLLM's ``max_num_seqs``) and the copy's GPU pool has room for its next step: its
+   prefix-cache hits not already in use plus one step of prompt tokens (vLLM's token budget
+   ``prefill_chunk_tokens`` less one token per running decode), not its whole prompt. This
+   is vLLM v1's scheduler as read at vllm-project/vllm commit 00024d3
+   (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``): running requests are
+   scheduled first, each allocating blocks only for the tokens it computes in that step;
+   when one cannot allocate, the last request of the running list (the newest, possibly
+   itself) is preempted and goes back to the front of the waiting queue, its blocks freed,
+   and nothing new is admitted in that step; then waiting requests are admitted in order
+   while ``max_num_seqs`` and the budget allow and ``KVCacheManager.allocate_slots``
+   (``vllm/v1/core/kv_cache_manager.py``, read at commit 003df29) finds free blocks for their
+   prefix-cache hits and their next chunk; the first that does not fit stops admission.
+   The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`): chunks an admitted
+   request uses are pinned and shared (a prefix common to many requests is held once),
+   chunks nobody uses stay cached until their room is needed. Output takes room as it is
+   generated. When the pool is overfull the newest admitted request is preempted: one
+   admitted but not yet prefilling, then a stalled prefill (rule 2; the full chunks it
+   computed stay cached), then the newest decoding one. On readmission a request prefills
+   its prompt (prefix-cache hits allowed) and recomputes the tokens it had generated; its
+   first token is not sent again. A request bigger than the pool is prefilled alone.
 2. Admitted requests prefill one after the other (first come, first served). At the start
    of its prefill a request looks up its chunk keys: vLLM's GPU prefix cache, then LMCache's
    CPU, disk and remote tiers (a prefix match across tiers); only the missing suffix is
-   prefilled. The prefill occupies the GPU for: retrieve from each tier + prefill of the
-   missing tokens + the store of new full chunks to CPU (LMCache on) + one decode step of
-   the running batch per step of vLLM's token budget (``prefill_chunk_tokens``): chunked
-   prefill mixes them into the same steps (:meth:`EngineModel.mixed_prefill_s`).
+   prefilled. The prefill takes its blocks as it computes, in segments (the loop keeps one
+   event per segment, not one per step): a segment goes as far as the pool's room, less the
+   room the running decodes take in the meantime (they keep priority, as in vLLM). When
+   less than the next step (the first step: also every chunk loaded from LMCache) is left,
+   the requests admitted after it are preempted, and if that is not enough the prefill
+   stalls, keeping what it computed, until finishing or preempted requests free room; no
+   request is admitted behind it meanwhile. The first segment occupies the GPU for the
+   retrieve from each tier, the last for the store of new full chunks to CPU (LMCache on),
+   and each for the prefill of its tokens + one decode step of the running batch per step
+   of the token budget: chunked prefill mixes them into the same steps
+   (:meth:`EngineModel.mixed_prefill_s`).
 3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
 4. Running requests decode together: one token each per step of
    :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
@@ -75,7 +91,7 @@ class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
-                 "base_sum", "resumed")
+                 "base_sum", "resumed", "stalled", "pf", "peak")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
@@ -109,6 +125,15 @@ class _Copy:
         self.version = 0
         self.seq = 0
         self.prefill_rate = 0.0
+        self.stalled = False  # the current prefill waits for room for its next chunk
+        # the current prefill: [tokens it takes in all, taken so far, of which retrieved,
+        # hit tokens, new tokens, retrieve seconds, store seconds]
+        self.pf: list[float] = []
+        self.peak = 0.0  # highest KV usage seen after an event
+
+    def step_chunk(self) -> int:
+        """Prompt tokens one step computes: vLLM's budget less a token per running decode."""
+        return max(1, self.engine.coeff.prefill_chunk_tokens - len(self.running))
 
     @property
     def queued(self) -> int:
@@ -146,6 +171,7 @@ class RunResult:
     busy_s: list[float]
     evictions: dict[str, int] = field(default_factory=dict)
     makespan_s: float = 0.0
+    peak_kv_usage: list[float] = field(default_factory=list)  # per copy, after each event
 
 
 def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
@@ -216,7 +242,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if not nrun:
             c.rate = 0.0
             return
-        if c.current is not None:
+        if c.current is not None and not c.stalled:
             c.rate = c.prefill_rate
             if not c.rate:
                 return
@@ -226,28 +252,51 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             c.rate = 1.0 / step
         c.sync()
         target = c.running[0][0]
-        if nrun > 1:  # the pool fills up before then: preempt there
+        if nrun > 1 or c.queue or c.stalled:  # the pool fills up before then: preempt there
             target = min(target, c.D + (max(0, c.gpu.free_tokens()) + 1) / nrun)
         push(t + max(0.0, target - c.D) * step, DECODE, c, c.version)
 
+    def release(c: _Copy, r: Request) -> None:
+        """Back to the front of the waiting queue, its blocks freed (vLLM's preemption)."""
+        pinned, own = c.resv.pop(r.id)
+        c.static -= own
+        c.gpu.unpin(r.keys[:pinned])
+        c.active -= 1
+        c.waiting.appendleft(r)
+        c.sync()
+
     def preempt(c: _Copy) -> bool:
-        """Send the newest running requests back to waiting while the pool is overfull."""
+        """Send the newest admitted requests back to waiting while the pool is overfull.
+
+        Newest first, as vLLM pops the end of its running list: requests admitted but not
+        yet prefilling, then a prefill stalled for room, then decoding requests.
+        """
         c.sync()
         preempted = False
-        while len(c.running) > 1 and c.gpu.free_tokens() < 0:
-            k = max(range(len(c.running)), key=lambda j: c.running[j][1])
-            _, _, r = c.running.pop(k)
-            heapq.heapify(c.running)
-            b = c.base.pop(r.id)
-            c.base_sum -= b
-            c.ctx_const -= r.prompt_tokens - b
-            c.resumed[r.id] = int(c.D - b + 1e-6)
-            pinned, own = c.resv.pop(r.id)
-            c.static -= own
-            c.gpu.unpin(r.keys[:pinned])
-            c.active -= 1
-            c.waiting.appendleft(r)
-            c.sync()
+        while c.gpu.free_tokens() < 0:
+            if c.queue:
+                release(c, c.queue.pop())
+            elif c.stalled:
+                assert c.current is not None
+                r = c.current
+                g, _ = c.resv[r.id]
+                # the full chunks it computed stay in the GPU prefix cache once freed
+                done = g + int(c.pf[1]) // c.cfg.chunk_size
+                release(c, r)
+                c.gpu.insert(r.keys[g:min(done, len(r.keys))])
+                c.current = None
+                c.stalled = False
+            elif len(c.running) > 1:
+                k = max(range(len(c.running)), key=lambda j: c.running[j][1])
+                _, _, r = c.running.pop(k)
+                heapq.heapify(c.running)
+                b = c.base.pop(r.id)
+                c.base_sum -= b
+                c.ctx_const -= r.prompt_tokens - b
+                c.resumed[r.id] = int(c.D - b + 1e-6)
+                release(c, r)
+            else:
+                break
             preempted = True
         return preempted
 
@@ -255,19 +304,24 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         cfg = c.cfg
         chunk = cfg.chunk_size
         gpu = c.gpu
+        if c.stalled:
+            segment(c, t)
+            if c.stalled:  # first come, first served: nothing is admitted behind it
+                return
         while c.waiting and c.active < cfg.max_batch_size:
             r = c.waiting[0]
             keys = r.keys
             g = gpu.match(keys)
-            own = r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0)
+            # vLLM allocates blocks for the prefix-cache hits and the next chunk only
+            first = min(r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0), c.step_chunk())
             c.sync()
-            if c.active and own + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
+            if c.active and first + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
                 break
             c.waiting.popleft()
             c.active += 1
             gpu.pin(keys[:g])
-            c.static += own
-            c.resv[r.id] = (g, own)
+            c.static += first
+            c.resv[r.id] = (g, first)
             c.sync()
             gpu.shrink()
             c.queue.append(r)
@@ -281,20 +335,22 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         chunk = c.cfg.chunk_size
         keys = r.keys
         eng = c.engine
-        duration = 0.0
+        retrieve = 0.0
+        g0, own = c.resv[r.id]
         if r.forced is not None:
             forced_tier, cached = r.forced
             served = {forced_tier: cached}
             hit = cached
             stored = max(0, len(keys) * chunk - cached) if c.cfg.lmcache else 0
-            duration += eng.retrieve_s(forced_tier, cached)
+            retrieve += eng.retrieve_s(forced_tier, cached)
+            g = g0
         else:
-            g0, own = c.resv[r.id]
             g = c.gpu.match(keys)
             if g > g0:  # computed by another request since admission: pin and use it
                 c.gpu.pin(keys[g0:g])
-                c.static -= (g - g0) * chunk
-                c.resv[r.id] = (g, own - (g - g0) * chunk)
+                cut = min(own, (g - g0) * chunk)
+                c.static -= cut
+                c.resv[r.id] = (g, own - cut)
             served = {"gpu": g * chunk}
             pos = 0
             found: list[tuple[str, LruTier, int, int]] = []
@@ -309,7 +365,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 if start + m > lo:
                     tokens = (start + m - lo) * chunk
                     served[name] = tokens
-                    duration += eng.retrieve_s(name, tokens)
+                    retrieve += eng.retrieve_s(name, tokens)
             hit = max(g, pos) * chunk
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
@@ -318,18 +374,65 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     tier.insert(new)
         for name, tokens in served.items():
             res.served[name][r.id] = tokens
-        new_tokens = r.prompt_tokens - hit + c.resumed.get(r.id, 0)
-        duration += eng.store_s(stored)
-        c.prefill_rate = 0.0
+        resumed = c.resumed.get(r.id, 0)
+        new_tokens = max(0, r.prompt_tokens - hit + resumed)
+        total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
+        c.pf = [total, 0, total - new_tokens, hit, new_tokens, retrieve, eng.store_s(stored)]
+        segment(c, t)
+
+    def segment(c: _Copy, t: float) -> None:
+        """Run the current prefill as far as the pool has room, or stall it.
+
+        vLLM allocates each step's blocks as the step computes (``allocate_slots``): a
+        prefill needs room for its next chunk (and the tiers' hits it loads) to go on; when
+        it has none, the requests admitted after it are preempted first, then it waits for
+        finishing requests to free room, keeping what it computed. Its segment stops
+        where the room left ends, less what the running decodes take meanwhile.
+        """
+        r = c.current
+        assert r is not None
+        total, taken, retrieved, hit, new_tokens, retrieve_s, store_s = c.pf
+        left = int(total - taken)
+        g, own = c.resv[r.id]
         nrun = len(c.running)
+        ch = c.step_chunk()
+        need = int(retrieved) + min(int(new_tokens), ch) if taken == 0 else min(left, ch)
+        c.sync()
+        while own - taken + c.gpu.free_tokens() < need and c.queue:
+            release(c, c.queue.pop())
+        room = int(own - taken) + c.gpu.free_tokens()
+        if left <= room or not (c.running or c.queue):  # a prompt bigger than the pool
+            m = left
+        else:
+            m = room - nrun * -(-room // ch)
+            if m < need:
+                c.stalled = True
+                return
+        c.stalled = False
+        grow = int(taken) + m - own
+        if grow > 0:
+            c.static += grow
+            c.resv[r.id] = (g, own + grow)
+            c.sync()
+            c.gpu.shrink()
+        first = taken == 0
+        loads = int(retrieved) if first else 0
+        computed = int(taken) - int(retrieved) if not first else 0
+        k = m - loads
+        duration = retrieve_s if first else 0.0
+        if taken + m >= total:
+            duration += store_s
+        ctx = int(hit) + computed
+        c.pf[1] = taken + m
+        c.prefill_rate = 0.0
         if nrun:
             # chunked prefill: each step of the token budget also advances every decode
-            body, steps = eng.mixed_prefill_s(new_tokens, hit, nrun,
-                                              int(c.ctx_const + nrun * c.D))
+            body, steps = c.engine.mixed_prefill_s(k, ctx, nrun, int(c.ctx_const + nrun * c.D))
             duration += body
-            c.prefill_rate = steps / duration
+            c.prefill_rate = steps / duration if duration > 0 else 0.0
         else:
-            duration += eng.prefill_s(new_tokens, hit)
+            duration += c.engine.prefill_s(k, ctx)
+        advance(c, t)
         reschedule(c, t)
         push(t + duration, PREFILL_DONE, c)
 
@@ -362,7 +465,11 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     epp = router if isinstance(router, Epp) else None  # reads metrics as last scraped
     start_phase(0, 0.0)
     t = 0.0
+    touched: _Copy | None = None
     while events:
+        if touched is not None:
+            touched.sync()
+            touched.peak = max(touched.peak, touched.kv_usage)
         t, _, kind, obj, version = heapq.heappop(events)
         if kind == ARRIVE:
             assert isinstance(obj, Request)
@@ -373,6 +480,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             i = router.pick(r, fleet)
             res.copy_of[r.id] = i
             c = fleet[i]
+            touched = c
             c.outstanding += 1
             tokenize = r.prompt_tokens * c.engine.coeff.tokenize_s_per_token
             if tokenize > 0:
@@ -384,14 +492,20 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         elif kind == ENQUEUE:
             assert isinstance(obj, Request)
             c = fleet[version]
+            touched = c
             c.waiting.append(obj)
             advance(c, t)
             admit(c, t)
         elif kind == PREFILL_DONE:
             assert isinstance(obj, _Copy)
             c = obj
+            touched = c
             advance(c, t)
             assert c.current is not None
+            if c.pf[1] < c.pf[0]:  # a segment of the prefill: go on, or stall for room
+                segment(c, t)
+                reschedule(c, t)
+                continue
             r = c.current
             c.current = None
             before = c.resumed.pop(r.id, None)
@@ -418,11 +532,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.ctx_const += r.prompt_tokens - zero
             c.sync()
             c.gpu.shrink()
-            admit(c, t)
+            if not preempt(c):  # its first output token may need a block
+                admit(c, t)
             reschedule(c, t)
         else:
             assert isinstance(obj, _Copy)
             c = obj
+            touched = c
             if version != c.version:
                 continue
             advance(c, t)
@@ -442,6 +558,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     for i, c in enumerate(fleet):
         advance(c, t)
         res.busy_s[i] = c.busy
+    res.peak_kv_usage = [c.peak for c in fleet]
     res.evictions = {"gpu": sum(c.gpu.evictions for c in fleet)}
     for name in LMCACHE_TIERS:
         res.evictions[name] = sum({id(tier): tier.evictions for c in fleet

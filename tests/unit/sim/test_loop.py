@@ -167,3 +167,75 @@ def test_output_takes_room_as_generated_and_the_newest_is_preempted_when_full() 
     alone = run(trace((0.0, [(2, 1_000)], 2_000)), [copy(gpu_tokens=4_000)],
                 LeastOutstanding())
     assert out.end[1] - out.end[0] > 0.5 * (alone.end[0] - alone.ttft[0])  # it waited
+
+
+SMALL = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
+                   coeff=Coefficients(request_overhead_s=0.01, prefill_chunk_tokens=2_048))
+
+
+def small(**kw: int) -> CopyConfig:
+    base = {"gpu_tokens": 1_000_000, "chunk_size": 256, "max_batch_size": 64}
+    return CopyConfig(SMALL, **{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_a_long_prompt_starts_its_prefill_before_the_whole_prompt_fits() -> None:
+    # a 4,000-token request decodes 400 tokens in a 12,000-token pool; a 10,000-token prompt
+    # arriving meanwhile needs room for one 2,048-token step to be admitted (vLLM allocates
+    # blocks step by step), computes what fits, and only its last chunks wait for the first
+    # request to finish: its first token comes less than a full prefill after that
+    work = trace((0.0, [(1, 4_000)], 400), (0.2, [(2, 10_000)], 1))
+    out = run(work, [small(gpu_tokens=12_000)], LeastOutstanding())
+    room_for_all = out.end[0] - 0.01  # the first request's blocks are freed here
+    assert out.ttft[1] >= room_for_all
+    assert out.ttft[1] - room_for_all < 0.5 * SMALL.prefill_s(10_000, 0)
+    assert out.peak_kv_usage[0] <= 1.0
+
+
+def test_a_prompt_is_admitted_when_its_next_chunk_fits() -> None:
+    # 6,000 free tokens: a 10,000-token prompt with a 2,048-token budget starts at once
+    # beside a decoding request (its first token still waits for room for all of it); with
+    # an 8,192-token budget not even its first step fits, so it starts after the first ends
+    work = trace((0.0, [(1, 6_000)], 300), (0.2, [(2, 10_000)], 1))
+    chunked = run(work, [small(gpu_tokens=12_000)], LeastOutstanding())
+    whole = run(work, [copy(gpu_tokens=12_000)], LeastOutstanding())
+    p = SMALL.prefill_s(10_000, 0)
+    assert whole.ttft[1] - (whole.end[0] - 0.01) == pytest.approx(p + 0.01, rel=0.01)
+    assert chunked.ttft[1] - (chunked.end[0] - 0.01) < p
+    assert chunked.ttft[1] >= chunked.end[0] - 0.01
+
+
+def test_nothing_is_admitted_beyond_the_pool() -> None:
+    rng = random.Random(7)
+    reqs = [(rng.uniform(0, 5), [(i, rng.randrange(500, 9_000))], rng.randrange(1, 600))
+            for i in range(40)]
+    work = trace(*sorted(reqs))
+    for cfg in (small(gpu_tokens=16_000), copy(gpu_tokens=16_000)):
+        out = run(work, [cfg], LeastOutstanding())
+        assert all(e == e for e in out.end)  # every request finished
+        assert 0.9 < out.peak_kv_usage[0] <= 1.0
+
+
+def test_the_newest_request_is_preempted_first() -> None:
+    # three 1,000-token prompts decoding 3,000 tokens each in a 6,000-token pool: the pool
+    # fills, the newest goes back to waiting first, then the next newest; they finish in
+    # the order they came, and the oldest never stops
+    work = trace((0.0, [(1, 1_000)], 3_000), (0.1, [(2, 1_000)], 3_000),
+                 (0.2, [(3, 1_000)], 3_000))
+    out = run(work, [copy(gpu_tokens=6_000)], LeastOutstanding())
+    assert out.end[0] < out.end[1] < out.end[2]
+    alone = run(trace((0.0, [(1, 1_000)], 3_000)), [copy(gpu_tokens=6_000)],
+                LeastOutstanding())
+    assert out.end[0] - out.ttft[0] < 1.5 * (alone.end[0] - alone.ttft[0])
+    assert out.end[2] - out.end[1] > 0.5 * (alone.end[0] - alone.ttft[0])  # it waited
+
+
+def test_a_stalled_prefill_is_preempted_before_older_decodes() -> None:
+    # the 10,000-token prompt stalls for room; the decoding request's growth then fills the
+    # pool and vLLM preempts the newest: the prefill, not the decode, goes back to waiting
+    work = trace((0.0, [(1, 4_000)], 3_000), (0.2, [(2, 10_000)], 1))
+    out = run(work, [small(gpu_tokens=12_000)], LeastOutstanding())
+    alone = run(trace((0.0, [(1, 4_000)], 3_000)), [small(gpu_tokens=12_000)],
+                LeastOutstanding())
+    assert out.ttft[1] >= out.end[0] - 0.01
+    assert out.end[0] - out.ttft[0] < 1.3 * (alone.end[0] - alone.ttft[0])
+    assert out.peak_kv_usage[0] <= 1.0
