@@ -18,6 +18,11 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    while ``max_num_seqs`` and the budget allow and ``KVCacheManager.allocate_slots``
    (``vllm/v1/core/kv_cache_manager.py``, read at commit 003df29) finds free blocks for their
    prefix-cache hits and their next chunk; the first that does not fit stops admission.
+   From vLLM 0.19.0 (``SchedulerConfig.scheduler_reserve_full_isl``, default True; absent
+   up to 0.18.1, read in the PyPI sdists) admission first asks
+   ``KVCacheManager.can_fit_full_sequence``: the whole uncached prompt must fit the free
+   pool, though only the next chunk is allocated. ``CopyConfig.reserve_full_prompt`` picks
+   the rule; it is on by default, as in the vLLM of the pinned LMI image (0.23).
    The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`): chunks an admitted
    request uses are pinned and shared (a prefix common to many requests is held once),
    chunks nobody uses stay cached until their room is needed. Output takes room as it is
@@ -81,6 +86,9 @@ class CopyConfig:
     cpu_tokens: int = 0
     disk_tokens: int = 0
     remote: bool = False
+    # vLLM's ``scheduler_reserve_full_isl`` (vLLM 0.19.0 on, default True): admit a request
+    # only when its whole uncached prompt fits the free pool, not just its next chunk
+    reserve_full_prompt: bool = True
 
     @property
     def lmcache(self) -> bool:
@@ -312,10 +320,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             r = c.waiting[0]
             keys = r.keys
             g = gpu.match(keys)
-            # vLLM allocates blocks for the prefix-cache hits and the next chunk only
-            first = min(r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0), c.step_chunk())
+            # vLLM allocates blocks for the prefix-cache hits and the next chunk only; from
+            # 0.19.0 it first checks that the whole uncached prompt fits the free pool
+            whole = r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0)
+            first = min(whole, c.step_chunk())
+            fits = whole if cfg.reserve_full_prompt else first
             c.sync()
-            if c.active and first + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
+            if c.active and fits + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
                 break
             c.waiting.popleft()
             c.active += 1

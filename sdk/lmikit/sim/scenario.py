@@ -53,6 +53,7 @@ class Deployment:
     prefix_length_bytes: int
     concurrency_threshold: int
     has_nvme: bool
+    reserve_full_prompt: bool = True  # vLLM >= 0.19's admission rule (loop.CopyConfig)
 
     def with_coefficients(self, coeff: Coefficients) -> Deployment:
         return Deployment(**{**self.__dict__, "engine": self.engine.with_coefficients(coeff)})
@@ -66,7 +67,8 @@ class Deployment:
             raise PlanError(f"unknown kv_cache mode {mode!r}; valid: {', '.join(KV_MODES)}")
         cpu, disk = self.tier_tokens[mode]
         cfg = CopyConfig(self.engine, self.gpu_tokens, self.chunk_size, self.max_batch_size,
-                         cpu_tokens=cpu, disk_tokens=disk, remote=mode == "remote")
+                         cpu_tokens=cpu, disk_tokens=disk, remote=mode == "remote",
+                         reserve_full_prompt=self.reserve_full_prompt)
         return [cfg] * self.instances
 
 
@@ -77,8 +79,14 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
                cpu_size_gb: float | str = "auto", disk_size_gb: float | str = "auto",
                prefix_length: int | None = None, concurrency_threshold: int | None = None,
                config_path: str | None = None,
-               coefficients: Coefficients | None = None) -> Deployment:
-    """A deployment from the planner: pool and tier sizes per KV-cache mode."""
+               coefficients: Coefficients | None = None,
+               reserve_full_prompt: bool = True) -> Deployment:
+    """A deployment from the planner: pool and tier sizes per KV-cache mode.
+
+    ``reserve_full_prompt`` is vLLM's ``scheduler_reserve_full_isl`` (on from vLLM 0.19.0,
+    as in the pinned LMI image); pass False to simulate an older vLLM, which admits a
+    request once its next chunk fits.
+    """
     from lmikit.plan import plan
 
     if instances < 1:
@@ -106,7 +114,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
         gpu_tokens=base.gpu_kv_capacity_tokens, tier_tokens=tiers,
         prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH_BYTES,
         concurrency_threshold=concurrency_threshold or max_batch_size,
-        has_nvme=inst.has_nvme)
+        has_nvme=inst.has_nvme, reserve_full_prompt=reserve_full_prompt)
 
 
 def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,

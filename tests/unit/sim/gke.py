@@ -56,7 +56,9 @@ Assumed (the blog does not say; the same for every row):
   to have the same geometry (80 layers, hidden 8,192, 8 KV heads, 28,672 intermediate,
   128,256 vocabulary; Llama 3.3's gated ``config.json`` was not read here).
   It has no A3 mega either; ``ml.p5.48xlarge`` has the same eight H100 80GB. vLLM's
-  ``max_num_seqs`` is its H100 default of 1,024 (above the 200 in flight); LMCache's default
+  ``max_num_seqs`` is its H100 default of 1,024 (above the 200 in flight), and its vLLM
+  (LMCache v0.3.3's, 2025) predates 0.19.0, so it admits a request once its next chunk fits
+  (``reserve_full_prompt=False``); LMCache's default
   256-token chunks are also the GPU prefix cache's granularity here.
 """
 
@@ -132,7 +134,8 @@ def _deployment() -> Deployment:
     return deployment("meta-llama/Llama-3.1-70B-Instruct", "ml.p5.48xlarge", tp=8,
                       chunk_size=CHUNK, max_batch_size=MAX_NUM_SEQS,
                       cpu_size_gb=CPU_GB_PER_WORKER, disk_size_gb=DISK_GB_PER_WORKER,
-                      coefficients=Coefficients(prefill_chunk_tokens=MAX_NUM_BATCHED_TOKENS))
+                      coefficients=Coefficients(prefill_chunk_tokens=MAX_NUM_BATCHED_TOKENS),
+                      reserve_full_prompt=False)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ reports' 307,328 and 461,376, so the chain a user runs is what is tested). vLLM 
 defaults on H100 (``max_num_seqs`` 1024, ``max_num_batched_tokens`` 8192: vLLM
 ``engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``) with 64-token blocks (the
 precise scorer's ``blockSize``, which must equal vLLM's block size for its hashes to match).
+Both runs predate vLLM 0.19.0 (2026-04-03), the first with ``scheduler_reserve_full_isl``, so
+their servers admit a request once its next chunk fits (``reserve_full_prompt=False``).
 """
 
 from __future__ import annotations
@@ -172,10 +174,12 @@ def router(weights: dict[str, float], prompt_tokens: int,
                approximate=approx, refresh_s=REFRESH_S)
 
 
-def copies(setup: Setup, coeff: Coefficients | None = None) -> list[CopyConfig]:
+def copies(setup: Setup, coeff: Coefficients | None = None,
+           reserve_full_prompt: bool = False) -> list[CopyConfig]:
     dep = deployment(setup.model, "ml.p5.48xlarge", tp=setup.tp, copies=8 // setup.tp,
                      instances=setup.pods, chunk_size=BLOCK, max_batch_size=1024,
-                     config_path=setup.config_path, coefficients=coeff)
+                     config_path=setup.config_path, coefficients=coeff,
+                     reserve_full_prompt=reserve_full_prompt)
     return dep.copies("off")
 
 
@@ -197,12 +201,17 @@ SETUPS = {"73-capacity": X73, "37-capacity": X37}
 
 
 @cache
-def result(name: str, experiment: str) -> tuple[Stats, dict[float, Stats]]:
-    """Summary over every request, and per stage rate (the last stage of a repeated rate)."""
+def result(name: str, experiment: str,
+           reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
+    """Summary over every request, and per stage rate (the last stage of a repeated rate).
+
+    ``reserve_full_prompt`` is the servers' vLLM admission rule: off for the September 2025
+    runs (vLLM before 0.19.0 admits a request once its next chunk fits).
+    """
     setup = SETUPS[name]
     work = workload(setup)
-    out = run(work, copies(setup), router(setup.routers[experiment],
-                                          setup.system + setup.question))
+    out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt),
+              router(setup.routers[experiment], setup.system + setup.question))
     per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
                  for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
     return stats(out, work.requests), per_stage

@@ -42,7 +42,8 @@ Assumed, the same for every row, because the guide does not say:
   ``llmd.py``).
 - The GPU pool is the guide's 148,336 tokens per engine; lmikit's planner gives 161,616 at
   0.65 (9.0% more), and a working set of about 5.6 groups x 30,256 tokens per engine sits
-  between the two, so the published figure is used. vLLM runs at its H100 defaults
+  between the two, so the published figure is used. The run predates vLLM 0.19.0, so its
+  servers admit a request once its next chunk fits. vLLM runs at its H100 defaults
   (``max_num_seqs`` 1024, the guide's manifest too; 8,192 batched tokens) with LMCache's
   256-token chunks.
 """
@@ -104,7 +105,8 @@ def copies(lmcache: bool) -> list[CopyConfig]:
     dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=8,
                      chunk_size=CHUNK, max_batch_size=1024, gpu_memory_utilization=0.65,
                      cpu_size_gb=CPU_GB, config_path=QWEN3_32B)
-    return [replace(c, gpu_tokens=GUIDE_POOL_TOKENS) for c in dep.copies(
+    return [replace(c, gpu_tokens=GUIDE_POOL_TOKENS, reserve_full_prompt=False)
+            for c in dep.copies(
         "cpu" if lmcache else "off")]
 
 

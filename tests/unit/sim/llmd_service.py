@@ -20,6 +20,10 @@ router ``llmd.py`` uses for the 73-capacity "random" run. The other arms use pic
 the simulator does not model (``prefix-cache-affinity-filter``, ``token-load-scorer``,
 ``no-hit-lru-scorer``).
 
+The blog (August 2026) does not name its vLLM; a 2026 llm-d runs a vLLM from 0.19.0 on, so
+its servers check that a whole prompt fits before admitting it (assumed,
+``reserve_full_prompt=True``), unlike the September 2025 run.
+
 Rows, by one rule: the TTFT p90 (the metric the blog plots) of every ladder stage, 3 to 60
 QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage). Assumed as in ``llmd.py``: the pool
 per pod is lmikit's planner's (the blog does not give the servers' memory settings), and
@@ -30,6 +34,11 @@ from __future__ import annotations
 
 from functools import partial
 
+from lmikit.sim.loop import run
+from lmikit.sim.routers import LeastOutstanding
+from lmikit.sim.scenario import deployment
+from lmikit.sim.tiers import chunk_keys
+from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
@@ -47,13 +56,34 @@ BANDS = {15.0: (0.209, 0.327)}
 
 
 def _stage(rate: float) -> float:
-    _, per_stage = llmd.result("73-capacity", "random")
+    _, per_stage = llmd.result("73-capacity", "random", reserve_full_prompt=True)
     return float(per_stage[rate].ttft_p90_s)
+
+
+# The blog's calibration ("Calibration for Qwen3-32B / H100"): single requests of k x 8,192
+# tokens through the serving path, fitted; T(8,192) = 0.40 s, its R_peak of 20,480 tok/s.
+CALIBRATION_TOKENS, CALIBRATION_TTFT_S = 8_192, 0.40
+
+
+def single_request_ttft(tokens: int) -> float:
+    """TTFT of one uncached prompt alone on one Qwen3-32B TP 2 H100 server (the loop's path:
+    tokenization, prefill, request overhead)."""
+    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, chunk_size=llmd.BLOCK,
+                     max_batch_size=1024, config_path=llmd.QWEN3_32B)
+    req = Request(0, chunk_keys([(1, tokens)], llmd.BLOCK), tokens, 1, session=0, arrival_s=0.0)
+    work = Workload("calibration", [Phase("one", [[req]], open_loop=True)], llmd.BLOCK)
+    out = run(work, dep.copies("off"), LeastOutstanding())
+    return out.ttft[0] - out.arrival[0]
 
 
 def rows() -> list:  # list[published.Row]; imported here, published.py imports this module
     from tests.unit.sim.published import WITHIN, Row
 
-    return [Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, value, "s",
-                partial(_stage, rate), BANDS.get(rate, WITHIN))
-            for rate, value in PUBLISHED]
+    return [*(Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, value, "s",
+                  partial(_stage, rate), BANDS.get(rate, WITHIN))
+              for rate, value in PUBLISHED),
+            Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
+                SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
+                "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",
+                CALIBRATION_TTFT_S, "s", partial(single_request_ttft, CALIBRATION_TOKENS),
+                WITHIN)]

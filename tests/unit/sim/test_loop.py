@@ -174,7 +174,9 @@ SMALL = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
 
 
 def small(**kw: int) -> CopyConfig:
-    base = {"gpu_tokens": 1_000_000, "chunk_size": 256, "max_batch_size": 64}
+    """A copy with a 2,048-token step budget that admits as vLLM before 0.19 (next chunk)."""
+    base = {"gpu_tokens": 1_000_000, "chunk_size": 256, "max_batch_size": 64,
+            "reserve_full_prompt": False}
     return CopyConfig(SMALL, **{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -189,6 +191,19 @@ def test_a_long_prompt_starts_its_prefill_before_the_whole_prompt_fits() -> None
     assert out.ttft[1] >= room_for_all
     assert out.ttft[1] - room_for_all < 0.5 * SMALL.prefill_s(10_000, 0)
     assert out.peak_kv_usage[0] <= 1.0
+
+
+def test_from_vllm_0_19_a_prompt_waits_until_its_whole_uncached_part_fits() -> None:
+    # scheduler_reserve_full_isl (vLLM 0.19.0 on, the default here): 6,000 free tokens do not
+    # admit a 10,000-token prompt even though its 2,048-token first step fits; it starts once
+    # the decoding request frees its room, then prefills all of it at full speed
+    work = trace((0.0, [(1, 6_000)], 300), (0.2, [(2, 10_000)], 1))
+    out = run(work, [small(gpu_tokens=12_000, reserve_full_prompt=True)], LeastOutstanding())
+    room_for_all = out.end[0] - 0.01
+    assert out.ttft[1] - room_for_all == pytest.approx(SMALL.prefill_s(10_000, 0) + 0.01,
+                                                       rel=0.01)
+    older = run(work, [small(gpu_tokens=12_000)], LeastOutstanding())
+    assert older.ttft[1] < out.ttft[1]  # before 0.19 its first chunks ran while it waited
 
 
 def test_a_prompt_is_admitted_when_its_next_chunk_fits() -> None:
