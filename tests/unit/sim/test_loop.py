@@ -254,3 +254,27 @@ def test_a_stalled_prefill_is_preempted_before_older_decodes() -> None:
     assert out.ttft[1] >= out.end[0] - 0.01
     assert out.end[0] - out.ttft[0] < 1.3 * (alone.end[0] - alone.ttft[0])
     assert out.peak_kv_usage[0] <= 1.0
+
+
+@pytest.mark.parametrize("reserve_full_prompt", [True, False])
+def test_random_workloads_finish_in_order_and_overfill_the_pool_by_at_most_a_chunk(
+        reserve_full_prompt: bool) -> None:
+    # preemption is checked at events, not every step: between two events the pool may be
+    # over by up to one chunk, never more; every request finishes after its first token
+    for seed in range(60):
+        rng = random.Random(seed)
+        eng = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
+                         coeff=Coefficients(prefill_chunk_tokens=rng.choice([512, 2_048, 8_192])))
+        pool = rng.choice([31, 63, 156]) * 256
+        reqs = []
+        for i in range(rng.randrange(5, 60)):
+            segs = [(rng.randrange(3), rng.randrange(256, 4_000)),
+                    (1_000 + i, rng.randrange(1, 2_000))]
+            reqs.append((rng.uniform(0, 3), segs, rng.randrange(1, 800)))
+        reqs = [r for r in sorted(reqs) if sum(n for _, n in r[1]) + r[2] + 256 <= pool]
+        cfg = CopyConfig(eng, pool, 256, rng.choice([4, 16, 64]),
+                         cpu_tokens=rng.choice([0, 50_000]),
+                         reserve_full_prompt=reserve_full_prompt)
+        out = run(trace(*reqs), [cfg] * rng.choice([1, 2]), RandomRouter(random.Random(seed)))
+        assert all(a <= t <= e for a, t, e in zip(out.arrival, out.ttft, out.end, strict=True))
+        assert max(out.peak_kv_usage) <= 1 + 1 / (pool // 256) + 1e-9, seed
