@@ -81,6 +81,14 @@ def stable_id(value: int | str) -> int:
     return zlib.crc32(value.encode()) * 2**32 + zlib.adler32(value.encode())
 
 
+def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
+    """Drop the least recently used keys beyond ``room``; how many were dropped."""
+    over = len(held) - room
+    for _ in range(over):
+        held.popitem(last=False)
+    return max(0, over)
+
+
 class LruTier:
     """A cache of chunk keys with a capacity in chunks and least-recently-used eviction."""
 
@@ -126,12 +134,7 @@ class LruTier:
         self.shrink()
 
     def shrink(self) -> None:
-        held = self._keys
-        over = len(held) - self.capacity
-        if over > 0:
-            self.evictions += over
-            for _ in range(over):
-                held.popitem(last=False)
+        self.evictions += _evict_lru(self._keys, self.capacity)
 
 
 class UnboundedTier(LruTier):
@@ -243,9 +246,4 @@ class GpuCache:
 
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""
-        held = self._lru
-        over = len(held) - max(0, self.pool - self.used_chunks())
-        if over > 0:
-            self.evictions += over
-            for _ in range(over):
-                held.popitem(last=False)
+        self.evictions += _evict_lru(self._lru, max(0, self.pool - self.used_chunks()))
