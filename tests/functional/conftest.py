@@ -29,6 +29,29 @@ ROLE = "arn:aws:iam::123456789012:role/lmikit-test"
 IMAGE = ("763104351884.dkr.ecr.us-east-1.amazonaws.com/"
          "djl-inference:0.38.0-lmi20.0.0-cu128")
 
+LMIKIT_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/lmikit-lmi:1"
+
+
+def cache_spec_text(mode: str = "cpu", routing: str = "sticky_session", instances: int = 1,
+                    extra: str = "") -> str:
+    """A docqa spec on ml.g6e.2xlarge for the cache-model tests; ``extra`` adds sections."""
+    return f"""
+api_version: v1
+name: docqa
+region: us-east-1
+model:
+  id: Qwen/Qwen2.5-7B-Instruct
+instance:
+  type: ml.g6e.2xlarge
+  min_count: {instances}
+  max_count: {max(2, instances)}
+kv_cache:
+  mode: "{mode}"
+routing:
+  strategy: {routing}
+{extra}"""
+
+
 SPEC_YAML = """
 api_version: v1
 name: docqa

@@ -21,39 +21,26 @@ from lmikit.testing import (
     write_lora_adapter,
 )
 
-from .conftest import BUCKET, REGION, ROLE
+from .conftest import BUCKET, LMIKIT_IMAGE, REGION, ROLE, cache_spec_text
 
-LMIKIT_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/lmikit-lmi:1"
 # A GPU pool (gpu_memory_utilization 0.4: ~43K tokens) smaller than the 10 documents of
 # 5,900 tokens the workload keeps asking about, and a CPU tier (~590K tokens) that holds them.
 WORKLOAD = LongDocQA(num_documents=10, document_tokens=5900, repeat_count=5,
                      repeat_mode="interleave")
 
-
-def spec_text(mode: str = "cpu", routing: str = "sticky_session", instances: int = 1,
-              extra: str = "") -> str:
-    return f"""
-api_version: v1
-name: docqa
-region: us-east-1
-model:
-  id: Qwen/Qwen2.5-7B-Instruct
-instance:
-  type: ml.g6e.2xlarge
-  min_count: {instances}
-  max_count: {max(2, instances)}
-engine:
+SECTIONS = """engine:
   gpu_memory_utilization: 0.4
-kv_cache:
-  mode: "{mode}"
 workload:
   reused_context_tokens: 60000
   typical_request_tokens: 6000
   unique_suffix_tokens: 100
   concurrency: 1
-routing:
-  strategy: {routing}
-{extra}"""
+"""
+
+
+def spec_text(mode: str = "cpu", routing: str = "sticky_session", instances: int = 1,
+              extra: str = "") -> str:
+    return cache_spec_text(mode, routing, instances, SECTIONS + extra)
 
 
 @pytest.fixture

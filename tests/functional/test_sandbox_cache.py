@@ -14,30 +14,14 @@ from lmikit.testing import (
     VirtualClock,
 )
 
-from .conftest import BUCKET, REGION, ROLE
+from .conftest import BUCKET, LMIKIT_IMAGE, REGION, ROLE, cache_spec_text
 
-LMIKIT_IMAGE = "111122223333.dkr.ecr.us-east-1.amazonaws.com/lmikit-lmi:1"
 DOC = "contract " + "clause " * 2000  # 2001 words: 7 full 256-token chunks and a partial
 
 
 def spec_text(mode: str = "cpu", routing: str = "sticky_session", instances: int = 1) -> str:
-    return f"""
-api_version: v1
-name: docqa
-region: us-east-1
-model:
-  id: Qwen/Qwen2.5-7B-Instruct
-instance:
-  type: ml.g6e.2xlarge
-  min_count: {instances}
-  max_count: {max(2, instances)}
-kv_cache:
-  mode: "{mode}"
-workload:
-  reused_context_tokens: 460000
-routing:
-  strategy: {routing}
-"""
+    return cache_spec_text(mode, routing, instances,
+                           "workload:\n  reused_context_tokens: 460000\n")
 
 
 def _deploy(fake: FakeSageMaker, clock: VirtualClock, tmp_path: Path, **spec: Any) -> Any:
