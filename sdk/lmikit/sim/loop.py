@@ -4,7 +4,8 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
 
 0. A routed request reaches the copy's waiting queue after vLLM's API server has tokenized
    its prompt (``tokenize_s_per_token`` per prompt token, cached prefix or not; the router has
-   already counted it as outstanding).
+   already counted it as outstanding). A prompt sent as token ids
+   (``Request.pretokenized``) is not tokenized and queues at once.
 1. A queued request waits until the copy has fewer than ``max_batch_size`` requests admitted
    (vLLM's ``max_num_seqs``) and the copy's GPU pool has room for its next step: its
    prefix-cache hits not already in use plus one step of prompt tokens (vLLM's token budget
@@ -496,7 +497,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             c = fleet[i]
             touched = c
             c.outstanding += 1
-            tokenize = r.prompt_tokens * c.engine.coeff.tokenize_s_per_token
+            tokenize = (0.0 if r.pretokenized
+                        else r.prompt_tokens * c.engine.coeff.tokenize_s_per_token)
             if tokenize > 0:
                 push(t + tokenize, ENQUEUE, r, i)
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -63,6 +64,18 @@ def test_a_cached_prompt_is_tokenized_in_full() -> None:
     assert out.served["gpu"][1] == 25_600
     assert out.ttft[1] - 30.0 == pytest.approx(
         tok(25_700) + ENGINE.prefill_s(100, 25_600) + 0.01)
+
+
+def test_a_prompt_sent_as_token_ids_is_not_tokenized() -> None:
+    # vLLM's completions API takes a list of ints as the prompt and skips its tokenizer
+    text = trace((0.0, [(1, 8_192)], 1))
+    ids = Workload("t", [Phase("t", [[dataclasses.replace(r, pretokenized=True)]
+                                      for r in text.phases[0].sessions[0]], open_loop=True)],
+                   256)
+    as_text = run(text, [copy()], LeastOutstanding()).ttft[0]
+    as_ids = run(ids, [copy()], LeastOutstanding()).ttft[0]
+    assert as_ids == pytest.approx(ENGINE.prefill_s(8_192, 0) + 0.01)
+    assert as_text - as_ids == pytest.approx(tok(8_192))
 
 
 def test_max_batch_size_holds_requests_until_one_finishes() -> None:
