@@ -65,12 +65,32 @@ def _stage(rate: float) -> float:
 CALIBRATION_TOKENS, CALIBRATION_TTFT_S = 8_192, 0.40
 
 
-def single_request_ttft(tokens: int) -> float:
+# llm-d's calibration recipe (llm-d/llm-d guides/recipes/router/calibration): its Job sends
+# 5 warm-up then 20 measured requests one after the other, each a fresh list of CHUNK_SIZE
+# random token ids as the ``prompt`` of a streamed /v1/completions call with max_tokens 1
+# through the router, times the first streamed data line, and reports peakPrefillThroughput =
+# CHUNK_SIZE / median(TTFT) (README.md at ba44fe19; the Job's script,
+# calibration-peak-throughput.yaml, as stored at zetxqx/llm-d c32b4a06). Random ids never hit
+# a cache, so every request is the same cold prefill and the median is one request's TTFT.
+# configuration-matrix.md (at 127478c) publishes it for the gpu/vllm overlay: Qwen3-32B, TP 2,
+# H100 80 GB, vLLM v0.23.0, CHUNK_SIZE 8,192: 15,928 tok/s, the router's default; the blog
+# quotes the same figure for the same path. The matrix's other rows are left out: gpt-oss-120B
+# (MXFP4 MoE) and Qwen3-VL-32B are not in lmikit's catalog, and SGLang, TPU, NPU and CPU
+# servers are not modelled.
+RECIPE_SOURCE = ("llm-d/llm-d guides/recipes/router/calibration: configuration-matrix.md at "
+                 "127478c (gpu/vllm: Qwen3-32B, TP 2, H100 80 GB, vLLM v0.23.0), README.md at "
+                 "ba44fe19 (peakPrefillThroughput = CHUNK_SIZE / median TTFT of 20 requests of "
+                 "CHUNK_SIZE random token ids), CHUNK_SIZE 8,192")
+RECIPE_PEAK_TOKENS_S = 15_928.0
+
+
+def single_request_ttft(tokens: int, pretokenized: bool = False) -> float:
     """TTFT of one uncached prompt alone on one Qwen3-32B TP 2 H100 server (the loop's path:
-    tokenization, prefill, request overhead)."""
+    tokenization unless the prompt is sent as token ids, prefill, request overhead)."""
     dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, chunk_size=llmd.BLOCK,
                      max_batch_size=1024, config_path=llmd.QWEN3_32B)
-    req = Request(0, chunk_keys([(1, tokens)], llmd.BLOCK), tokens, 1, session=0, arrival_s=0.0)
+    req = Request(0, chunk_keys([(1, tokens)], llmd.BLOCK), tokens, 1, session=0, arrival_s=0.0,
+                  pretokenized=pretokenized)
     work = Workload("calibration", [Phase("one", [[req]], open_loop=True)], llmd.BLOCK)
     out = run(work, dep.copies("off"), LeastOutstanding())
     return out.ttft[0] - out.arrival[0]
@@ -86,4 +106,12 @@ def rows() -> list:  # list[published.Row]; imported here, published.py imports 
                 SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
                 "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",
                 CALIBRATION_TTFT_S, "s", partial(single_request_ttft, CALIBRATION_TOKENS),
-                WITHIN)]
+                WITHIN),
+            Row("llm-d calibration recipe: Qwen3-32B TP 2 H100, vLLM 0.23.0, 8,192 random "
+                "token ids: peakPrefillThroughput", RECIPE_SOURCE, RECIPE_PEAK_TOKENS_S,
+                "tok/s", _recipe_peak, WITHIN)]
+
+
+def _recipe_peak() -> float:
+    """The recipe's figure: CHUNK_SIZE over the (here single) cold request's TTFT."""
+    return CALIBRATION_TOKENS / single_request_ttft(CALIBRATION_TOKENS, pretokenized=True)
