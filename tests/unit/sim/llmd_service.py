@@ -25,7 +25,10 @@ its servers check that a whole prompt fits before admitting it (assumed,
 ``reserve_full_prompt=True``), unlike the September 2025 run.
 
 Rows, by one rule: the TTFT p90 (the metric the blog plots) of every ladder stage, 3 to 60
-QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage). Assumed as in ``llmd.py``: the pool
+QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage). The same arm on the same workload
+was published again by llm-d's optimized-baseline guide (``GUIDE_SOURCE``): its output rate
+of every ladder stage is held against the same replay. The blog's and llm-d's calibration
+recipe's single-request prefill figures are rows too. Assumed as in ``llmd.py``: the pool
 per pod is lmikit's planner's (the blog does not give the servers' memory settings), and
 vLLM runs at its H100 defaults; the run used a 2026 vLLM, newer than the 73-capacity run's.
 """
@@ -55,9 +58,44 @@ PUBLISHED = ((3.0, 0.5), (10.0, 0.9), (15.0, 4.9), (20.0, 56.8), (22.0, 60.2), (
 BANDS = {15.0: (0.209, 0.327)}
 
 
-def _stage(rate: float) -> float:
+# A second published run of the same arm: llm-d's optimized-baseline guide,
+# guides/optimized-baseline/benchmark-results/vllm-qwen3-32b-h100/README.md (at 53c5b20a):
+# Qwen3-32B on 8 vLLM servers x 2 H100 (TP 2) behind "a stock Kubernetes Service", driven by
+# inference-perf with the guide's shared-prefix template
+# (guides/optimized-baseline/benchmark-templates/shared_prefix.yaml at 9084370b: 150 groups x
+# 5 prompts of 6,000 + 1,200 tokens, 1,000 output tokens with ignore_eos, streaming, Poisson
+# stages 15 QPS x 50 s then the same 3 -> 60 QPS ladder as the 73-capacity run, stage for
+# stage). Rows: the output tokens/s of every ladder stage ("k8s Output" in its per-rate
+# table; its summary's peak, 7,049, is the largest of them), inference-perf's per-stage
+# output tokens over (last end - first start), as ``llmd.stats`` computes it. Its TTFT
+# columns are left out: they come from a latency histogram the report says is empty (0.0)
+# in low-load stages, and the series contradicts the per-request TTFT p90 of the same arm
+# on the same workload above (results.txt): 0.9 s at 25 QPS, 4.9 s at 30 QPS, against 67.6
+# s and 65.5 s there, with this run's own output rate flat from 15 QPS on. Its vLLM is not
+# named; like the run above it is a 2026 llm-d (the guide's gpu/vllm overlay runs vLLM
+# v0.23.0 by the calibration matrix), so ``reserve_full_prompt=True``.
+GUIDE_SOURCE = ("llm-d/llm-d guides/optimized-baseline/benchmark-results/vllm-qwen3-32b-h100/"
+                "README.md at 53c5b20a, per-rate table, column 'k8s Output': Qwen3-32B on 8 "
+                "vLLM servers x 2 H100 behind a Kubernetes Service, benchmark-templates/"
+                "shared_prefix.yaml = the 73-capacity workload and stages")
+# (stage rate, published output tokens/s), in ladder order
+GUIDE_OUTPUT = ((3.0, 1_889), (10.0, 4_944), (15.0, 6_066), (20.0, 4_555), (22.0, 6_239),
+                (25.0, 6_350), (30.0, 6_251), (35.0, 6_544), (40.0, 6_228), (43.0, 6_860),
+                (46.0, 6_526), (49.0, 6_956), (52.0, 7_049), (55.0, 6_402), (57.0, 6_317),
+                (60.0, 6_764))
+
+
+def _per_stage() -> dict[float, llmd.Stats]:
     _, per_stage = llmd.result("73-capacity", "random", reserve_full_prompt=True)
-    return float(per_stage[rate].ttft_p90_s)
+    return per_stage
+
+
+def _stage(rate: float) -> float:
+    return float(_per_stage()[rate].ttft_p90_s)
+
+
+def _stage_output(rate: float) -> float:
+    return float(_per_stage()[rate].output_tokens_s)
 
 
 # The blog's calibration ("Calibration for Qwen3-32B / H100"): single requests of k x 8,192
@@ -102,6 +140,9 @@ def rows() -> list:  # list[published.Row]; imported here, published.py imports 
     return [*(Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, value, "s",
                   partial(_stage, rate), BANDS.get(rate, WITHIN))
               for rate, value in PUBLISHED),
+            *(Row(f"llm-d optimized-baseline k8s Service at {rate:g} QPS: output tokens/s",
+                  GUIDE_SOURCE, value, "tok/s", partial(_stage_output, rate), WITHIN)
+              for rate, value in GUIDE_OUTPUT),
             Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
                 SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
                 "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",
