@@ -26,8 +26,10 @@ its servers check that a whole prompt fits before admitting it (assumed,
 
 Rows, by one rule: the TTFT p90 (the metric the blog plots) of every ladder stage, 3 to 60
 QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage). The same arm on the same workload
-was published again by llm-d's optimized-baseline guide (``GUIDE_SOURCE``): its output rate
-of every ladder stage is held against the same replay. The blog's and llm-d's calibration
+was published again by llm-d's optimized-baseline guide (``GUIDE_SOURCE``: the output rate
+of every ladder stage) and by its precise-prefix-cache-routing guide
+(``PRECISE_GUIDE_SOURCE``: output rate, TTFT mean and p90 of every stage); both are held
+against the same replay. The blog's and llm-d's calibration
 recipe's single-request prefill figures are rows too. Assumed as in ``llmd.py``: the pool
 per pod is lmikit's planner's (the blog does not give the servers' memory settings), and
 vLLM runs at its H100 defaults; the run used a 2026 vLLM, newer than the 73-capacity run's.
@@ -84,6 +86,29 @@ GUIDE_OUTPUT = ((3.0, 1_889), (10.0, 4_944), (15.0, 6_066), (20.0, 4_555), (22.0
                 (46.0, 6_526), (49.0, 6_956), (52.0, 7_049), (55.0, 6_402), (57.0, 6_317),
                 (60.0, 6_764))
 
+# A third: llm-d's precise-prefix-cache-routing guide,
+# guides/precise-prefix-cache-routing/benchmark-results/vllm-qwen3-32b-h100.md (read as
+# stored in the fork zetxqx/llm-d at 80e1169c; its benchmark template
+# benchmark-templates/guide.yaml at 7808df6a is the same workload and ladder), the same 8
+# servers behind "a stock Kubernetes Service", with a per-rate table of output tokens/s,
+# TTFT mean and TTFT p90 to the millisecond. Rows: all three k8s figures of every ladder
+# stage. Its summary "across the full ladder" does not say how the stages are pooled, so it
+# is left out. vLLM not named: a 2026 llm-d, ``reserve_full_prompt=True``.
+PRECISE_GUIDE_SOURCE = (
+    "llm-d/llm-d guides/precise-prefix-cache-routing/benchmark-results/vllm-qwen3-32b-h100.md "
+    "(as stored in zetxqx/llm-d at 80e1169c), per-rate table, k8s columns: Qwen3-32B on 8 "
+    "vLLM servers x 2 H100 behind a Kubernetes Service, benchmark-templates/guide.yaml = the "
+    "73-capacity workload and stages")
+# (stage rate, output tokens/s, TTFT mean s, TTFT p90 s), in ladder order
+PRECISE_GUIDE = ((3.0, 1_797, 0.415, 0.522), (10.0, 4_215, 0.630, 1.014),
+                 (15.0, 5_381, 0.881, 1.593), (20.0, 6_205, 18.103, 35.344),
+                 (22.0, 5_517, 20.171, 39.436), (25.0, 5_965, 21.842, 42.813),
+                 (30.0, 5_702, 24.597, 46.036), (35.0, 5_890, 24.162, 45.190),
+                 (40.0, 6_336, 68.673, 126.238), (43.0, 6_588, 72.429, 130.275),
+                 (46.0, 6_459, 70.084, 129.810), (49.0, 6_265, 70.659, 133.718),
+                 (52.0, 6_303, 74.326, 134.981), (55.0, 6_290, 72.564, 134.034),
+                 (57.0, 6_089, 72.329, 135.023), (60.0, 6_551, 75.586, 138.663))
+
 
 def _per_stage() -> dict[float, llmd.Stats]:
     _, per_stage = llmd.result("73-capacity", "random", reserve_full_prompt=True)
@@ -96,6 +121,10 @@ def _stage(rate: float) -> float:
 
 def _stage_output(rate: float) -> float:
     return float(_per_stage()[rate].output_tokens_s)
+
+
+def _stage_ttft_mean(rate: float) -> float:
+    return float(_per_stage()[rate].ttft_mean_s)
 
 
 # The blog's calibration ("Calibration for Qwen3-32B / H100"): single requests of k x 8,192
@@ -143,6 +172,16 @@ def rows() -> list:  # list[published.Row]; imported here, published.py imports 
             *(Row(f"llm-d optimized-baseline k8s Service at {rate:g} QPS: output tokens/s",
                   GUIDE_SOURCE, value, "tok/s", partial(_stage_output, rate), WITHIN)
               for rate, value in GUIDE_OUTPUT),
+            *(row
+              for rate, output, mean, p90 in PRECISE_GUIDE
+              for row in (
+                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: output tokens/s",
+                      PRECISE_GUIDE_SOURCE, output, "tok/s", partial(_stage_output, rate),
+                      WITHIN),
+                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft mean",
+                      PRECISE_GUIDE_SOURCE, mean, "s", partial(_stage_ttft_mean, rate), WITHIN),
+                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft p90",
+                      PRECISE_GUIDE_SOURCE, p90, "s", partial(_stage, rate), WITHIN))),
             Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
                 SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
                 "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",
