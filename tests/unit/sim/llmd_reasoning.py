@@ -51,11 +51,23 @@ kubernetes-sigs/inference-perf at 3c7c4a3 (the image's commit, 2026-05-05):
   input / output tokens per second = the successes' tokens over (last end - first start)
   of every request, failed ones included.
 
-Rows, by one rule: for every concurrency of results.txt's "k8" section, the client-side
-figures inference-perf reports over successful requests that the simulator rebuilds:
-``out_t/s``, ``in_t/s``, ``E2E p50``, ``E2E p90`` and ``TTFT p90``. Left out: the vLLM-side
-columns (histogram quantiles over vLLM's own buckets, not rebuilt here), TPOT (it divides by
-the client's token count, below) and the Prometheus-side columns.
+vLLM's TPOT (``analysis.py``, ``gmp_tpot_p90``): PromQL ``histogram_quantile(0.90, sum by
+(le) (rate(vllm:request_time_per_output_token_seconds_bucket[window])))`` over every pod, a
+window from the job's submission to 17 s after the run's length. vLLM observes each request
+that finishes its ``decode_time / (num_generation_tokens - 1)`` (``vllm/v1/metrics/stats.py``,
+``IterationStats.update_from_finished_request``) into the buckets of
+``vllm/v1/metrics/loggers.py``, the same in the PyPI sdists of 0.19.0 and 0.25.1; a request
+the client dropped is aborted (``v1/engine/output_processor.py``, ``abort_requests``) and
+never observed. :func:`histogram_quantile` is Prometheus's interpolation over those buckets.
+Assumed: the window holds every finished request (the pod starts after the submission, so
+the last few seconds of a run can fall outside it).
+
+Rows, by one rule: for every concurrency of results.txt's "k8" section, the figures the
+simulator rebuilds as the table computes them: inference-perf's client-side ``out_t/s``,
+``in_t/s``, ``E2E p50``, ``E2E p90`` and ``TTFT p90`` over successful requests, and vLLM's
+``vTPOT p90``. Left out: the client's TPOT (it divides by the client's token count, below),
+the vLLM TTFT and E2E histograms (their buckets are not rebuilt here) and the columns read
+from Prometheus gauges and counters (KV usage, prefix hits, queue).
 
 Still assumed: token counts. inference-perf counts tokens with the model's tokenizer on
 text: the prompt decoded from random token ids and re-encoded, and the streamed output. The
@@ -101,17 +113,22 @@ SYSTEM_TOKENS = 250  # conversation_replay.shared_system_prompt_len
 REQUESTS_PER_CONVERSATION = 3  # run_benchmark.sh TURNS_PER_CONV: num_requests = 3 x conc
 QWEN3_VOCAB = 151_643  # the Qwen3 tokenizer's vocab_size (its base vocabulary)
 ROUNDS = 12  # runs to settle which requests time out
+# vllm:request_time_per_output_token_seconds, upper bounds (vLLM 0.19.0 and 0.25.1,
+# vllm/v1/metrics/loggers.py, PrometheusStatLogger)
+VLLM_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+                     5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 CONNECTION_SEED = 0
 
-# (conc, out_t/s, in_t/s, E2E p50 s, E2E p90 s, TTFT p90 s): results.txt at 7c4b49aa, "k8"
-PUBLISHED = ((50, 1681.6, 320.6, 106.1, 230.5, 0.2),
-             (150, 3156.9, 654.3, 104.6, 274.6, 0.6),
-             (250, 5092.1, 958.9, 124.7, 360.6, 1.0),
-             (350, 6775.6, 1427.5, 130.7, 333.9, 1.6),
-             (450, 8259.6, 1681.6, 176.5, 387.7, 3.2))
+# (conc, out_t/s, in_t/s, E2E p50 s, E2E p90 s, TTFT p90 s, vTPOT p90 ms): results.txt at
+# 7c4b49aa, "k8"
+PUBLISHED = ((50, 1681.6, 320.6, 106.1, 230.5, 0.2, 23.5),
+             (150, 3156.9, 654.3, 104.6, 274.6, 0.6, 23.5),
+             (250, 5092.1, 958.9, 124.7, 360.6, 1.0, 30.5),
+             (350, 6775.6, 1427.5, 130.7, 333.9, 1.6, 42.6),
+             (450, 8259.6, 1681.6, 176.5, 387.7, 3.2, 47.2))
 METRICS = (("out_tokens_s", "out_t/s", "tok/s"), ("in_tokens_s", "in_t/s", "tok/s"),
            ("e2e_p50_s", "E2E p50", "s"), ("e2e_p90_s", "E2E p90", "s"),
-           ("ttft_p90_s", "TTFT p90", "s"))
+           ("ttft_p90_s", "TTFT p90", "s"), ("vllm_tpot_p90_ms", "vTPOT p90", "ms"))
 # Outside 1.5x: the honest current band (docs/planner.md says why)
 BANDS: dict[tuple[int, str], tuple[float, float]] = {(450, "ttft_p90_s"): (0.488, 0.763)}
 
@@ -219,6 +236,7 @@ class Stats:
     e2e_p50_s: float
     e2e_p90_s: float
     ttft_p90_s: float
+    vllm_tpot_p90_ms: float
     success: float  # share of requests that did not time out
     runs: int  # simulations it took to settle the timed-out set
     settled: bool  # the last run's timed-out requests are the ones it was run with
@@ -254,9 +272,29 @@ def report(reqs: list[Request], out: RunResult, failed: set[int], runs: int = 1,
     span = end - start
     e2e = sorted(out.end[r.id] - out.arrival[r.id] for r in ok)
     ttft = sorted(out.ttft[r.id] - out.arrival[r.id] for r in ok)
+    tpot = [(out.end[r.id] - out.ttft[r.id]) / (r.output_tokens - 1) for r in ok
+            if r.output_tokens > 1]
     return Stats(sum(r.output_tokens for r in ok) / span, sum(r.prompt_tokens for r in ok) / span,
                  percentile(e2e, 0.5), percentile(e2e, 0.9), percentile(ttft, 0.9),
+                 1000 * histogram_quantile(0.9, tpot, VLLM_TPOT_BUCKETS),
                  len(ok) / len(reqs), runs, settled)
+
+
+def histogram_quantile(q: float, values: Sequence[float], buckets: Sequence[float]) -> float:
+    """Prometheus's ``histogram_quantile`` of ``values`` observed into ``buckets`` (upper
+    bounds): the bucket holding rank ``q x count``, linearly interpolated from its lower
+    bound (0 for the first); a rank in the +Inf bucket reads the highest finite bound.
+
+    >>> histogram_quantile(0.9, [0.017, 0.02, 0.024], VLLM_TPOT_BUCKETS)  # one bucket
+    0.0235
+    """
+    counts = [sum(1 for v in values if v <= b) for b in buckets]
+    rank = q * len(values)
+    for i, (bound, count) in enumerate(zip(buckets, counts, strict=True)):
+        if count >= rank:
+            lower, below = (buckets[i - 1], counts[i - 1]) if i else (0.0, 0)
+            return round(lower + (bound - lower) * (rank - below) / (count - below), 12)
+    return buckets[-1]
 
 
 def _figure(conc: int, metric: str) -> float:

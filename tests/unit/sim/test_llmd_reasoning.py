@@ -67,7 +67,7 @@ def test_reasoning_timeouts_settle_and_match_the_published_success_rate() -> Non
 
 def test_reasoning_rows_follow_one_rule() -> None:
     rows = reasoning.rows()
-    assert len(rows) == 5 * len(reasoning.PUBLISHED)
+    assert len(rows) == 6 * len(reasoning.PUBLISHED)
     assert {r.name.rsplit(": ", 1)[1] for r in rows} == {m[1] for m in reasoning.METRICS}
 
 
@@ -81,3 +81,20 @@ def test_report_counts_a_failed_request_in_the_span_but_not_in_the_figures() -> 
     assert stats.in_tokens_s == pytest.approx(100 / 605.0)
     assert stats.e2e_p90_s == pytest.approx(100.0) and stats.ttft_p90_s == pytest.approx(1.0)
     assert stats.success == 0.5
+
+
+def test_histogram_quantile_reads_the_published_one_bucket_pattern() -> None:
+    # results.txt at conc 50: vTPOT p50 17.5 ms, p90 23.5 ms, p99 24.9 ms, what Prometheus
+    # reads when every request's TPOT lies in vLLM's (10 ms, 25 ms] bucket
+    tpots = [0.012 + 0.012 * i / 99 for i in range(100)]
+    buckets = reasoning.VLLM_TPOT_BUCKETS
+    assert [round(1000 * reasoning.histogram_quantile(q, tpots, buckets), 1)
+            for q in (0.5, 0.9, 0.99)] == [17.5, 23.5, 24.9]
+
+
+def test_histogram_quantile_interpolates_across_buckets_and_caps_at_the_last_bound() -> None:
+    buckets = (1.0, 2.0, 4.0)
+    # 2 of 4 values up to 1, 3 up to 2: the 0.9 rank (3.6) lies 60% into (2, 4]
+    assert reasoning.histogram_quantile(0.9, [0.5, 0.7, 1.5, 3.0], buckets) == 3.2
+    assert reasoning.histogram_quantile(0.25, [0.5, 0.7, 1.5, 3.0], buckets) == 0.5
+    assert reasoning.histogram_quantile(0.99, [0.5, 9.0], buckets) == 4.0  # the +Inf bucket
