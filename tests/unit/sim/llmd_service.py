@@ -14,9 +14,15 @@ shared_prefix 150 groups x 5 prompts, 6,000 + 1,200 tokens, 1,000 output tokens 
 Only the cache-blind arm is rebuilt: "k8", a Kubernetes Service ("baseline" in
 results.txt). kube-proxy's iptables mode sends each new connection to an endpoint drawn at
 random (kubernetes ``pkg/proxy/iptables/proxier.go``, ``syncProxyRules``: one
-``-m statistic --mode random`` rule per endpoint), and inference-perf opens a new HTTP
-session per request (``llmd.py``), so the Service is random routing per request, the
-router ``llmd.py`` uses for the 73-capacity "random" run. The other arms use picker plugins
+``-m statistic --mode random`` rule per endpoint). The September 2025 inference-perf
+``llmd.py`` reads opened a new HTTP session per request; the run's job
+(``b2b-saas/bench-job.yaml`` at 73f3dbbe) ran inference-perf v0.5.0, whose
+``openai_client.py`` keeps one aiohttp session per worker over a keep-alive
+``TCPConnector``, so a request takes an idle connection of its worker, each bound to the
+endpoint drawn when it opened. Under this open-loop Poisson load the pool of connections
+grows with the requests in flight and a request's endpoint is a draw over the pool's, not
+over the endpoints; the replay simplifies that to random routing per request, the router
+``llmd.py`` uses for the 73-capacity "random" run. The other arms use picker plugins
 the simulator does not model (``prefix-cache-affinity-filter``, ``token-load-scorer``,
 ``no-hit-lru-scorer``).
 

@@ -17,7 +17,7 @@ from functools import cache, partial
 
 from lmikit.sim.scenario import ScenarioResult, deployment, simulate
 from lmikit.sim.workloads import long_doc_qa, multi_turn_chat
-from tests.unit.sim import gke, llmd, llmd_codegen, llmd_offload, llmd_service
+from tests.unit.sim import gke, llmd, llmd_codegen, llmd_offload, llmd_reasoning, llmd_service
 
 LLMD = ("llm-d blog 'KV-Cache Wins You Can See' (2025-09-24; llm-d/llm-d.github.io "
         "blog/2025-09-24_kvcache-wins-you-can-see.md) and the run it links, "
@@ -172,6 +172,7 @@ ROWS = [
     *llmd_offload.rows(),
     *llmd_service.rows(),
     *llmd_codegen.rows(),
+    *llmd_reasoning.rows(),
 ]
 
 
