@@ -110,6 +110,7 @@ from lmikit.sim.scenario import deployment, percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
+from tests.unit.sim.inference_perf import QWEN3_VOCAB, clip_round, lognormal, successes_and_span
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) and "
           "its table, llm-d/llm-d llm-d-benchmarking/workloads/code-generation/analysis/"
@@ -120,7 +121,6 @@ SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (20
 PODS = 10
 ROUNDS = 6  # run_benchmark.sh: TURNS_PER_CONV; MAX_REQUESTS = NUM_CONVERSATIONS x 6
 TIMEOUT_S = 300.0  # code-generation.yaml load.request_timeout
-VOCAB = 151_643  # Qwen3 tokenizer's vocab_size (ids of its added tokens start here)
 SHARED = 3_000  # shared_system_prompt_len
 RETOKENIZE = 1.052  # tokens per random id after decode and re-encode (measured, see above)
 
@@ -146,16 +146,6 @@ class Conversation:
     outputs: tuple[int, ...]
 
 
-def _clip_round(values: np.ndarray, lo: int, hi: int) -> list[int]:
-    """``sample_from_distribution``'s tail: clip, round, clip."""
-    return [int(v) for v in np.clip(np.round(np.clip(values, lo, hi)).astype(int), lo, hi)]
-
-
-def _lognormal(rng: np.random.Generator, mean: float, sd: float, n: int) -> np.ndarray:
-    sigma2 = np.log(1.0 + (sd / mean) ** 2)
-    return rng.lognormal(mean=np.log(mean) - sigma2 / 2.0, sigma=np.sqrt(sigma2), size=n)
-
-
 def conversations(seed: int, n: int) -> list[Conversation]:
     """The blueprints ``_build_conversations`` draws for ``seed`` (lengths in token ids).
 
@@ -163,12 +153,12 @@ def conversations(seed: int, n: int) -> list[Conversation]:
     [2, 3, 3, 7, 5, 6, 9, 9, 8, 4]
     """
     rng = np.random.default_rng(seed)
-    turns = _clip_round(rng.normal(loc=6, scale=3.5, size=n), 2, 20)
-    system = _clip_round(rng.uniform(low=15_000, high=100_001, size=n), 15_000, 100_000)
-    rng.integers(0, VOCAB, size=SHARED)  # the shared prompt's ids, drawn before the turns
+    turns = clip_round(rng.normal(loc=6, scale=3.5, size=n), 2, 20)
+    system = clip_round(rng.uniform(low=15_000, high=100_001, size=n), 15_000, 100_000)
+    rng.integers(0, QWEN3_VOCAB, size=SHARED)  # the shared prompt's ids, drawn before the turns
     total = sum(turns)
-    inputs = _clip_round(_lognormal(rng, 1_500, 1_200, total), 100, 10_000)
-    outputs = _clip_round(_lognormal(rng, 800, 600, total), 50, 4_000)
+    inputs = lognormal(rng, 1_500, 1_200, 100, 10_000, total)
+    outputs = lognormal(rng, 800, 600, 50, 4_000, total)
     out, k = [], 0
     for t, s in zip(turns, system, strict=True):
         out.append(Conversation(t, s, tuple(inputs[k:k + t]), tuple(outputs[k:k + t])))
@@ -217,9 +207,8 @@ def report(reqs: Sequence[Request], out: RunResult) -> Report:
     A request past the timeout fails: its tokens and latencies leave the figures, and it
     ends, for the run's span, at its send + 300 s.
     """
-    ok = [r for r in reqs if out.end[r.id] - out.arrival[r.id] <= TIMEOUT_S]
-    span = (max(min(out.end[r.id], out.arrival[r.id] + TIMEOUT_S) for r in reqs)
-            - min(out.arrival[r.id] for r in reqs))
+    failed = {r.id for r in reqs if out.end[r.id] - out.arrival[r.id] > TIMEOUT_S}
+    ok, span = successes_and_span(reqs, out, failed, TIMEOUT_S)
     ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in ok)
     return Report(sum(r.prompt_tokens for r in ok) / span,
                   sum(r.output_tokens for r in ok) / span,

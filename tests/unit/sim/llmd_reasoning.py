@@ -85,7 +85,6 @@ move the throughput and E2E figures by under 5%, the TTFT p90 at conc 450 by up 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,6 +98,7 @@ from lmikit.sim.scenario import deployment, percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
+from tests.unit.sim.inference_perf import QWEN3_VOCAB, lognormal, successes_and_span
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
           "and its table llm-d/llm-d llm-d-benchmarking/workloads/reasoning/analysis/"
@@ -111,7 +111,6 @@ WORKERS = 6  # reasoning.yaml load.num_workers
 TIMEOUT_S = 600.0  # reasoning.yaml load.request_timeout
 SYSTEM_TOKENS = 250  # conversation_replay.shared_system_prompt_len
 REQUESTS_PER_CONVERSATION = 3  # run_benchmark.sh TURNS_PER_CONV: num_requests = 3 x conc
-QWEN3_VOCAB = 151_643  # the Qwen3 tokenizer's vocab_size (its base vocabulary)
 ROUNDS = 12  # runs to settle which requests time out
 # vllm:request_time_per_output_token_seconds, upper bounds (vLLM 0.19.0 and 0.25.1,
 # vllm/v1/metrics/loggers.py, PrometheusStatLogger)
@@ -133,16 +132,6 @@ METRICS = (("out_tokens_s", "out_t/s", "tok/s"), ("in_tokens_s", "in_t/s", "tok/
 BANDS: dict[tuple[int, str], tuple[float, float]] = {(450, "ttft_p90_s"): (0.488, 0.763)}
 
 
-def _lognormal(rng: np.random.Generator, mean: float, sd: float, low: int, high: int,
-               count: int) -> list[int]:
-    """inference-perf's ``sample_from_distribution`` for ``type: lognormal``."""
-    sigma_sq = math.log(1.0 + (sd / mean) ** 2)
-    mu = math.log(mean) - sigma_sq / 2.0
-    samples = rng.lognormal(mean=mu, sigma=math.sqrt(sigma_sq), size=count)
-    rounded = np.clip(np.round(np.clip(samples, low, high)).astype(int), low, high)
-    return [int(v) for v in rounded]
-
-
 def lengths(conc: int) -> tuple[list[int], list[int]]:
     """(user prompt tokens, output tokens) per conversation, as ``_build_conversations``
     draws them with ``seed = num_conversations = conc``.
@@ -153,8 +142,8 @@ def lengths(conc: int) -> tuple[list[int], list[int]]:
     """
     rng = np.random.default_rng(conc)
     rng.integers(0, QWEN3_VOCAB, size=SYSTEM_TOKENS)  # the shared system prompt's tokens
-    prompts = _lognormal(rng, 1000, 800, 100, 5000, conc)
-    outputs = _lognormal(rng, 8000, 6500, 500, 32000, conc)
+    prompts = lognormal(rng, 1000, 800, 100, 5000, conc)
+    outputs = lognormal(rng, 8000, 6500, 500, 32000, conc)
     return prompts, outputs
 
 
@@ -266,10 +255,7 @@ def report(reqs: list[Request], out: RunResult, failed: set[int], runs: int = 1,
            settled: bool = True) -> Stats:
     """inference-perf's ``summarize_requests`` over a run: percentiles and token rates over
     the successes, the span over every request, a failed one ending at its timeout."""
-    ok = [r for r in reqs if r.id not in failed]
-    start = min(out.arrival[r.id] for r in reqs)
-    end = max(out.arrival[r.id] + TIMEOUT_S if r.id in failed else out.end[r.id] for r in reqs)
-    span = end - start
+    ok, span = successes_and_span(reqs, out, failed, TIMEOUT_S)
     e2e = sorted(out.end[r.id] - out.arrival[r.id] for r in ok)
     ttft = sorted(out.ttft[r.id] - out.arrival[r.id] for r in ok)
     tpot = [(out.end[r.id] - out.ttft[r.id]) / (r.output_tokens - 1) for r in ok
