@@ -215,3 +215,11 @@ def result(name: str, experiment: str,
     per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
                  for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
     return stats(out, work.requests), per_stage
+
+
+def figure(name: str, experiment: str, metric: str, stage: float | None = None,
+           reserve_full_prompt: bool = False) -> float:
+    """One :class:`Stats` figure of a replay: over every request, or of the stage at ``stage``
+    QPS (the last stage of a repeated rate)."""
+    summary, per_stage = result(name, experiment, reserve_full_prompt)
+    return float(getattr(summary if stage is None else per_stage[stage], metric))

@@ -98,21 +98,9 @@ PRECISE_GUIDE = ((3.0, 1_797, 0.415, 0.522), (10.0, 4_215, 0.630, 1.014),
                  (57.0, 6_089, 72.329, 135.023), (60.0, 6_551, 75.586, 138.663))
 
 
-def _per_stage() -> dict[float, llmd.Stats]:
-    _, per_stage = llmd.result("73-capacity", "random", reserve_full_prompt=True)
-    return per_stage
-
-
-def _stage(rate: float) -> float:
-    return float(_per_stage()[rate].ttft_p90_s)
-
-
-def _stage_output(rate: float) -> float:
-    return float(_per_stage()[rate].output_tokens_s)
-
-
-def _stage_ttft_mean(rate: float) -> float:
-    return float(_per_stage()[rate].ttft_mean_s)
+def _stage(rate: float, metric: str) -> float:
+    """One figure of the replayed ladder stage at ``rate`` (a 2026 vLLM's admission rule)."""
+    return llmd.figure("73-capacity", "random", metric, rate, reserve_full_prompt=True)
 
 
 # The blog's calibration ("Calibration for Qwen3-32B / H100"): single requests of k x 8,192
@@ -158,21 +146,23 @@ def rows() -> list:  # list[published.Row]; imported here, published.py imports 
               for rate, mean, p90, output in PUBLISHED
               for row in (
                   Row(f"llm-d k8s Service at {rate:g} QPS: ttft mean", SOURCE, mean, "s",
-                      partial(_stage_ttft_mean, rate), MEAN_BANDS.get(rate, WITHIN)),
+                      partial(_stage, rate, "ttft_mean_s"), MEAN_BANDS.get(rate, WITHIN)),
                   Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, p90, "s",
-                      partial(_stage, rate), BANDS.get(rate, WITHIN)),
+                      partial(_stage, rate, "ttft_p90_s"), BANDS.get(rate, WITHIN)),
                   Row(f"llm-d k8s Service at {rate:g} QPS: output tokens/s", SOURCE, output,
-                      "tok/s", partial(_stage_output, rate), WITHIN))),
+                      "tok/s", partial(_stage, rate, "output_tokens_s"), WITHIN))),
             *(row
               for rate, output, mean, p90 in PRECISE_GUIDE
               for row in (
                   Row(f"llm-d precise guide k8s Service at {rate:g} QPS: output tokens/s",
-                      PRECISE_GUIDE_SOURCE, output, "tok/s", partial(_stage_output, rate),
-                      WITHIN),
+                      PRECISE_GUIDE_SOURCE, output, "tok/s",
+                      partial(_stage, rate, "output_tokens_s"), WITHIN),
                   Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft mean",
-                      PRECISE_GUIDE_SOURCE, mean, "s", partial(_stage_ttft_mean, rate), WITHIN),
+                      PRECISE_GUIDE_SOURCE, mean, "s", partial(_stage, rate, "ttft_mean_s"),
+                      WITHIN),
                   Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft p90",
-                      PRECISE_GUIDE_SOURCE, p90, "s", partial(_stage, rate), WITHIN))),
+                      PRECISE_GUIDE_SOURCE, p90, "s", partial(_stage, rate, "ttft_p90_s"),
+                      WITHIN))),
             Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
                 SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
                 "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",

@@ -90,11 +90,6 @@ def _lmi_order(metric: str) -> float:
     return 1.0 if cpu < disk < off else 0.0
 
 
-def _llmd(name: str, experiment: str, metric: str, stage: float | None = None) -> float:
-    summary, per_stage = llmd.result(name, experiment)
-    return float(getattr(summary if stage is None else per_stage[stage], metric))
-
-
 def _llmd_rows() -> list[Row]:
     rows = []
     # (report, experiment as published, published figures: TTFT mean, TTFT p90, output tok/s)
@@ -112,7 +107,7 @@ def _llmd_rows() -> list[Row]:
                                     ("output_tokens_s", tps, "tok/s")):
             rows.append(Row(f"llm-d {tag} {label}: {metric.replace('_s', '').replace('_', ' ')}",
                             source, value, unit,
-                            partial(_llmd, name, experiment, metric),
+                            partial(llmd.figure, name, experiment, metric),
                             BANDS.get((name, experiment, metric), WITHIN)))
     for name, source, experiment, label, stage, value in (
             ("73-capacity", LLMD, "precise", "precise", 3.0, 0.291),
@@ -121,11 +116,11 @@ def _llmd_rows() -> list[Row]:
             ("37-capacity", LLMD37, "random", "random", 3.0, 0.852)):
         tag = "Qwen3-32B" if name == "73-capacity" else "Llama-70B"
         rows.append(Row(f"llm-d {tag} {label} at {stage:g} QPS: ttft mean", source, value, "s",
-                        partial(_llmd, name, experiment, "ttft_mean_s", stage),
+                        partial(llmd.figure, name, experiment, "ttft_mean_s", stage),
                         BANDS.get((name, experiment, f"qps{stage:g}"), WITHIN)))
     rows.append(Row("llm-d Qwen3-32B output tok/s, precise / random", LLMD, 8730.0 / 4428.7,
-                    "x", lambda: _llmd("73-capacity", "precise", "output_tokens_s")
-                    / _llmd("73-capacity", "random", "output_tokens_s"), WITHIN))
+                    "x", lambda: llmd.figure("73-capacity", "precise", "output_tokens_s")
+                    / llmd.figure("73-capacity", "random", "output_tokens_s"), WITHIN))
     return rows
 
 
