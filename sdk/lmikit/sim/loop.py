@@ -71,7 +71,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lmikit.sim.engine import EngineModel
-from lmikit.sim.routers import Epp, Router
+from lmikit.sim.routers import Router
 from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
 from lmikit.sim.workloads import Request, Workload
 
@@ -233,6 +233,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             for s in p.sessions:
                 for r in s:
                     push(t + (r.arrival_s or 0.0), ARRIVE, r)
+            return
+        if p.dispatcher is not None:
+            for r in p.dispatcher.start():
+                push(t, ARRIVE, r)
             return
         queue.extend(p.sessions)
         for _ in range(min(p.concurrency, len(queue))):
@@ -453,6 +457,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
 
     def finish(r: Request, c: _Copy, t: float) -> None:
         res.end[r.id] = t
+        if on_finish is not None:
+            on_finish(r.id, t)
         c.outstanding -= 1
         c.active -= 1
         pinned, own = c.resv.pop(r.id)
@@ -466,7 +472,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             if m > k and follow.keys[:k] == r.keys:
                 c.gpu.insert(follow.keys[k:m])
         p = phases[state["phase"]]
-        if follow is not None:
+        if p.dispatcher is not None:
+            for later in p.dispatcher.finished(r.id):
+                push(t, ARRIVE, later)
+        elif follow is not None:
             think = p.think_time_s
             if rng is not None and think > 0:
                 think = rng.expovariate(1.0 / think)
@@ -477,7 +486,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if state["left"] == 0:
             start_phase(state["phase"] + 1, t)
 
-    epp = router if isinstance(router, Epp) else None  # reads metrics as last scraped
+    # A router with a clock (``Epp``'s metric scrapes) has ``now`` set before each pick; one
+    # that tracks its own state per request (connections) hears of each finish.
+    clocked = router if hasattr(router, "now") else None
+    on_finish = getattr(router, "finished", None)
     start_phase(0, 0.0)
     t = 0.0
     touched: _Copy | None = None
@@ -490,8 +502,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             assert isinstance(obj, Request)
             r = obj
             res.arrival[r.id] = t
-            if epp is not None:
-                epp.now = t
+            if clocked is not None:
+                clocked.now = t
             i = router.pick(r, fleet)
             res.copy_of[r.id] = i
             c = fleet[i]

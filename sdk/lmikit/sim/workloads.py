@@ -27,7 +27,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lmikit.errors import SimulationError
 from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id, token_chunk_keys
@@ -56,6 +56,19 @@ class Request:
     pretokenized: bool = False
 
 
+class Dispatcher(Protocol):
+    """A load generator's own rule for when a closed-loop phase sends its requests.
+
+    Given to a :class:`Phase`, it replaces the phase's users: the loop sends what
+    :meth:`start` returns when the phase starts, and what :meth:`finished` returns when one
+    of the phase's requests ends. It must send each of the phase's requests exactly once.
+    """
+
+    def start(self) -> list[Request]: ...
+
+    def finished(self, request_id: int) -> list[Request]: ...
+
+
 @dataclass(frozen=True)
 class Phase:
     name: str
@@ -64,6 +77,7 @@ class Phase:
     think_time_s: float = 0.0
     measured: bool = True
     open_loop: bool = False
+    dispatcher: Dispatcher | None = None  # sends the sessions' requests in its own order
 
 
 @dataclass(frozen=True)

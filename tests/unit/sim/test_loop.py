@@ -291,3 +291,52 @@ def test_random_workloads_finish_in_order_and_overfill_the_pool_by_at_most_a_chu
         out = run(trace(*reqs), [cfg] * rng.choice([1, 2]), RandomRouter(random.Random(seed)))
         assert all(a <= t <= e for a, t, e in zip(out.arrival, out.ttft, out.end, strict=True))
         assert max(out.peak_kv_usage) <= 1 + 1 / (pool // 256) + 1e-9, seed
+
+
+class _Recorder:
+    """A router that keeps a clock and hears of finishes, as connection-aware routers do."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.now = -1.0
+        self.picks: list[tuple[int, float]] = []
+        self.ends: list[tuple[int, float]] = []
+
+    def pick(self, req: Request, fleet: object) -> int:
+        self.picks.append((req.id, self.now))
+        return 0
+
+    def finished(self, request_id: int, t: float) -> None:
+        self.ends.append((request_id, t))
+
+
+def test_a_router_with_a_clock_and_a_finish_hook_hears_both() -> None:
+    router = _Recorder()
+    out = run(trace((0.5, [(1, 600)], 3), (2.0, [(2, 600)], 3)), [copy()], router)
+    assert router.picks == [(0, 0.5), (1, 2.0)]  # ``now`` is the request's send time
+    assert router.ends == [(0, out.end[0]), (1, out.end[1])]
+
+
+class _InOrder:
+    """A dispatcher that sends one request at a time, in a fixed order."""
+
+    def __init__(self, order: list[Request]) -> None:
+        self.order = list(order)
+
+    def start(self) -> list[Request]:
+        return [self.order.pop(0)]
+
+    def finished(self, request_id: int) -> list[Request]:
+        return [self.order.pop(0)] if self.order else []
+
+
+def test_a_phase_dispatcher_decides_when_each_request_is_sent() -> None:
+    reqs = [Request(i, chunk_keys([(i + 1, 512)], 256), 512, 4, session=i) for i in range(3)]
+    # the sessions say all three at once; the dispatcher sends 2, then 0, then 1, one by one
+    phase = Phase("t", [[r] for r in reqs], concurrency=3, dispatcher=_InOrder(
+        [reqs[2], reqs[0], reqs[1]]))
+    out = run(Workload("t", [phase], 256), [copy()], LeastOutstanding())
+    assert out.arrival[2] == 0.0
+    assert out.arrival[0] == pytest.approx(out.end[2])
+    assert out.arrival[1] == pytest.approx(out.end[0])
