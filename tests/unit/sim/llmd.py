@@ -21,6 +21,9 @@ results (llm-d-kv-cache-manager ``benchmarking/73-capacity/README.md`` and
   output tokens/s is the output tokens of successful requests over (last end - first start)
   (``reportgen/base.py``).
 
+The "random" arm's figures are each the median over seven draws of the routing
+(:data:`ROUTER_SEEDS`): one run is one draw, and the published run was one too.
+
 Still assumed, because neither report says: the 4-characters-per-token ratio that turns
 the approximate scorer's 64-byte blocks into tokens (it changes nothing here: any ratio
 above 2.7 keeps the 256 hashed blocks inside the system prompt and each pod's LRU holding
@@ -37,9 +40,12 @@ their servers admit a request once its next chunk fits (``reserve_full_prompt=Fa
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import CopyConfig, RunResult, run
@@ -51,6 +57,7 @@ from lmikit.sim.workloads import Phase, Request, Workload
 QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
 BLOCK = 64  # vLLM block size = the precise scorer's blockSize
 CHARS_PER_TOKEN = 4  # assumed: the approximate scorer hashes characters, not tokens
+T = TypeVar("T", bound=Any)
 
 
 @dataclass(frozen=True)
@@ -209,9 +216,37 @@ def result(name: str, experiment: str,
     runs (vLLM before 0.19.0 admits a request once its next chunk fits).
     """
     setup = SETUPS[name]
+    weights = setup.routers[experiment]
+    if weights:
+        return replay(setup, router(weights, setup.system + setup.question), reserve_full_prompt)
+    return median_replay(setup, lambda seed: RandomRouter(random.Random(seed)),
+                         reserve_full_prompt)
+
+
+# Routing by random draws (random routing, a Service): each figure is its median over these
+# seeds' runs. One run is one draw of the routing; the published run is one draw too.
+ROUTER_SEEDS = tuple(range(1, 8))
+
+
+def median_stats(runs: Sequence[T]) -> T:
+    """Each field's median over ``runs`` (dataclasses of numbers)."""
+    return type(runs[0])(*(statistics.median(getattr(r, f.name) for r in runs)
+                           for f in fields(runs[0])))
+
+
+def median_replay(setup: Setup, routed_by: Callable[[int], Router],
+                  reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
+    """:func:`replay` with the router of each of :data:`ROUTER_SEEDS`, figure by figure."""
+    runs = [replay(setup, routed_by(seed), reserve_full_prompt) for seed in ROUTER_SEEDS]
+    return (median_stats([summary for summary, _ in runs]),
+            {rate: median_stats([stages[rate] for _, stages in runs]) for rate in runs[0][1]})
+
+
+def replay(setup: Setup, routed_by: Router,
+           reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
+    """A run of ``setup``'s workload routed by ``routed_by``: over every request, per stage."""
     work = workload(setup)
-    out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt),
-              router(setup.routers[experiment], setup.system + setup.question))
+    out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt), routed_by)
     per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
                  for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
     return stats(out, work.requests), per_stage

@@ -9,6 +9,7 @@ import pytest
 
 from lmikit.sim.loop import RunResult
 from lmikit.sim.workloads import Request
+from tests.unit.sim import llmd
 from tests.unit.sim import llmd_codegen as codegen
 
 # results.txt at 06d672f7, section "k8": the same seeds run without streaming (answers in
@@ -97,3 +98,20 @@ def test_codegen_rows_are_every_concurrency_in_out_and_ttft_p90() -> None:
     assert len(rows) == 3 * len(codegen.PUBLISHED) == 30
     assert {r.published for r in rows} >= {15168.5, 117.5, 25.7, 37699.2, 548.1, 175.1}
     assert all(math.isfinite(r.published) and "7c4b49aa" in r.source for r in rows)
+
+
+# prefix% of results.txt's k8 section (vLLM's prefix-cache hit rate over the run)
+PUBLISHED_PREFIX_HIT = {10: 0.363, 30: 0.095}
+
+
+def test_routing_per_connection_would_hit_the_cache_far_more_than_the_run_did() -> None:
+    # Why the rows route at random per request: per connection, as the client's source
+    # implies, every draw of the Service hits the prefix cache further from the published
+    # rate than any draw of per-request random routing does
+    for conc, published in PUBLISHED_PREFIX_HIT.items():
+        per_connection = [codegen.connection_replay(conc, s).prefix_hit
+                          for s in llmd.ROUTER_SEEDS]
+        per_request = [codegen.replay(conc, s).prefix_hit for s in llmd.ROUTER_SEEDS]
+        assert min(per_connection) > 1.5 * published, (conc, per_connection)
+        nearest = min(per_connection) - published
+        assert all(abs(h - published) < nearest for h in per_request), (conc, per_request)

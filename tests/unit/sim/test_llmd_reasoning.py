@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import random
 import statistics
 
 import pytest
 
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim.loop import RunResult
+from lmikit.sim.workloads import Request
 from tests.unit.sim import llmd_reasoning as reasoning
 
 # prompt_p50 of every arm of results.txt at 06d672f7 (the same seeds; its "k8" section)
@@ -45,16 +43,6 @@ def test_workload_sends_each_conversation_three_times_in_order() -> None:
     assert reqs[0].output_tokens == reqs[100].output_tokens
     assert reqs[0].keys[:3] == reqs[1].keys[:3]  # the 250-token system prompt: 3 full blocks
     assert reqs[0].keys[3] != reqs[1].keys[3]
-
-
-def test_connection_pool_keeps_each_slot_on_its_pod() -> None:
-    # three slots over ten pods: every later request goes where a finished one was
-    reqs = [Request(i, chunk_keys([(i + 5, 256)], 64), 256, 20 + 10 * i, session=i)
-            for i in range(12)]
-    work = Workload("t", [Phase("t", [[r] for r in reqs], concurrency=3)], 64)
-    out = run(work, reasoning.copies(), reasoning.ConnectionPool(random.Random(3)))
-    first = set(out.copy_of[:3])
-    assert set(out.copy_of) == first
 
 
 def test_reasoning_timeouts_settle_and_match_the_published_success_rate() -> None:
