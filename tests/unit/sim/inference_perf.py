@@ -1,5 +1,6 @@
 """What the 2026 llm-d rebuilds share of inference-perf (kubernetes-sigs/inference-perf at
-3c7c4a3, the image their bench jobs ran): its length sampler and its report's time base.
+3c7c4a3, the image their bench jobs ran, and v0.5.0 where the b2b-saas job ran it): its
+length sampler, its report's time base, and how its client sends requests.
 
 - ``utils/distribution.py``, ``sample_from_distribution``: draws, then clips, rounds and
   clips again to the configured range; ``type: lognormal`` turns the configured mean and
@@ -7,6 +8,10 @@
 - ``reportgen/base.py``, ``summarize_requests``: token rates and latency percentiles are
   over the successful requests, the time base is last end - first start over every request,
   and a request that failed by the client's timeout ends at its send + the timeout.
+- ``loadgen/load_generator.py`` and ``apis/user_session.py``: when a ``concurrent`` stage
+  sends each request (:class:`ConcurrentWorkers`, :func:`concurrent_load`);
+  ``client/modelserver/openai_client.py``: which pod of a Kubernetes Service a request
+  reaches (:class:`KeepAliveService`).
 """
 
 from __future__ import annotations
