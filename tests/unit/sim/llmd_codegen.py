@@ -95,7 +95,7 @@ Where the rows depart from the generator, each said here, the same for every row
 Assumed as in ``llmd_service.py``: a 2026 vLLM (``reserve_full_prompt=True``), its H100
 defaults, the pool per pod from lmikit's planner, default ``Coefficients()``; outputs are
 exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
-re-tokenizes each streamed chunk's text).
+re-tokenizes the streamed text: ``apis/completion.py``, ``process_response``).
 """
 
 from __future__ import annotations
