@@ -92,8 +92,14 @@ Where the rows depart from the generator, each said here, the same for every row
   ~800 tokens of a ~70,000-token prompt, on one server in ten.
 - The first ``c`` requests start together, not spread over the first second.
 
-Assumed as in ``llmd_service.py``: a 2026 vLLM (``reserve_full_prompt=True``), its H100
-defaults, the pool per pod from lmikit's planner, default ``Coefficients()``; outputs are
+The servers: the Deployment committed with these workload files (llm-d/llm-d
+``guides/optimized-baseline/modelserver/gpu/vllm/vllm-deployment.yaml`` at ae9f98f1, the
+commit of ``reasoning.yaml``: 10 replicas of Qwen3-32B at TP 2, labelled
+``optimized-baseline`` like the runs' Service ``optimized-baseline-vllm-lb``), image
+``vllm/vllm-openai:v0.19.1`` (so ``reserve_full_prompt=True``), ``--max-model-len=131072``
+with YaRN rope scaling, and vLLM's defaults otherwise (memory share 0.9, 8,192-token step
+budget on H100, 16-token blocks, replayed at 64). Assumed: the pool per pod from lmikit's
+planner for that memory share, default ``Coefficients()``; outputs are
 exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
 re-tokenizes the streamed text: ``apis/completion.py``, ``process_response``).
 """

@@ -75,11 +75,12 @@ and highest at 450 in both), so ``in_t/s`` may read that much low. The servers g
 ``max_tokens`` (``ignore_eos``), which is what the simulator's output tokens are; the
 client's count of the same output reads lower (``gen_p50`` at conc 50 in the 06d672f7 table
 is 9-16% below the replayed median across its five arms), so ``out_t/s`` may read that much
-high. As in ``llmd_service.py``: the pool per pod is lmikit's planner's, vLLM runs its H100
-defaults with 64-token blocks, and a 2026 vLLM reserves room for the whole prompt
-(``reserve_full_prompt=True``). Each figure is the median over seven draws of the
-connections' pods (``llmd.ROUTER_SEEDS``); the draws spread the throughput and E2E figures
-by up to 5% and the TTFT p90 at conc 450 over 1.8-2.7 s.
+high. The servers are the code-generation run's Deployment (``llmd_codegen.py``: vLLM
+v0.19.1, which reserves room for the whole prompt, ``reserve_full_prompt=True``, and its H100
+defaults); the pool per pod is lmikit's planner's for vLLM's default memory share. Each
+figure is the median over seven draws of the connections' pods (``llmd.ROUTER_SEEDS``); the
+draws spread the throughput and E2E figures by up to 5% and the TTFT p90 at conc 450 over
+1.8-2.7 s.
 """
 
 from __future__ import annotations

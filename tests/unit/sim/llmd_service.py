@@ -30,9 +30,10 @@ queue, the draws spread the TTFT p90 over 1.0-1.7 s and 1.4-2.1 s. The other arm
 plugins the simulator does not model (``prefix-cache-affinity-filter``, ``token-load-scorer``,
 ``no-hit-lru-scorer``).
 
-The blog (August 2026) does not name its vLLM; a 2026 llm-d runs a vLLM from 0.19.0 on, so
-its servers check that a whole prompt fits before admitting it (assumed,
-``reserve_full_prompt=True``), unlike the September 2025 run.
+The blog (August 2026) does not name this run's vLLM; the Deployment committed with its
+other two workloads, for 10 pods, runs v0.19.1 (``llmd_codegen.py``), and a 2026 llm-d runs
+a vLLM from 0.19.0 on, so its servers check that a whole prompt fits before admitting it
+(assumed, ``reserve_full_prompt=True``), unlike the September 2025 run.
 
 Rows, by one rule: the TTFT mean, TTFT p90 (the metric the blog plots) and output tokens/s
 of every ladder stage, 3 to 60 QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage).
