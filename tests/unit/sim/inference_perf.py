@@ -170,6 +170,10 @@ class ConcurrentWorkers:
     def start(self) -> list[Request]:
         return [r for w in range(len(self.channels)) for r in self._take(w)]
 
+    def worker_of(self, req: Request) -> int:
+        """The worker that took ``req`` (sent and not yet finished)."""
+        return self.taken[req.id][0]
+
     def finished(self, request_id: int) -> list[Request]:
         w, key = self.taken.pop(request_id)
         self.free[w] += 1

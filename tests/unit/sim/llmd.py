@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import CopyConfig, RunResult, run
@@ -57,7 +57,7 @@ from lmikit.sim.workloads import Phase, Request, Workload
 QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
 BLOCK = 64  # vLLM block size = the precise scorer's blockSize
 CHARS_PER_TOKEN = 4  # assumed: the approximate scorer hashes characters, not tokens
-T = TypeVar("T", bound=Any)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ from functools import cache, partial
 
 import numpy as np
 
-from lmikit.sim.loop import RunResult, run
+from lmikit.sim.loop import CopyConfig, RunResult, run
 from lmikit.sim.routers import RandomRouter
 from lmikit.sim.scenario import deployment, percentile
 from lmikit.sim.tiers import chunk_keys
@@ -234,12 +234,18 @@ def report(reqs: Sequence[Request], out: RunResult) -> Report:
                   sum(out.served["gpu"][r.id] for r in reqs) / sum(r.prompt_tokens for r in reqs))
 
 
+def copies() -> list[CopyConfig]:
+    """The Deployment's 10 servers (vLLM v0.19.1's defaults, the planner's pool)."""
+    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
+                     chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B,
+                     reserve_full_prompt=True)
+    return dep.copies("off")
+
+
 def replay(conc: int, seed: int) -> Report:
     """The run at ``conc`` with random routing drawn from ``seed``."""
     work = workload(conc)
-    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
-                     chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B)
-    out = run(work, dep.copies("off"), RandomRouter(random.Random(seed)))
+    out = run(work, copies(), RandomRouter(random.Random(seed)))
     return report(work.requests, out)
 
 
@@ -259,11 +265,8 @@ def connection_replay(conc: int, seed: int) -> Report:
     load = concurrent_load(ordered, conc, WORKERS,
                            lambda i, r: (i % conc, (i // conc) // turns[i % conc]))
     work = Workload(work.name, [Phase("stage 0", slots, conc, dispatcher=load)], work.chunk_size)
-    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
-                     chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B)
-    svc = KeepAliveService(random.Random(seed), workers=WORKERS,
-                           worker_of=lambda r: r.session % WORKERS)
-    return report(work.requests, run(work, dep.copies("off"), svc))
+    svc = KeepAliveService(random.Random(seed), workers=WORKERS, worker_of=load.worker_of)
+    return report(work.requests, run(work, copies(), svc))
 
 
 @cache

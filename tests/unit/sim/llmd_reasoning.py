@@ -92,18 +92,20 @@ from functools import cache, partial
 
 import numpy as np
 
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.scenario import deployment, percentile
+from lmikit.sim.loop import RunResult, run
+from lmikit.sim.scenario import percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
 from tests.unit.sim.inference_perf import (
     QWEN3_VOCAB,
+    ConcurrentWorkers,
     KeepAliveService,
     concurrent_load,
     lognormal,
     successes_and_span,
 )
+from tests.unit.sim.llmd_codegen import copies  # the same Deployment's servers
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
           "and its table llm-d/llm-d llm-d-benchmarking/workloads/reasoning/analysis/"
@@ -111,7 +113,6 @@ SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (20
           "pods x 2 H100, reasoning.yaml (conversation_replay, 3 x conc requests at "
           "concurrency conc, streamed, request_timeout 600 s)")
 
-PODS = 10
 WORKERS = 6  # reasoning.yaml load.num_workers
 TIMEOUT_S = 600.0  # reasoning.yaml load.request_timeout
 SYSTEM_TOKENS = 250  # conversation_replay.shared_system_prompt_len
@@ -171,17 +172,13 @@ def workload(conc: int, cut: dict[int, int] | None = None) -> Workload:
                            dispatcher=load)], llmd.BLOCK)
 
 
-def service(conc: int, seed: int, dropped: Collection[int] = ()) -> KeepAliveService:
-    """The pods' Service as the run's six workers reach it over their keep-alive connections."""
-    return KeepAliveService(random.Random(seed), workers=WORKERS,
-                            worker_of=lambda r: (r.id % conc) % WORKERS, dropped=dropped)
-
-
-def copies() -> list[CopyConfig]:
-    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
-                     chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B,
-                     reserve_full_prompt=True)
-    return dep.copies("off")
+def service(work: Workload, seed: int, dropped: Collection[int] = ()) -> KeepAliveService:
+    """The pods' Service as the run's six workers reach it over their keep-alive connections:
+    each request from the worker ``work``'s dispatcher gave it to."""
+    load = work.phases[0].dispatcher
+    assert isinstance(load, ConcurrentWorkers)
+    return KeepAliveService(random.Random(seed), workers=WORKERS, worker_of=load.worker_of,
+                            dropped=dropped)
 
 
 def _timeouts(work: Workload, out: RunResult, full: list[int]) -> dict[int, int]:
@@ -228,7 +225,7 @@ def replay(conc: int, seed: int) -> Stats:
     seen: set[frozenset[int]] = set()
     for runs in range(1, ROUNDS + 1):  # noqa: B007 - runs is reported
         work = workload(conc, cut)
-        out = run(work, copies(), service(conc, seed, dropped=cut))
+        out = run(work, copies(), service(work, seed, dropped=cut))
         new = _timeouts(work, out, full)
         settled = frozenset(new) == frozenset(cut)
         if settled or frozenset(new) in seen:

@@ -105,7 +105,7 @@ def test_the_reasoning_workers_reuse_their_connections() -> None:
     # freed, so only the first round opens connections and each worker stays on its pods
     conc = 50
     work = reasoning.workload(conc)
-    svc = reasoning.service(conc, 1)
+    svc = reasoning.service(work, 1)
     out = run(work, reasoning.copies(), svc)
     assert svc.opened == conc
     for w in range(reasoning.WORKERS):
