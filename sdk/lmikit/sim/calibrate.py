@@ -23,20 +23,33 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import run
 from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim.workloads import (
+    MAX_PROMPT_CHUNKS,
+    MAX_REQUEST_TOKENS,
+    Phase,
+    Request,
+    Workload,
+    finite,
+)
 
 if TYPE_CHECKING:
     from lmikit.sim.scenario import Deployment
 
 FORMAT = "lmikit-bench/1"
+# A fit replays the whole file up to 1,500 times: 1,000 requests take about 40 s on one
+# core (benchmarks/simulate_limits.py measures it), so the file is bounded.
+MAX_BENCH_REQUESTS = 5_000
+MAX_BENCH_BYTES = 16 * 1024**2
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
 # coefficient -> tier whose hits are its evidence (None: every request is evidence)
 FITTED: dict[str, str | None] = {
@@ -79,8 +92,11 @@ def load_bench(path: str | Path) -> BenchFile:
     """Read and check a bench result file; errors name the request and field."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_limited(p, MAX_BENCH_BYTES, f"bench file {str(p)!r}"))
+    except FileRefused as exc:
+        raise SimulationError(f"{exc} (a fit reads at most {MAX_BENCH_BYTES:,} bytes and "
+                              f"{MAX_BENCH_REQUESTS:,} requests)") from exc
+    except ValueError as exc:
         raise SimulationError(f"cannot read bench file {str(p)!r}: {exc}") from exc
     return bench_from_dict(data, str(p))
 
@@ -92,20 +108,44 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
     rows = data.get("requests")
     if not isinstance(rows, list) or not rows:
         raise SimulationError(f"{where}: 'requests' must be a non-empty list")
+    if len(rows) > MAX_BENCH_REQUESTS:
+        raise SimulationError(f"{where}: {len(rows):,} requests; a fit takes at most "
+                              f"{MAX_BENCH_REQUESTS:,}")
+    chunk = data.get("chunk_size", 256)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise SimulationError(f"{where}: chunk_size must be a positive integer")
     records = []
+    chunks = 0
     for n, row in enumerate(rows):
         if not isinstance(row, dict):
             raise SimulationError(f"{where}: requests[{n}] must be an object")
         try:
+            at = f"{where}: requests[{n}]."
             rec = BenchRecord(
-                round=str(row.get("round", "")), start_s=float(row["start_s"]),
-                ttft_s=float(row["ttft_s"]), total_s=float(row["total_s"]),
-                prompt_tokens=int(row["prompt_tokens"]),
-                output_tokens=int(row["output_tokens"]), hit=row.get("hit"),
-                tier=row.get("tier"), cached_tokens=row.get("cached_tokens"))
-        except (KeyError, TypeError, ValueError) as exc:
+                round=str(row.get("round", "")), start_s=finite(at + "start_s", row["start_s"]),
+                ttft_s=finite(at + "ttft_s", row["ttft_s"]),
+                total_s=finite(at + "total_s", row["total_s"]),
+                prompt_tokens=int(finite(at + "prompt_tokens", row["prompt_tokens"], 1)),
+                output_tokens=int(finite(at + "output_tokens", row["output_tokens"], 1)),
+                hit=row.get("hit"), tier=row.get("tier"), cached_tokens=row.get("cached_tokens"))
+        except KeyError as exc:
             raise SimulationError(f"{where}: requests[{n}] needs numeric start_s, ttft_s, "
                                   f"total_s, prompt_tokens, output_tokens ({exc})") from exc
+        if rec.prompt_tokens + rec.output_tokens > MAX_REQUEST_TOKENS:
+            raise SimulationError(f"{where}: requests[{n}] has {rec.prompt_tokens:,} prompt and "
+                                  f"{rec.output_tokens:,} output tokens; at most "
+                                  f"{MAX_REQUEST_TOKENS:,} together")
+        if rec.cached_tokens is not None and (
+                isinstance(rec.cached_tokens, bool) or not isinstance(rec.cached_tokens, int)
+                or not 0 <= rec.cached_tokens <= rec.prompt_tokens):
+            raise SimulationError(f"{where}: requests[{n}].cached_tokens must be a whole number "
+                                  f"from 0 to its prompt_tokens {rec.prompt_tokens} (got "
+                                  f"{rec.cached_tokens!r})")
+        chunks += rec.prompt_tokens // chunk
+        if chunks > MAX_PROMPT_CHUNKS:
+            raise SimulationError(f"{where}: more than {MAX_PROMPT_CHUNKS:,} full chunks of "
+                                  f"prompt by requests[{n}]; a fit holds at most "
+                                  f"{MAX_PROMPT_CHUNKS:,}")
         if rec.tier is not None and rec.tier not in TIER_NAMES:
             raise SimulationError(f"{where}: requests[{n}].tier {rec.tier!r} is not one of "
                                   f"{', '.join(TIER_NAMES)}")
@@ -114,9 +154,6 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
             raise SimulationError(f"{where}: requests[{n}] needs ttft_s > 0, total_s >= ttft_s "
                                   "and positive token counts")
         records.append(rec)
-    chunk = data.get("chunk_size", 256)
-    if not isinstance(chunk, int) or chunk < 1:
-        raise SimulationError(f"{where}: chunk_size must be a positive integer")
     return BenchFile(data.get("model"), data.get("instance"), data.get("tp"), chunk,
                      data.get("kv_cache"), records)
 
@@ -135,8 +172,9 @@ def replay_workload(bench: BenchFile) -> Workload:
     t0 = min(r.start_s for r in bench.records)
     chunk = bench.chunk_size
     requests = []
+    stride = 1 + max(rec.prompt_tokens // chunk for rec in bench.records)  # no key shared
     for i, rec in enumerate(bench.records):
-        keys = tuple(range(i * 1_000_003, i * 1_000_003 + rec.prompt_tokens // chunk))
+        keys = tuple(range(i * stride, i * stride + rec.prompt_tokens // chunk))
         requests.append(Request(i, keys, rec.prompt_tokens, rec.output_tokens, session=i,
                                 arrival_s=rec.start_s - t0,
                                 forced=_outcome(rec, bench.kv_cache, chunk)))
@@ -192,8 +230,12 @@ class Fit:
 
 
 def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
-        max_evaluations: int = 1500) -> Fit:
-    """Coefficients that best explain ``bench`` on ``dep`` (Nelder-Mead in log space)."""
+        max_evaluations: int = 1500,
+        progress: Callable[[int, int], None] | None = None) -> Fit:
+    """Coefficients that best explain ``bench`` on ``dep`` (Nelder-Mead in log space).
+
+    ``progress(done, at_most)`` is called after each replay of the bench (one evaluation).
+    """
     if bench.chunk_size != dep.chunk_size:
         raise SimulationError(f"the bench ran with chunk_size {bench.chunk_size} but the "
                               f"deployment uses {dep.chunk_size}")
@@ -215,8 +257,15 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
             values[name] = min(value, 1.0) if name in BOUNDED else value
         return base.replace(**values)
 
+    evaluations = 0
+
     def loss(x: list[float]) -> float:
-        return _loss(dep, bench, coeff_at(x))
+        nonlocal evaluations
+        value = _loss(dep, bench, coeff_at(x))
+        evaluations += 1
+        if progress is not None:
+            progress(evaluations, max_evaluations)
+        return value
 
     best_x = [math.log(getattr(base, n)) for n in names]
     for step in (0.3, 0.1, 0.03):  # restarts from the best point shake off a stalled simplex

@@ -15,13 +15,14 @@ cost per 1K tokens from the dated price table.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmikit.catalog.instances import get_instance
 from lmikit.catalog.prices import hourly_price
-from lmikit.errors import PlanError
+from lmikit.errors import PlanError, SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import EngineModel, engine_for
 from lmikit.sim.loop import CopyConfig, RunResult, run
@@ -54,6 +55,7 @@ class Deployment:
     concurrency_threshold: int
     has_nvme: bool
     reserve_full_prompt: bool = True  # vLLM >= 0.19's admission rule (loop.CopyConfig)
+    max_model_len: int = 0  # the plan's: vLLM refuses a longer prompt + output (0: unknown)
 
     def with_coefficients(self, coeff: Coefficients) -> Deployment:
         return Deployment(**{**self.__dict__, "engine": self.engine.with_coefficients(coeff)})
@@ -80,8 +82,12 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
                prefix_length: int | None = None, concurrency_threshold: int | None = None,
                config_path: str | None = None,
                coefficients: Coefficients | None = None,
-               reserve_full_prompt: bool = True) -> Deployment:
+               reserve_full_prompt: bool = True,
+               max_model_len: int | None = None) -> Deployment:
     """A deployment from the planner: pool and tier sizes per KV-cache mode.
+
+    ``max_model_len`` is the spec's ``engine.max_model_len``; without it the plan's (what
+    lmikit would deploy) applies, and :func:`simulate` refuses a request that exceeds it.
 
     ``reserve_full_prompt`` is vLLM's ``scheduler_reserve_full_isl`` (on from vLLM 0.19.0,
     as in the pinned LMI image); pass False to simulate an older vLLM, which admits a
@@ -94,7 +100,8 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     common: dict[str, Any] = {
         "tp": tp, "copies": copies, "chunk_size": chunk_size,
         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
-        "weight_dtype": weight_dtype, "config_path": config_path}
+        "weight_dtype": weight_dtype, "config_path": config_path,
+        "max_model_len": max_model_len}
     base = plan(model_id, instance_type, mode="off", **common)
     inst = get_instance(instance_type)
     tiers: dict[str, tuple[int, int]] = {"off": (0, 0)}
@@ -114,7 +121,8 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
         gpu_tokens=base.gpu_kv_capacity_tokens, tier_tokens=tiers,
         prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH_BYTES,
         concurrency_threshold=concurrency_threshold or max_batch_size,
-        has_nvme=inst.has_nvme, reserve_full_prompt=reserve_full_prompt)
+        has_nvme=inst.has_nvme, reserve_full_prompt=reserve_full_prompt,
+        max_model_len=base.max_model_len)
 
 
 def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
@@ -136,7 +144,7 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
         cpu_size_gb=kv.cpu_size_gb if kv.mode != "off" else "auto",
         disk_size_gb=kv.disk_size_gb, prefix_length=spec.routing.prefix_length,
         concurrency_threshold=spec.routing.concurrency_threshold, config_path=config_path,
-        coefficients=coefficients)
+        coefficients=coefficients, max_model_len=spec.engine.max_model_len)
 
 
 @dataclass(frozen=True)
@@ -211,17 +219,35 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
 
 def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[str, ...],
              kv_modes: list[str] | tuple[str, ...], *, seed: int = 0,
-             hourly_price_usd: float | None = None) -> list[ScenarioResult]:
-    """Every (routing, mode) pair of the cross product, in the order given."""
+             hourly_price_usd: float | None = None,
+             progress: Callable[[int, int, str, str], None] | None = None,
+             ) -> list[ScenarioResult]:
+    """Every (routing, mode) pair of the cross product, in the order given.
+
+    ``progress(done, total, routing, mode)`` is called before each scenario runs.
+    """
     if workload.chunk_size != dep.chunk_size:
         raise PlanError(f"the workload was cut into {workload.chunk_size}-token chunks but the "
                         f"deployment's LMCache chunk_size is {dep.chunk_size}")
-    results = []
     for routing in routings:
         if routing not in ROUTINGS:
             raise PlanError(f"unknown routing {routing!r}; valid: {', '.join(ROUTINGS)}")
+    for mode in kv_modes:
+        dep.copies(mode)  # an unknown or unavailable mode fails before anything runs
+    if dep.max_model_len:
+        for r in workload.requests:
+            if r.prompt_tokens + r.output_tokens > dep.max_model_len:
+                raise SimulationError(
+                    f"request {r.id}: a prompt of {r.prompt_tokens:,} tokens and "
+                    f"{r.output_tokens:,} output tokens exceed {dep.model_id}'s max_model_len "
+                    f"of {dep.max_model_len:,} on this deployment (vLLM refuses such a request)")
+    results = []
+    done = 0
     for routing in routings:
         for mode in kv_modes:
+            if progress is not None:
+                progress(done, len(routings) * len(kv_modes), routing, mode)
+            done += 1
             copies = dep.copies(mode)
             router = make_router(routing, random.Random(seed), chunk_size=dep.chunk_size,
                                  prefix_length_bytes=dep.prefix_length_bytes,

@@ -9,10 +9,12 @@ import pytest
 
 from lmikit.bench import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
 from lmikit.errors import SimulationError
+from lmikit.sim import calibrate
 from lmikit.sim.calibrate import fit, load_bench, synthetic_bench
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.scenario import deployment
 from lmikit.sim.workloads import long_doc_qa
+from tests.conftest import deadline
 
 # Llama-3.1-8B on g5.4xlarge: a ~31K-token GPU pool, so 12 x 4,000-token documents come
 # back from the CPU tier and the retrieve efficiency is observable.
@@ -83,3 +85,45 @@ def test_lmikit_bench_result_file_round_trips_through_the_loader(tmp_path: Path)
         ("warmup", False, None), ("warmup", False, None), ("query", True, "cpu"),
         ("query", True, "cpu")]
     assert bench.records[2].start_s == 1.0 and bench.records[2].total_s == 0.4
+
+
+ROW = {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1}
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({**ROW, "ttft_s": float("nan")}, r"requests\[0\]\.ttft_s must be a finite number >= 0 "
+                                      r"\(got nan\)"),
+    ({**ROW, "start_s": float("inf")}, r"requests\[0\]\.start_s must be a finite number"),
+    ({**ROW, "prompt_tokens": 10**9, "output_tokens": 10**9}, "at most 16,777,216 together"),
+    ({**ROW, "cached_tokens": 6}, r"cached_tokens must be a whole number from 0 to its "
+                                  r"prompt_tokens 5 \(got 6\)"),
+])
+def test_bench_numbers_must_be_finite_and_bounded(tmp_path: Path, row: dict,
+                                                  message: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"format": "lmikit-bench/1", "requests": [row]}))
+    with pytest.raises(SimulationError, match=message):
+        load_bench(path)
+
+
+def test_bench_files_are_bounded_in_requests_and_bytes(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"format": "lmikit-bench/1", "requests": [ROW] * 3}))
+    assert len(load_bench(path).records) == 3
+    monkeypatch.setattr(calibrate, "MAX_BENCH_REQUESTS", 2)
+    with pytest.raises(SimulationError, match="3 requests; a fit takes at most 2"):
+        load_bench(path)
+    monkeypatch.setattr(calibrate, "MAX_BENCH_BYTES", 100)
+    with pytest.raises(SimulationError, match=r"is \d+ bytes; the limit is 100 \(a fit reads"):
+        load_bench(path)
+    with deadline(5), pytest.raises(SimulationError, match="not a regular file"):
+        load_bench("/dev/zero")
+
+
+def test_fit_reports_progress_per_replay_up_to_its_budget() -> None:
+    bench = synthetic_bench(DEP, long_doc_qa(2, 1_000, 4, 1), "cpu")
+    seen: list[tuple[int, int]] = []
+    fit(DEP, bench, max_evaluations=60, progress=lambda done, most: seen.append((done, most)))
+    assert [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert {m for _, m in seen} == {60} and len(seen) <= 60 + 3 * 4  # a shrink may overrun

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lmikit.catalog.prices import PRICES, hourly_price
-from lmikit.errors import PlanError
+from lmikit.errors import PlanError, SimulationError
 from lmikit.plan import plan
 from lmikit.sim.scenario import deployment, percentile, simulate
 from lmikit.sim.workloads import long_doc_qa, rag
@@ -99,3 +99,32 @@ def test_us_east_1_gpu_prices_agree_where_two_sources_list_one() -> None:
         assert listed is not None and "fmbench" not in listed.source
     assert hourly_price("ml.p5.48xlarge", "us-east-1").usd == 113.068  # type: ignore[union-attr]
     assert hourly_price("ml.g6e.2xlarge", "us-east-1") is None  # no public copy found
+
+
+def test_deployment_knows_the_max_model_len_vllm_would_run_with() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE)
+    assert d.max_model_len == plan("Qwen/Qwen3-8B", P4DE).max_model_len == 40_960
+    assert deployment("Qwen/Qwen3-8B", P4DE, max_model_len=8_192).max_model_len == 8_192
+
+
+def test_simulate_refuses_a_request_vllm_would_refuse_before_running_any() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE, max_model_len=8_192)
+    calls: list[tuple[int, int, str, str]] = []
+    fits = long_doc_qa(2, 8_192 - 12 - 4, 4, 1)  # prompt + output = 8,192: allowed
+    simulate(d, fits, ["random"], ["off"], progress=lambda *a: calls.append(a))
+    assert calls == [(0, 1, "random", "off")]
+    with pytest.raises(SimulationError, match=r"request 0: a prompt of 8,189 tokens and 4 output "
+                                              r"tokens exceed Qwen/Qwen3-8B's max_model_len of "
+                                              r"8,192"):
+        simulate(d, long_doc_qa(2, 8_192 - 12 - 3, 4, 1), ["random"], ["off"],
+                 progress=lambda *a: calls.append(a))
+    assert len(calls) == 1
+
+
+def test_progress_is_reported_before_each_scenario() -> None:
+    d = deployment("Qwen/Qwen3-8B", P4DE, instances=2)
+    calls: list[tuple[int, int, str, str]] = []
+    simulate(d, long_doc_qa(2, 1_000, 4, 1), ["random", "kv_aware"], ["off", "cpu"],
+             progress=lambda *a: calls.append(a))
+    assert calls == [(0, 4, "random", "off"), (1, 4, "random", "cpu"),
+                     (2, 4, "kv_aware", "off"), (3, 4, "kv_aware", "cpu")]

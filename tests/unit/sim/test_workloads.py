@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from lmikit.errors import SimulationError
+from lmikit.sim import workloads as w
 from lmikit.sim.workloads import QUESTION_TOKENS, load_trace, long_doc_qa, multi_turn_chat, rag
+from tests.conftest import deadline
 
 
 def test_long_doc_qa_warms_up_then_queries_every_document_once() -> None:
@@ -59,7 +62,7 @@ def test_trace_with_token_ids_and_chunk_ids(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("row", "message"), [
-    ({"output_tokens": 1}, "arrival_s must be a number"),
+    ({"output_tokens": 1}, "arrival_s must be a finite number"),
     ({"arrival_s": 0, "output_tokens": 1}, "needs prompt_token_ids or chunk_ids"),
     ({"arrival_s": 0, "output_tokens": 1, "prompt_token_ids": ["x"]}, "list of ints"),
     ({"arrival_s": 0, "output_tokens": 1, "chunk_ids": [1, 2], "prompt_tokens": 10},
@@ -70,3 +73,112 @@ def test_trace_errors_name_the_line_and_field(tmp_path: Path, row: dict, message
     path.write_text(json.dumps(row))
     with pytest.raises(SimulationError, match=f"bad.jsonl:1: .*{message}"):
         load_trace(path)
+
+
+# Bounds: every builder refuses, before building anything, what the simulator could not run
+# in bounded time and memory, or what vLLM would refuse.
+
+def test_a_request_may_fill_the_context_window_but_not_exceed_it() -> None:
+    # vLLM 0.23.0 vllm/renderers/params.py (_token_len_check): a prompt may be at most
+    # max_model_len - max_tokens tokens.
+    window = 4_096
+    doc = window - QUESTION_TOKENS - 100
+    assert long_doc_qa(1, doc, 100, 1, context_window=window).phases[1].sessions[0][0] \
+        .prompt_tokens + 100 == window
+    with pytest.raises(SimulationError, match=r"--document-tokens 3,985 plus the 12-token "
+                                              r"question is 3,997 tokens; with --output-tokens "
+                                              r"100 that is 4,097, over the context window of "
+                                              r"4,096 tokens .* at most 3,996 tokens"):
+        long_doc_qa(1, doc + 1, 100, 1, context_window=window)
+
+
+def test_without_a_window_a_request_is_still_bounded() -> None:
+    with pytest.raises(SimulationError, match="over the context window of 16,777,216"):
+        long_doc_qa(2, 100_000_000_000, 10, 1)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: long_doc_qa(w.MAX_REQUESTS // 2 + 1, 100, 1, 1),
+     r"--documents 50,001 .* makes 100,002 requests; the simulator runs at most 100,000"),
+    (lambda: long_doc_qa(30_000, 25_600, 1, 1),
+     r"makes 6,000,000 full chunks of prompt in all; the simulator holds at most 5,000,000"),
+    (lambda: multi_turn_chat(2_000_000_000, 100_000_000, 1, 1),
+     r"--turns 100,000,000 makes 100,000,000 requests"),
+    (lambda: multi_turn_chat(8_000, 4, 100, 1, think_time_s=float("nan")),
+     r"--think-time must be a finite number >= 0 \(got nan\)"),
+    (lambda: multi_turn_chat(8_000, 4, 100, 1, context_window=8_000),
+     r"the last turn's prompt \(--context-tokens 8,000\) is 8,000 tokens; with --output-tokens "
+     r"100 that is 8,100, over the context window of 8,000 .* at most 7,900 tokens"),
+    (lambda: rag(100, 256, 2, float("inf"), 10, 1), r"--zipf must be a finite number between "
+                                                    r"0 and 10 \(got inf\)"),
+    (lambda: rag(100, 256, 2, 10.5, 10, 1), r"--zipf .* between 0 and 10 \(got 10.5\)"),
+    (lambda: rag(w.MAX_CORPUS_CHUNKS + 1, 256, 2, 1.0, 10, 1),
+     r"--corpus-chunks 1,000,001 is over the simulator's 1,000,000"),
+    (lambda: rag(1_000, 1, 1_000, 1.0, 10, 1, requests=5_001),
+     r"--requests 5,001 of --chunks-per-request 1,000 retrieve 5,001,000 corpus chunks"),
+    (lambda: rag(1_000, 512, 64, 1.0, 10, 1, context_window=32_768),
+     r"--chunks-per-request 64 x --chunk-tokens 512 .* over the context window of 32,768"),
+])
+def test_workloads_beyond_the_bounds_are_refused_before_they_are_built(
+        build: object, message: str) -> None:
+    with pytest.raises(SimulationError, match=message):
+        build()  # type: ignore[operator]
+
+
+def test_rag_draws_every_chunk_when_a_request_asks_for_the_whole_corpus() -> None:
+    # Zipf 10 puts nearly all weight on the first chunks: drawing with rejection alone would
+    # almost never reach the last ones, so the rest come from draws without replacement.
+    wl = rag(300, 4, 300, 10.0, 1, 1, requests=3, system_tokens=0, query_tokens=0,
+             chunk_size=4)
+    for (req,) in wl.phases[0].sessions:
+        assert len(req.keys) == 300 and len(set(req.keys)) == 300
+
+
+def test_weighted_draws_without_replacement_follow_successive_draws() -> None:
+    # weights 4, 2, 1, 1: the first draw is chunk 0 with 1/2, then chunk 1 with 2/4,
+    # so the ordered pair (0, 1) comes with 1/4, and (2, 3) with 1/8 x 1/7 = 1/56
+    tree = w._WeightTree([4.0, 2.0, 1.0, 1.0])
+    rng = random.Random(7)
+    pairs = [tuple(tree.draw_without([], 2, rng)) for _ in range(24_000)]
+    assert pairs.count((0, 1)) / len(pairs) == pytest.approx(1 / 4, abs=0.01)
+    assert pairs.count((2, 3)) / len(pairs) == pytest.approx(1 / 56, abs=0.003)
+    assert all(tree.draw_without([0, 1], 2, rng) in ([2, 3], [3, 2]) for _ in range(50))
+    assert tree.tree == w._WeightTree([4.0, 2.0, 1.0, 1.0]).tree
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"arrival_s": float("nan"), "output_tokens": 1, "chunk_ids": [1]},
+     r"arrival_s must be a finite number >= 0 \(got nan\)"),
+    ({"arrival_s": 0, "output_tokens": float("inf"), "chunk_ids": [1]},
+     r"output_tokens must be a finite number >= 1 \(got inf\)"),
+    ({"arrival_s": 0, "output_tokens": 10, "chunk_ids": [1], "prompt_tokens": 10**12},
+     r"a prompt of 1,000,000,000,000 tokens and output_tokens 10 .* over the context window"),
+])
+def test_trace_numbers_must_be_finite_and_fit_the_window(tmp_path: Path, row: dict,
+                                                          message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(row))
+    with pytest.raises(SimulationError, match=f"bad.jsonl:1: {message}"):
+        load_trace(path)
+
+
+def test_trace_is_bounded_in_bytes_and_requests(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps({"arrival_s": i, "output_tokens": 1, "chunk_ids": [i]})
+                              for i in range(4)))
+    with pytest.raises(SimulationError, match="context window of 256 tokens"):
+        load_trace(path, context_window=256)  # a 256-token chunk and one output token
+    assert len(load_trace(path, context_window=257).requests) == 4
+    monkeypatch.setattr(w, "MAX_REQUESTS", 3)
+    with pytest.raises(SimulationError, match=r"more than 3 requests \(line 4\)"):
+        load_trace(path)
+    monkeypatch.setattr(w, "MAX_TRACE_BYTES", 10)
+    with pytest.raises(SimulationError, match=r"is \d+ bytes; the limit is 10 \(at most 10 "
+                                              r"bytes and 3 requests are read\)"):
+        load_trace(path)
+
+
+def test_trace_must_be_a_regular_file() -> None:
+    with deadline(5), pytest.raises(SimulationError, match="not a regular file .*character"):
+        load_trace("/dev/zero")
