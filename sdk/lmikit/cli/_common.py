@@ -29,3 +29,25 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def calibrate(dep: Any, bench_path: Path) -> Any:
+    """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from lmikit.sim.calibrate import fit, load_bench
+
+    bench = load_bench(bench_path)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return fit(dep, bench)
+    bar = Progress("[progress.description]{task.description}", BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+    task = bar.add_task(f"fitting to {len(bench.records):,} measured requests", total=None)
+
+    def step(done: int, at_most: int) -> None:
+        bar.update(task, completed=done, total=at_most)
+
+    with bar:
+        return fit(dep, bench, progress=step)

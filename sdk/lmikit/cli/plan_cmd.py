@@ -75,8 +75,8 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
     import dataclasses
 
     from lmikit.catalog.instances import get_instance
+    from lmikit.cli._common import calibrate
     from lmikit.plan import predicted_from
-    from lmikit.sim.calibrate import fit, load_bench
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:
@@ -87,7 +87,7 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
         dep = deployment(result.model_id, result.instance_type, tp=result.tp,
                          copies=result.copies)
         tokens, suffix = request_tokens, min(100, request_tokens)
-    calibration = fit(dep, load_bench(bench_path))
+    calibration = calibrate(dep, bench_path)
     engine = dep.engine.with_coefficients(calibration.coefficients)
     predicted = predicted_from(engine, tokens, suffix, dep.chunk_size,
                                get_instance(dep.instance_type).has_nvme)

@@ -39,6 +39,15 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """click's FloatRange lets nan and inf through; a simulation cannot run on either."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 @click.command("simulate")
 @click.argument("spec", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", "model_id", help="Model id (what-if form, instead of SPEC).")
@@ -58,15 +67,15 @@ def _flag(name: str) -> str:
 @click.option("--turns", type=click.IntRange(1), default=8, show_default=True,
               help="multi-turn-chat: turns per session.")
 @click.option("--think-time", type=click.FloatRange(0), default=5.0, show_default=True,
-              help="multi-turn-chat: seconds a user waits between turns.")
+              callback=_finite, help="multi-turn-chat: seconds a user waits between turns.")
 @click.option("--corpus-chunks", type=click.IntRange(1), default=1_000, show_default=True,
               help="rag: chunks in the corpus.")
 @click.option("--chunk-tokens", type=click.IntRange(1), default=512, show_default=True,
               help="rag: tokens per corpus chunk.")
 @click.option("--chunks-per-request", type=click.IntRange(1), default=4, show_default=True,
               help="rag: chunks retrieved per request.")
-@click.option("--zipf", type=click.FloatRange(0), default=1.0, show_default=True,
-              help="rag: Zipf exponent of chunk popularity (0 = uniform).")
+@click.option("--zipf", type=click.FloatRange(0, 10), default=1.0, show_default=True,
+              callback=_finite, help="rag: Zipf exponent of chunk popularity (0 = uniform).")
 @click.option("--requests", type=click.IntRange(1), default=1_000, show_default=True,
               help="multi-turn-chat and rag: requests in all.")
 @click.option("--output-tokens", type=click.IntRange(1), default=100, show_default=True,
@@ -87,7 +96,7 @@ def _flag(name: str) -> str:
                                                            path_type=Path),
               help="Fit the coefficients to this lmikit bench --output file first.")
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True),
-              help="USD per instance-hour (default: lmikit's dated price table).")
+              callback=_finite, help="USD per instance-hour (default: lmikit's dated price table).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a chart of the TTFT distribution per scenario (PNG, SVG, PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
@@ -121,15 +130,13 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                                      "none; use cpu or remote", param_hint="--kv-cache")
     calibration = None
     if bench_path is not None:
-        from lmikit.sim.calibrate import fit, load_bench
+        from lmikit.cli._common import calibrate
 
-        calibration = fit(dep, load_bench(bench_path))
+        calibration = calibrate(dep, bench_path)
         dep = dep.with_coefficients(calibration.coefficients)
-    work = _workload(workload, flags, dep.chunk_size, seed)
-    from lmikit.sim.scenario import simulate
-
-    results = simulate(dep, work, list(dict.fromkeys(routings)), list(dict.fromkeys(modes)),
-                       seed=seed, hourly_price_usd=hourly_price)
+    work = _workload(workload, flags, dep.chunk_size, seed, dep.max_model_len or None)
+    results = _run(dep, work, list(dict.fromkeys(routings)), list(dict.fromkeys(modes)),
+                   seed, hourly_price)
     if plot_path is not None:
         _plot(results, plot_path, f"{work.name} on {dep.instances} x {dep.model_id} "
                                   f"({dep.instance_type})")
@@ -169,21 +176,47 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
         "sticky_session", "cpu"
 
 
-def _workload(name: str, f: dict[str, Any], chunk: int, seed: int) -> Workload:
+def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
+              window: int | None) -> Workload:
     from lmikit.sim import workloads as w
 
     if name == "long-doc-qa":
         return w.long_doc_qa(f["documents"], f["document_tokens"], f["output_tokens"],
-                             f["concurrency"], chunk_size=chunk)
+                             f["concurrency"], chunk_size=chunk, context_window=window)
     if name == "multi-turn-chat":
         return w.multi_turn_chat(f["context_tokens"], f["turns"], f["output_tokens"],
                                  f["concurrency"], requests=f["requests"],
-                                 think_time_s=f["think_time"], chunk_size=chunk)
+                                 think_time_s=f["think_time"], chunk_size=chunk,
+                                 context_window=window)
     if name == "rag":
         return w.rag(f["corpus_chunks"], f["chunk_tokens"], f["chunks_per_request"], f["zipf"],
                      f["output_tokens"], f["concurrency"], requests=f["requests"], seed=seed,
-                     chunk_size=chunk)
-    return w.load_trace(f["trace"], chunk_size=chunk)
+                     chunk_size=chunk, context_window=window)
+    return w.load_trace(f["trace"], chunk_size=chunk, context_window=window)
+
+
+def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str], seed: int,
+         hourly_price: float | None) -> list[ScenarioResult]:
+    """Every scenario, with a progress bar on a terminal's stderr (transient)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from lmikit.sim.scenario import simulate
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price)
+    bar = Progress("[progress.description]{task.description}", BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+    task = bar.add_task("simulating", total=len(routings) * len(modes))
+
+    def step(done: int, total: int, routing: str, mode: str) -> None:
+        bar.update(task, completed=done,
+                   description=f"{routing} x {mode} ({len(work.requests):,} requests)")
+
+    with bar:
+        return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price,
+                        progress=step)
 
 
 def _secs(x: float) -> str:

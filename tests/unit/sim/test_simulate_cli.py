@@ -12,7 +12,7 @@ from lmikit.sim.calibrate import synthetic_bench
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.scenario import deployment
 from lmikit.sim.workloads import long_doc_qa
-from tests.conftest import DEFAULT_SPEC
+from tests.conftest import DEFAULT_SPEC, deadline
 
 WHAT_IF = ["--model", "Qwen/Qwen3-8B", "--instance", "ml.p4de.24xlarge"]
 SMALL = ["--workload", "long-doc-qa", "--documents", "4", "--document-tokens", "2000",
@@ -127,3 +127,34 @@ def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "x.png"))
     assert r.exit_code == 1 and "pip install 'lmikit[plot]'" in r.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workload", "long-doc-qa", "--documents", "100000000"],
+     "makes 200,000,000 requests; the simulator runs at most 100,000"),
+    (["--workload", "long-doc-qa", "--document-tokens", "100000000000"],
+     "over the context window of 40,960 tokens (vLLM refuses such a request)"),
+    (["--workload", "multi-turn-chat", "--think-time", "nan"], "nan is not a finite number"),
+    (["--workload", "multi-turn-chat", "--think-time", "inf"], "inf is not a finite number"),
+    (["--workload", "rag", "--zipf", "nan"], "nan is not a finite number"),
+    (["--workload", "rag", "--zipf", "11"], "11.0 is not in the range 0<=x<=10"),
+    (["--workload", "rag", "--corpus-chunks", "100000000"], "over the simulator's 1,000,000"),
+    (["--workload", "rag", "--hourly-price", "inf"], "inf is not a finite number"),
+    (["--workload", "multi-turn-chat", "--turns", "100000000", "--context-tokens",
+      "2000000000"], "makes 100,000,000 requests"),
+])
+def test_hostile_flags_fail_fast_with_the_flag_value_and_limit(args: list[str],
+                                                               message: str) -> None:
+    with deadline(10):
+        r = lmikit("simulate", *WHAT_IF, *args)
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_spec_max_model_len_bounds_the_prompts(tmp_path: Path) -> None:
+    text = DEFAULT_SPEC.read_text()
+    assert "  max_model_len: 32768\n" in text
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text.replace("  max_model_len: 32768\n", "  max_model_len: 4096\n"))
+    r = lmikit("simulate", str(spec), "--workload", "long-doc-qa", "--document-tokens", "4000",
+               "--output-tokens", "100")
+    assert r.exit_code == 2 and "over the context window of 4,096 tokens" in r.output, r.output
