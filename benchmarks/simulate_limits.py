@@ -1,0 +1,102 @@
+"""The simulator at its input bounds: time and peak memory, each case in its own interpreter.
+
+What ``lmikit simulate`` (and ``--calibrate``) accept is bounded in ``lmikit.sim.workloads``
+(``MAX_REQUESTS``, ``MAX_PROMPT_CHUNKS``, ``MAX_TRACE_BYTES``, ...) and
+``lmikit.sim.calibrate`` (``MAX_BENCH_REQUESTS``). This prints, per case, the seconds the
+call took (imports excluded) and the process's peak resident memory:
+
+- refusals: inputs past the bounds (a hundred million documents, a 10^11-token document, a
+  hundred-million-chunk corpus) must fail at once, before anything is built;
+- a RAG request that asks for the whole of a Zipf-10 corpus (the draws without replacement
+  that rejection sampling alone would take for ever to finish);
+- the largest long-doc-qa workload accepted (100,000 requests, 5,000,000 prompt chunks), one
+  scenario on 8 copies with ``kv_aware`` routing and a CPU tier;
+- the largest trace accepted in requests (100,000 lines of chunk ids), loaded;
+- a calibration fit on a 1,000-request bench file, and the time that projects to at
+  ``MAX_BENCH_REQUESTS`` (a fit replays the file up to 1,500 times; its cost is linear in
+  the requests).
+
+    python benchmarks/simulate_limits.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    from lmikit import sim
+    from lmikit.errors import LmikitError
+    from lmikit.sim import calibrate, workloads as w
+    case, folder = sys.argv[1], sys.argv[2]
+    dep = sim.deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge", instances=8)
+    window = dep.max_model_len
+
+    def call():
+        if case == "refuse: 10^8 documents":
+            w.long_doc_qa(10**8, 10_000, 100, 4, context_window=window)
+        elif case == "refuse: 10^11-token document":
+            w.long_doc_qa(46, 10**11, 100, 4, context_window=window)
+        elif case == "refuse: 10^8-chunk corpus":
+            w.rag(10**8, 512, 4, 1.0, 100, 4, context_window=window)
+        elif case == "rag: whole Zipf-10 corpus per request":
+            work = w.rag(1_000, 8, 1_000, 10.0, 100, 4, requests=100, context_window=window)
+            return f"{len(work.requests)} requests of 1,000 chunks"
+        elif case == "long-doc-qa at the bounds, 1 scenario":
+            docs, tokens = w.MAX_REQUESTS // 2, 50 * 256 - w.QUESTION_TOKENS
+            work = w.long_doc_qa(docs, tokens, 16, 64, context_window=window)
+            (r,) = sim.simulate(dep, work, ["kv_aware"], ["cpu"])
+            return f"{r.requests:,} measured, p50 TTFT {r.ttft_p50_s:.3f} s"
+        elif case == "trace of 100,000 requests, loaded":
+            path = folder + "/trace.jsonl"
+            with open(path, "w") as f:
+                for i in range(w.MAX_REQUESTS):
+                    f.write(json.dumps({"arrival_s": i / 100, "output_tokens": 16,
+                                        "chunk_ids": [i % 97] + [i] * 49}) + "\\n")
+            start = time.perf_counter()
+            work = w.load_trace(path, context_window=window)
+            return f"{len(work.requests):,} requests", time.perf_counter() - start
+        elif case == "fit on 1,000 bench requests":
+            one = sim.deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+            bench = calibrate.synthetic_bench(one, w.long_doc_qa(500, 4_000, 16, 4), "cpu")
+            start = time.perf_counter()
+            calibrate.fit(one, bench)
+            took = time.perf_counter() - start
+            at_most = took * calibrate.MAX_BENCH_REQUESTS / len(bench.records)
+            return f"projects to {at_most:,.0f} s at {calibrate.MAX_BENCH_REQUESTS:,}", took
+        return "built"
+
+    start = time.perf_counter()
+    try:
+        out = call()
+    except LmikitError as exc:
+        out = "refused: " + str(exc)[:60]
+    took = time.perf_counter() - start
+    if isinstance(out, tuple):
+        out, took = out
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"s": took, "mb": peak_mb, "outcome": out}))
+""")
+
+CASES = ["refuse: 10^8 documents", "refuse: 10^11-token document", "refuse: 10^8-chunk corpus",
+         "rag: whole Zipf-10 corpus per request", "long-doc-qa at the bounds, 1 scenario",
+         "trace of 100,000 requests, loaded", "fit on 1,000 bench requests"]
+
+
+def main() -> int:
+    print(f"{'case':42s} {'seconds':>8s} {'peak MB':>8s}  outcome")
+    with tempfile.TemporaryDirectory() as folder:
+        for case in CASES:
+            done = subprocess.run([sys.executable, "-c", CHILD, case, folder], check=True,
+                                  capture_output=True, text=True)
+            row = json.loads(done.stdout.splitlines()[-1])
+            print(f"{case:42s} {row['s']:8.2f} {row['mb']:8.0f}  {row['outcome']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
