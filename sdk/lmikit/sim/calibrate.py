@@ -94,8 +94,7 @@ def load_bench(path: str | Path) -> BenchFile:
     try:
         data = json.loads(read_limited(p, MAX_BENCH_BYTES, f"bench file {str(p)!r}"))
     except FileRefused as exc:
-        raise SimulationError(f"{exc} (a fit reads at most {MAX_BENCH_BYTES:,} bytes and "
-                              f"{MAX_BENCH_REQUESTS:,} requests)") from exc
+        raise SimulationError(str(exc)) from exc
     except ValueError as exc:
         raise SimulationError(f"cannot read bench file {str(p)!r}: {exc}") from exc
     return bench_from_dict(data, str(p))

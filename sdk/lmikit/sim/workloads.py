@@ -396,8 +396,7 @@ def load_trace(path: str | Path, chunk_size: int = 256,
     try:
         text = read_limited(p, MAX_TRACE_BYTES, f"trace {str(p)!r}").decode("utf-8")
     except FileRefused as exc:
-        raise WorkloadError(f"{exc} (at most {MAX_TRACE_BYTES:,} bytes and "
-                            f"{MAX_REQUESTS:,} requests are read)") from exc
+        raise WorkloadError(str(exc)) from exc
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"cannot read trace {str(p)!r}: {exc}") from exc
     for n, line in enumerate(io.StringIO(text), 1):

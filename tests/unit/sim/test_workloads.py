@@ -174,8 +174,7 @@ def test_trace_is_bounded_in_bytes_and_requests(tmp_path: Path,
     with pytest.raises(SimulationError, match=r"more than 3 requests \(line 4\)"):
         load_trace(path)
     monkeypatch.setattr(w, "MAX_TRACE_BYTES", 10)
-    with pytest.raises(SimulationError, match=r"is \d+ bytes; the limit is 10 \(at most 10 "
-                                              r"bytes and 3 requests are read\)"):
+    with pytest.raises(SimulationError, match=r"is \d+ bytes; the limit is 10$"):
         load_trace(path)
 
 
