@@ -27,9 +27,11 @@ The "random" arm's figures are each the median over seven draws of the routing
 Still assumed, because neither report says: the 4-characters-per-token ratio that turns
 the approximate scorer's 64-byte blocks into tokens (it changes nothing here: any ratio
 above 2.7 keeps the 256 hashed blocks inside the system prompt and each pod's LRU holding
-over 120 groups, more than either run has; ``test_llmd.py`` checks it), and the pool per
-pod, taken from lmikit's planner (324,636 and 488,721 tokens: 5.6% and 5.9% above the
-reports' 307,328 and 461,376, so the chain a user runs is what is tested). vLLM runs at its
+over 120 groups, more than either run has; ``test_llmd.py`` checks it). The pool per pod is
+the one each report sizes its workload by (73-capacity "KV/pod: 307,328", 37-capacity
+"KV_cap (effective, min TP rank): 461,376 tokens"), a property of those servers as
+published; lmikit's planner gives 324,636 and 488,721 (5.6% and 5.9% more), and the
+accuracy table holds that as rows of its own (``published.py``). vLLM runs at its
 defaults on H100 (``max_num_seqs`` 1024, ``max_num_batched_tokens`` 8192: vLLM
 ``engine/arg_utils.py``, ``EngineArgs.get_batch_defaults``) with 64-token blocks (the
 precise scorer's ``blockSize``, which must equal vLLM's block size for its hashes to match).
@@ -42,7 +44,7 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 from typing import TypeVar
@@ -50,7 +52,7 @@ from typing import TypeVar
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import CopyConfig, RunResult, run
 from lmikit.sim.routers import Epp, RandomRouter, Router
-from lmikit.sim.scenario import deployment, percentile
+from lmikit.sim.scenario import Deployment, deployment, percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 
@@ -74,6 +76,7 @@ class Setup:
     poisson: bool
     routers: dict[str, dict[str, float]]  # experiment -> scorer weights
     config_path: str | None = None
+    reported_pool: int = 0  # KV tokens per pod, as the report gives them
 
 
 # 73-capacity: load.type poisson; warm-up 15 QPS x 50 s, then the ladder.
@@ -87,7 +90,7 @@ X73 = Setup(
      "estimated": {"approximate": 1.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
-    QWEN3_32B)
+    QWEN3_32B, 307_328)
 # 37-capacity: load.type constant; warm-up 9 QPS x 30 s, then the ladder.
 X37 = Setup(
     "meta-llama/Llama-3.1-70B-Instruct", 4, 4, 83, 3, 8_000, 1_000, 1_000,
@@ -97,7 +100,8 @@ X37 = Setup(
     {"precise": {"precise": 2.0, "kv": 1.0, "queue": 1.0},
      "default": {"approximate": 2.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
-     "random": {}})
+     "random": {}},
+    None, 461_376)
 
 # The approximate ("estimate" mode) scorer both runs used: llm-d-inference-scheduler v0.2.1
 # (pkg/plugins/scorer/prefix_cache.go) hands it to gateway-api-inference-extension v0.5.1's
@@ -181,13 +185,20 @@ def router(weights: dict[str, float], prompt_tokens: int,
                approximate=approx, refresh_s=REFRESH_S)
 
 
-def copies(setup: Setup, coeff: Coefficients | None = None,
-           reserve_full_prompt: bool = False) -> list[CopyConfig]:
-    dep = deployment(setup.model, "ml.p5.48xlarge", tp=setup.tp, copies=8 // setup.tp,
-                     instances=setup.pods, chunk_size=BLOCK, max_batch_size=1024,
-                     config_path=setup.config_path, coefficients=coeff,
-                     reserve_full_prompt=reserve_full_prompt)
-    return dep.copies("off")
+def planned(setup: Setup, coeff: Coefficients | None = None,
+            reserve_full_prompt: bool = False) -> Deployment:
+    """The setup's servers as lmikit plans them (pool per pod from the planner)."""
+    return deployment(setup.model, "ml.p5.48xlarge", tp=setup.tp, copies=8 // setup.tp,
+                      instances=setup.pods, chunk_size=BLOCK, max_batch_size=1024,
+                      config_path=setup.config_path, coefficients=coeff,
+                      reserve_full_prompt=reserve_full_prompt)
+
+
+def copies(setup: Setup, coeff: Coefficients | None = None, reserve_full_prompt: bool = False,
+           pool_tokens: int | None = None) -> list[CopyConfig]:
+    """The setup's servers; ``pool_tokens`` replaces the planner's pool per pod."""
+    cfgs = planned(setup, coeff, reserve_full_prompt).copies("off")
+    return [replace(c, gpu_tokens=pool_tokens) for c in cfgs] if pool_tokens else cfgs
 
 
 @dataclass(frozen=True)
@@ -217,10 +228,12 @@ def result(name: str, experiment: str,
     """
     setup = SETUPS[name]
     weights = setup.routers[experiment]
+    pool = setup.reported_pool
     if weights:
-        return replay(setup, router(weights, setup.system + setup.question), reserve_full_prompt)
+        return replay(setup, router(weights, setup.system + setup.question), reserve_full_prompt,
+                      pool)
     return median_replay(setup, lambda seed: RandomRouter(random.Random(seed)),
-                         reserve_full_prompt)
+                         reserve_full_prompt, pool)
 
 
 # Routing by random draws (random routing, a Service): each figure is its median over these
@@ -235,18 +248,22 @@ def median_stats(runs: Sequence[T]) -> T:
 
 
 def median_replay(setup: Setup, routed_by: Callable[[int], Router],
-                  reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
+                  reserve_full_prompt: bool = False,
+                  pool_tokens: int | None = None) -> tuple[Stats, dict[float, Stats]]:
     """:func:`replay` with the router of each of :data:`ROUTER_SEEDS`, figure by figure."""
-    runs = [replay(setup, routed_by(seed), reserve_full_prompt) for seed in ROUTER_SEEDS]
+    runs = [replay(setup, routed_by(seed), reserve_full_prompt, pool_tokens)
+            for seed in ROUTER_SEEDS]
     return (median_stats([summary for summary, _ in runs]),
             {rate: median_stats([stages[rate] for _, stages in runs]) for rate in runs[0][1]})
 
 
-def replay(setup: Setup, routed_by: Router,
-           reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
-    """A run of ``setup``'s workload routed by ``routed_by``: over every request, per stage."""
+def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
+           pool_tokens: int | None = None) -> tuple[Stats, dict[float, Stats]]:
+    """A run of ``setup``'s workload routed by ``routed_by``: over every request, per stage;
+    ``pool_tokens`` replaces the planner's pool per pod (the 2025 reports give theirs)."""
     work = workload(setup)
-    out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt), routed_by)
+    out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt,
+                           pool_tokens=pool_tokens), routed_by)
     per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
                  for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
     return stats(out, work.requests), per_stage

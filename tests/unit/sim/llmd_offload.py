@@ -56,7 +56,7 @@ from functools import cache, partial
 
 from lmikit.sim.loop import CopyConfig, RunResult, run
 from lmikit.sim.routers import Epp
-from lmikit.sim.scenario import deployment, percentile
+from lmikit.sim.scenario import Deployment, deployment, percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim.llmd import (
@@ -101,13 +101,16 @@ def router() -> Epp:
                approximate=(capacity, hashed), refresh_s=REFRESH_S)
 
 
+def planned() -> Deployment:
+    """The guide's engines as lmikit plans them (pool per engine from the planner)."""
+    return deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=8,
+                      chunk_size=CHUNK, max_batch_size=1024, gpu_memory_utilization=0.65,
+                      cpu_size_gb=CPU_GB, config_path=QWEN3_32B)
+
+
 def copies(lmcache: bool) -> list[CopyConfig]:
-    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=8,
-                     chunk_size=CHUNK, max_batch_size=1024, gpu_memory_utilization=0.65,
-                     cpu_size_gb=CPU_GB, config_path=QWEN3_32B)
     return [replace(c, gpu_tokens=GUIDE_POOL_TOKENS, reserve_full_prompt=False)
-            for c in dep.copies(
-        "cpu" if lmcache else "off")]
+            for c in planned().copies("cpu" if lmcache else "off")]
 
 
 @dataclass(frozen=True)
@@ -176,4 +179,7 @@ def rows() -> list:  # list[published.Row]; imported here, published.py imports 
                                 ("throughput_tokens_s", "throughput", 46910.6 / 38534.8)):
         out.append(Row(f"llm-d offload high cache: {name}, LMCache / baseline", SOURCE, value,
                        "x", partial(_ratio, "high", metric), WITHIN))
+    out.append(Row("llm-d offload Qwen3-32B TP 2 at memory share 0.65: KV pool per engine "
+                   "(planner)", SOURCE, GUIDE_POOL_TOKENS, "tokens",
+                   lambda: float(planned().gpu_tokens), WITHIN))
     return out

@@ -19,7 +19,7 @@ def test_approximate_scorer_keeps_each_37_capacity_group_on_one_pod(chars_per_to
     setup = llmd.X37
     work = llmd.workload(setup)
     rtr = llmd.router(setup.routers["default"], setup.system + setup.question, chars_per_token)
-    out = run(work, llmd.copies(setup), rtr)
+    out = run(work, llmd.copies(setup, pool_tokens=setup.reported_pool), rtr)
     pods = defaultdict(set)
     for r in work.requests:
         pods[r.session // setup.per_group].add(out.copy_of[r.id])
