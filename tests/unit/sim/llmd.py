@@ -57,6 +57,9 @@ from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 
 QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
+# Qwen3-32B at TP 2 on H100, memory share 0.9: the one published pool (73-capacity "KV/pod").
+# The 2026 runs on the same model, TP, GPU and share publish none and replay on it too.
+QWEN3_32B_TP2_POOL = 307_328
 BLOCK = 64  # vLLM block size = the precise scorer's blockSize
 CHARS_PER_TOKEN = 4  # assumed: the approximate scorer hashes characters, not tokens
 T = TypeVar("T")
@@ -90,7 +93,7 @@ X73 = Setup(
      "estimated": {"approximate": 1.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
-    QWEN3_32B, 307_328)
+    QWEN3_32B, QWEN3_32B_TP2_POOL)
 # 37-capacity: load.type constant; warm-up 9 QPS x 30 s, then the ladder.
 X37 = Setup(
     "meta-llama/Llama-3.1-70B-Instruct", 4, 4, 83, 3, 8_000, 1_000, 1_000,

@@ -70,14 +70,15 @@ Where the rows depart from the generator, each said here, the same for every row
   (``RandomRouter``), each figure the median over seven draws (``llmd.ROUTER_SEEDS``). The
   table's prefix% is the evidence for it: 36.3%, 23.0%, 9.5% at conc 10, 20, 30 and 5-6%
   from 60 on. Over the seven draws the share of prompt tokens the servers' prefix caches
-  serve is 13-33%, 18-22%, 9-16% and 8-11% (at 60) with random routing per request. Routed
+  serve is 15-33%, 14-22%, 11-16% and 8-10% (at 60) with random routing per request. Routed
   per connection as the client's source implies (:func:`connection_replay`: each worker's
   permits, its conversations' session locks, its keep-alive connections reused oldest
-  first and closed after vLLM's 5 s), it is 63-68%, 39-60%, 21-44% and 12-20%, further
-  from the published figure at conc 10 and 30 in every draw than any per-request draw
-  (``test_llmd_codegen.py``): the run did not reuse connections as that source implies,
-  for a reason we have not found. Only at conc 10, where two of the six workers own a
-  single conversation, was the run stickier than per-request routing.
+  first and closed after vLLM's 5 s), it is 56-67%, 41-60%, 24-44% and 10-15%: at conc 10
+  and 30 every draw is above any per-request draw and above 1.5x the published rate, and
+  the draws' median lies more than twice as far from it as the per-request median
+  (``test_llmd_codegen.py``). The run did not reuse connections as that source implies,
+  for a reason we have not found; at conc 10 and 20 it was stickier than per-request
+  routing (36.3% and 23.0% against medians of 24% and 17%).
 - Client coupling. A worker's semaphore admits ``c // 6`` (+1) queued requests, and a
   turn holds its slot while it waits for its conversation's previous turn, so a
   conversation can stall behind another of its worker; a slot's restarted conversation
@@ -98,8 +99,10 @@ commit of ``reasoning.yaml``: 10 replicas of Qwen3-32B at TP 2, labelled
 ``optimized-baseline`` like the runs' Service ``optimized-baseline-vllm-lb``), image
 ``vllm/vllm-openai:v0.19.1`` (so ``reserve_full_prompt=True``), ``--max-model-len=131072``
 with YaRN rope scaling, and vLLM's defaults otherwise (memory share 0.9, 8,192-token step
-budget on H100, 16-token blocks, replayed at 64). Assumed: the pool per pod from lmikit's
-planner for that memory share, default ``Coefficients()``; outputs are
+budget on H100, 16-token blocks, replayed at 64). Assumed: the pool per pod is the one
+published for Qwen3-32B at TP 2 on H100 at that memory share (307,328 tokens, the September
+2025 73-capacity report; lmikit's planner gives 5.6% more), default ``Coefficients()``;
+outputs are
 exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
 re-tokenizes the streamed text: ``apis/completion.py``, ``process_response``).
 """
@@ -108,7 +111,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 
 import numpy as np
@@ -149,8 +152,8 @@ PUBLISHED = {10: (117.5, 15168.5, 25.7), 20: (299.9, 29451.3, 14.2),
              90: (615.1, 34526.3, 162.0), 100: (548.1, 37699.2, 175.1)}
 # Outside 1.5x: the honest current band (docs/planner.md says why)
 BANDS: dict[tuple[int, str], tuple[float, float]] = {
-    (20, "ttft p90"): (1.26, 1.97), (30, "ttft p90"): (0.514, 0.804),
-    (50, "ttft p90"): (1.40, 2.19), (70, "out_t/s"): (0.351, 0.549),
+    (20, "ttft p90"): (1.38, 2.15), (50, "ttft p90"): (1.35, 2.11),
+    (70, "out_t/s"): (0.351, 0.549),
     (80, "out_t/s"): (0.353, 0.551), (90, "out_t/s"): (0.531, 0.830),
     (100, "out_t/s"): (0.486, 0.760)}
 
@@ -235,11 +238,12 @@ def report(reqs: Sequence[Request], out: RunResult) -> Report:
 
 
 def copies() -> list[CopyConfig]:
-    """The Deployment's 10 servers (vLLM v0.19.1's defaults, the planner's pool)."""
+    """The Deployment's 10 servers (vLLM v0.19.1's defaults) on the one published pool of
+    Qwen3-32B at TP 2 on H100 at memory share 0.9 (:data:`llmd.QWEN3_32B_TP2_POOL`)."""
     dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
                      chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B,
                      reserve_full_prompt=True)
-    return dep.copies("off")
+    return [replace(c, gpu_tokens=llmd.QWEN3_32B_TP2_POOL) for c in dep.copies("off")]
 
 
 def replay(conc: int, seed: int) -> Report:

@@ -77,10 +77,9 @@ client's count of the same output reads lower (``gen_p50`` at conc 50 in the 06d
 is 9-16% below the replayed median across its five arms), so ``out_t/s`` may read that much
 high. The servers are the code-generation run's Deployment (``llmd_codegen.py``: vLLM
 v0.19.1, which reserves room for the whole prompt, ``reserve_full_prompt=True``, and its H100
-defaults); the pool per pod is lmikit's planner's for vLLM's default memory share. Each
-figure is the median over seven draws of the connections' pods (``llmd.ROUTER_SEEDS``); the
-draws spread the throughput and E2E figures by up to 5% and the TTFT p90 at conc 450 over
-1.8-2.7 s.
+defaults) on the same pool per pod (the one published for Qwen3-32B at TP 2 on H100 at
+vLLM's default memory share, 307,328 tokens). Each figure is the median over seven draws of
+the connections' pods (``llmd.ROUTER_SEEDS``).
 """
 
 from __future__ import annotations
@@ -133,8 +132,8 @@ PUBLISHED = ((50, 1681.6, 320.6, 106.1, 230.5, 0.2, 23.5),
 METRICS = (("out_tokens_s", "out_t/s", "tok/s"), ("in_tokens_s", "in_t/s", "tok/s"),
            ("e2e_p50_s", "E2E p50", "s"), ("e2e_p90_s", "E2E p90", "s"),
            ("ttft_p90_s", "TTFT p90", "s"), ("vllm_tpot_p90_ms", "vTPOT p90", "ms"))
-# Outside 1.5x: the honest current band (docs/planner.md says why)
-BANDS: dict[tuple[int, str], tuple[float, float]] = {(450, "ttft_p90_s"): (0.55, 0.86)}
+# Outside 1.5x: the honest current band (docs/planner.md says why); none at present
+BANDS: dict[tuple[int, str], tuple[float, float]] = {}
 
 
 def lengths(conc: int) -> tuple[list[int], list[int]]:

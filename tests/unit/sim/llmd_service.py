@@ -33,7 +33,9 @@ plugins the simulator does not model (``prefix-cache-affinity-filter``, ``token-
 The blog (August 2026) does not name this run's vLLM; the Deployment committed with its
 other two workloads, for 10 pods, runs v0.19.1 (``llmd_codegen.py``), and a 2026 llm-d runs
 a vLLM from 0.19.0 on, so its servers check that a whole prompt fits before admitting it
-(assumed, ``reserve_full_prompt=True``), unlike the September 2025 run.
+(assumed, ``reserve_full_prompt=True``), unlike the September 2025 run. The pool per pod is
+that run's published 307,328 tokens (``llmd.QWEN3_32B_TP2_POOL``; assumed: the 2026 servers
+publish none).
 
 Rows, by one rule: the TTFT mean, TTFT p90 (the metric the blog plots) and output tokens/s
 of every ladder stage, 3 to 60 QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage).
@@ -118,8 +120,10 @@ def service(seed: int) -> KeepAliveService:
 @cache
 def replay() -> dict[float, llmd.Stats]:
     """The 73-capacity workload through the Service, per ladder stage (a 2026 vLLM's
-    admission rule), each figure the median over :data:`llmd.ROUTER_SEEDS`."""
-    return llmd.median_replay(llmd.X73, service, reserve_full_prompt=True)[1]
+    admission rule, the 73-capacity report's pool), each figure the median over
+    :data:`llmd.ROUTER_SEEDS`."""
+    return llmd.median_replay(llmd.X73, service, reserve_full_prompt=True,
+                              pool_tokens=llmd.QWEN3_32B_TP2_POOL)[1]
 
 
 def _stage(rate: float, metric: str) -> float:

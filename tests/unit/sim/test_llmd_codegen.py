@@ -106,12 +106,15 @@ PUBLISHED_PREFIX_HIT = {10: 0.363, 30: 0.095}
 
 def test_routing_per_connection_would_hit_the_cache_far_more_than_the_run_did() -> None:
     # Why the rows route at random per request: per connection, as the client's source
-    # implies, every draw of the Service hits the prefix cache further from the published
-    # rate than any draw of per-request random routing does
+    # implies, every draw of the Service hits the prefix cache more than 1.5x the published
+    # rate and more than any draw of per-request random routing, whose median lies less
+    # than half as far from the published rate as the per-connection median
     for conc, published in PUBLISHED_PREFIX_HIT.items():
         per_connection = [codegen.connection_replay(conc, s).prefix_hit
                           for s in llmd.ROUTER_SEEDS]
         per_request = [codegen.replay(conc, s).prefix_hit for s in llmd.ROUTER_SEEDS]
         assert min(per_connection) > 1.5 * published, (conc, per_connection)
-        nearest = min(per_connection) - published
-        assert all(abs(h - published) < nearest for h in per_request), (conc, per_request)
+        assert max(per_request) < min(per_connection), (conc, per_request, per_connection)
+        off_request = abs(statistics.median(per_request) - published)
+        off_connection = abs(statistics.median(per_connection) - published)
+        assert off_request < off_connection / 2, (conc, per_request, per_connection)
