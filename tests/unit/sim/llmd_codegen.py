@@ -86,8 +86,8 @@ Where the rows depart from the generator, each said here, the same for every row
   as an independent user); :func:`connection_replay` models them.
 - Timeouts. A request past 300 s counts as failed, as in the report, but the simulated
   server goes on serving it (vLLM aborts a request whose client has gone) and its session's
-  next turn still carries its prompt. The simulation fails 0-9% of requests (medians over
-  the draws; 9% at conc 100), the table 0-2.8%.
+  next turn still carries its prompt. The simulation fails 0-8% of requests (medians over
+  the draws; 7.8% at conc 100), the table 0-2.8%.
 - The loop keeps a turn's full output chunks cached when the session's next turn starts
   with the same prompt, which this client's next turn (no answers) does not repeat: at most
   ~800 tokens of a ~70,000-token prompt, on one server in ten.
