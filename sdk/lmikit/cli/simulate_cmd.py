@@ -112,6 +112,10 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     prefix cache, LMCache CPU, disk, remote, or recomputed), utilization and cost per 1K
     tokens. A remote tier needs no URL to be simulated: it is modelled as a store that
     never evicts, read at the remote bandwidth coefficient.
+
+    Every request's prompt plus --output-tokens must fit the model's max_model_len (the
+    spec's, else the plan's), as vLLM refuses longer ones; a workload has at most 100,000
+    requests and 5,000,000 prompt chunks (docs/planner.md, "Bounds").
     """
     for name, applies in WORKLOAD_FLAGS.items():
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
