@@ -31,19 +31,24 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def calibrate(dep: Any, bench_path: Path) -> Any:
-    """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal."""
+def progress_bar() -> Any:
+    """The CLI's progress bar: on stderr, gone once its work ends (a ``rich`` Progress)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    return Progress("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True),
+                    transient=True)
+
+
+def calibrate(dep: Any, bench_path: Path) -> Any:
+    """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal."""
     from lmikit.sim.calibrate import fit, load_bench
 
     bench = load_bench(bench_path)
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    bar = progress_bar()
+    if not bar.console.is_terminal:
         return fit(dep, bench)
-    bar = Progress("[progress.description]{task.description}", BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
     task = bar.add_task(f"fitting to {len(bench.records):,} measured requests", total=None)
 
     def step(done: int, at_most: int) -> None:

@@ -157,17 +157,13 @@ class _Runner:
         return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens)
 
     def run(self) -> BenchResult:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
         from lmikit.bench import run_long_doc_qa
+        from lmikit.cli._common import progress_bar
 
         w = self.workload
         totals = {"pre-warmup": w.pre_warmup, "warmup": w.num_documents,
                   "query": len(w.query_prompts())}
-        bar = Progress("[progress.description]{task.description}", BarColumn(),
-                       MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(stderr=True), transient=True)
+        bar = progress_bar()
         tasks = {name: bar.add_task(name, total=n) for name, n in totals.items() if n}
 
         def done(round_name: str, i: int, m: Measurement) -> None:

@@ -202,16 +202,12 @@ def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
 def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str], seed: int,
          hourly_price: float | None) -> list[ScenarioResult]:
     """Every scenario, with a progress bar on a terminal's stderr (transient)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
+    from lmikit.cli._common import progress_bar
     from lmikit.sim.scenario import simulate
 
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    bar = progress_bar()
+    if not bar.console.is_terminal:
         return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price)
-    bar = Progress("[progress.description]{task.description}", BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
     task = bar.add_task("simulating", total=len(routings) * len(modes))
 
     def step(done: int, total: int, routing: str, mode: str) -> None:

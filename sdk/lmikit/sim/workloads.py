@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import json
 import math
 import random
@@ -283,11 +284,9 @@ def rag(corpus_chunks: int, chunk_tokens: int, chunks_per_request: int, zipf: fl
     ids = _Ids()
     system = ids.content()
     corpus = [ids.content() for _ in range(corpus_chunks)]
-    cumulative = []
-    total = 0.0
-    for rank in range(1, corpus_chunks + 1):
-        total += rank ** -zipf
-        cumulative.append(total)
+    weights = [rank ** -zipf for rank in range(1, corpus_chunks + 1)]
+    cumulative = list(itertools.accumulate(weights))
+    total = cumulative[-1]
     rest: _WeightTree | None = None
     sessions = []
     for s in range(requests):
@@ -302,7 +301,7 @@ def rag(corpus_chunks: int, chunk_tokens: int, chunks_per_request: int, zipf: fl
                 seen.add(i)
                 picked.append(i)
         if len(picked) < chunks_per_request:  # the popular chunks are taken: draw the rest
-            rest = rest or _WeightTree([r ** -zipf for r in range(1, corpus_chunks + 1)])
+            rest = rest or _WeightTree(weights)
             picked += rest.draw_without(picked, chunks_per_request - len(picked), rng)
         segments = [(system, system_tokens)] + [(corpus[i], chunk_tokens) for i in picked] \
             + [(ids.content(), query_tokens)]

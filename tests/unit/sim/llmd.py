@@ -49,7 +49,6 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
-from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import CopyConfig, RunResult, run
 from lmikit.sim.routers import Epp, RandomRouter, Router
 from lmikit.sim.scenario import Deployment, deployment, percentile
@@ -188,19 +187,17 @@ def router(weights: dict[str, float], prompt_tokens: int,
                approximate=approx, refresh_s=REFRESH_S)
 
 
-def planned(setup: Setup, coeff: Coefficients | None = None,
-            reserve_full_prompt: bool = False) -> Deployment:
+def planned(setup: Setup, reserve_full_prompt: bool = False) -> Deployment:
     """The setup's servers as lmikit plans them (pool per pod from the planner)."""
     return deployment(setup.model, "ml.p5.48xlarge", tp=setup.tp, copies=8 // setup.tp,
                       instances=setup.pods, chunk_size=BLOCK, max_batch_size=1024,
-                      config_path=setup.config_path, coefficients=coeff,
-                      reserve_full_prompt=reserve_full_prompt)
+                      config_path=setup.config_path, reserve_full_prompt=reserve_full_prompt)
 
 
-def copies(setup: Setup, coeff: Coefficients | None = None, reserve_full_prompt: bool = False,
+def copies(setup: Setup, reserve_full_prompt: bool = False,
            pool_tokens: int | None = None) -> list[CopyConfig]:
     """The setup's servers; ``pool_tokens`` replaces the planner's pool per pod."""
-    cfgs = planned(setup, coeff, reserve_full_prompt).copies("off")
+    cfgs = planned(setup, reserve_full_prompt).copies("off")
     return [replace(c, gpu_tokens=pool_tokens) for c in cfgs] if pool_tokens else cfgs
 
 
@@ -222,21 +219,16 @@ SETUPS = {"73-capacity": X73, "37-capacity": X37}
 
 
 @cache
-def result(name: str, experiment: str,
-           reserve_full_prompt: bool = False) -> tuple[Stats, dict[float, Stats]]:
-    """Summary over every request, and per stage rate (the last stage of a repeated rate).
-
-    ``reserve_full_prompt`` is the servers' vLLM admission rule: off for the September 2025
-    runs (vLLM before 0.19.0 admits a request once its next chunk fits).
-    """
+def result(name: str, experiment: str) -> tuple[Stats, dict[float, Stats]]:
+    """Summary over every request, and per stage rate (the last stage of a repeated rate),
+    on the report's pool; the September 2025 servers' vLLM (before 0.19.0) admits a request
+    once its next chunk fits."""
     setup = SETUPS[name]
     weights = setup.routers[experiment]
     pool = setup.reported_pool
     if weights:
-        return replay(setup, router(weights, setup.system + setup.question), reserve_full_prompt,
-                      pool)
-    return median_replay(setup, lambda seed: RandomRouter(random.Random(seed)),
-                         reserve_full_prompt, pool)
+        return replay(setup, router(weights, setup.system + setup.question), False, pool)
+    return median_replay(setup, lambda seed: RandomRouter(random.Random(seed)), False, pool)
 
 
 # Routing by random draws (random routing, a Service): each figure is its median over these
@@ -272,9 +264,8 @@ def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
     return stats(out, work.requests), per_stage
 
 
-def figure(name: str, experiment: str, metric: str, stage: float | None = None,
-           reserve_full_prompt: bool = False) -> float:
+def figure(name: str, experiment: str, metric: str, stage: float | None = None) -> float:
     """One :class:`Stats` figure of a replay: over every request, or of the stage at ``stage``
     QPS (the last stage of a repeated rate)."""
-    summary, per_stage = result(name, experiment, reserve_full_prompt)
+    summary, per_stage = result(name, experiment)
     return float(getattr(summary if stage is None else per_stage[stage], metric))

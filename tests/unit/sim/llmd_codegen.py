@@ -118,7 +118,7 @@ import numpy as np
 
 from lmikit.sim.loop import CopyConfig, RunResult, run
 from lmikit.sim.routers import RandomRouter
-from lmikit.sim.scenario import deployment, percentile
+from lmikit.sim.scenario import percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
@@ -240,10 +240,8 @@ def report(reqs: Sequence[Request], out: RunResult) -> Report:
 def copies() -> list[CopyConfig]:
     """The Deployment's 10 servers (vLLM v0.19.1's defaults) on the one published pool of
     Qwen3-32B at TP 2 on H100 at memory share 0.9 (:data:`llmd.QWEN3_32B_TP2_POOL`)."""
-    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, copies=4, instances=PODS,
-                     chunk_size=llmd.BLOCK, max_batch_size=1024, config_path=llmd.QWEN3_32B,
-                     reserve_full_prompt=True)
-    return [replace(c, gpu_tokens=llmd.QWEN3_32B_TP2_POOL) for c in dep.copies("off")]
+    return llmd.copies(replace(llmd.X73, pods=PODS), reserve_full_prompt=True,
+                       pool_tokens=llmd.QWEN3_32B_TP2_POOL)
 
 
 def replay(conc: int, seed: int) -> Report:
