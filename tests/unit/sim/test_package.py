@@ -7,7 +7,8 @@ from lmikit import sim
 
 
 def test_simulator_imports_neither_boto3_nor_rich() -> None:
-    code = ("import sys, lmikit.sim.scenario, lmikit.sim.calibrate, lmikit.sim.workloads;"
+    code = ("import sys, lmikit.sim.scenario, lmikit.sim.calibrate, lmikit.sim.workloads,"
+            " lmikit.sim.gpu_calibration;"
             "bad = [m for m in ('boto3', 'botocore', 'rich', 'click') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,0 +1,251 @@
+"""GPU calibration: prefill time per token and pinned host<->GPU copies, measured.
+
+Needs an NVIDIA GPU, PyTorch and transformers; nothing else in lmikit does. Downloads
+nothing: each model is built from the ``config.json`` lmikit ships in its catalog, with
+random bf16 weights (a forward pass costs the same whatever the weights hold). Prints the
+figures in the simulator's terms and writes a record with the hardware they came from
+(``lmikit.sim.gpu_calibration`` reads it back):
+
+    python benchmarks/gpu_calibration.py --output gpu-calibration.json
+    python benchmarks/gpu_calibration.py --models Qwen/Qwen2.5-1.5B-Instruct --tokens 1024 4096
+
+What is measured, each after two untimed passes, as the median of ``--repeats``:
+
+- prefill: one forward pass of ``tokens`` random token ids through the model with PyTorch's
+  SDPA attention and the logits of the last position only (``logits_to_keep=1``), as vLLM
+  computes them; CUDA-synchronized around a ``time.perf_counter()`` pair. The MFU printed is
+  ``lmikit.sizing.prefill_flops`` over (time x the catalog GPU's dense bf16 peak): the
+  simulator's ``prefill_mfu`` for plain transformers, a floor for vLLM's kernels.
+- copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
+  such chunks back to back, pinned host -> GPU and GPU -> host, ``non_blocking=True`` then
+  synchronize: the catalog's effective ``host_to_gpu_gbps`` for this host.
+
+``--device cpu`` runs the same code on the CPU (no copies, no MFU) to check the script
+itself on a machine without a GPU; its times say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lmikit.catalog.models import catalog_entry, get_model
+from lmikit.sim.gpu_calibration import (
+    LMCACHE_CHUNK_TOKENS,
+    CopyPoint,
+    GpuCalibration,
+    Hardware,
+    PrefillPoint,
+    catalog_gpu_for,
+    from_dict,
+    kv_chunk_bytes,
+)
+
+DEFAULT_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen3-8B")
+DEFAULT_TOKENS = (1024, 4096, 16384)
+COPY_CHUNKS = (1, 40)
+# transformers classes that build these catalog configs (model_type -> architecture)
+BUILDABLE = {"qwen2", "qwen3", "llama", "mistral"}
+
+
+def plan(models: Sequence[str], tokens: Sequence[int], gpu_memory_gib: float
+         ) -> list[tuple[str, list[int]]]:
+    """The (model, prompt lengths) to measure: models whose bf16 weights and the largest
+    pass's activations fit in 80% of the GPU's memory, each with its lengths that fit.
+
+    Refuses a model the script cannot build (not dense, or a type transformers is not asked
+    for here), naming what it can.
+
+    >>> plan(["Qwen/Qwen2.5-1.5B-Instruct"], [1024, 4096], 80.0)
+    [('Qwen/Qwen2.5-1.5B-Instruct', [1024, 4096])]
+    """
+    out = []
+    for model_id in models:
+        config = catalog_entry(model_id)["config"]
+        if config.get("model_type") not in BUILDABLE:
+            raise SystemExit(f"--models: {model_id!r} has model_type "
+                             f"{config.get('model_type')!r}; this script builds "
+                             f"{', '.join(sorted(BUILDABLE))} models")
+        geo = get_model(model_id)
+        room = 0.8 * gpu_memory_gib * 2**30 - geo.weight_bytes_for("bfloat16")
+        # per token in flight: the residual stream, the MLP's widest activation and the
+        # KV the pass writes, a few times over for what PyTorch keeps while it runs
+        per_token = 8 * 2 * (config["hidden_size"] + config["intermediate_size"]) \
+            + geo.kv_bytes_per_token(2)
+        fits = [n for n in tokens if n * per_token <= room]
+        if fits:
+            out.append((model_id, fits))
+    return out
+
+
+def median_seconds(fn: Callable[[], None], sync: Callable[[], None], repeats: int) -> float:
+    """Two untimed calls, then the median wall time of ``repeats`` synchronized calls."""
+    for _ in range(2):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def build_model(model_id: str, device: str) -> Any:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = dict(catalog_entry(model_id)["config"])
+    model_type = config.pop("model_type")
+    for key in ("architectures", "torch_dtype", "dtype", "transformers_version"):
+        config.pop(key, None)
+    cfg = AutoConfig.for_model(model_type, **config)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16,
+                                                 attn_implementation="sdpa")
+    return model.eval()
+
+
+def measure_prefill(model_id: str, lengths: Sequence[int], device: str, repeats: int,
+                    sync: Callable[[], None]) -> list[PrefillPoint]:
+    import torch
+
+    model = build_model(model_id, device)
+    vocab = model.config.vocab_size
+    points = []
+    for n in lengths:
+        ids = torch.randint(0, vocab, (1, n), device=device)
+
+        def one(ids: Any = ids, model: Any = model) -> None:
+            with torch.inference_mode():
+                model(input_ids=ids, logits_to_keep=1, use_cache=False)
+
+        seconds = median_seconds(one, sync, repeats)
+        points.append(PrefillPoint(model_id, n, seconds))
+        print(f"  prefill {model_id} {n:>6} tokens: {seconds * 1000:9.2f} ms "
+              f"({n / seconds:,.0f} tokens/s)", flush=True)
+    return points
+
+
+def measure_copies(chunk_bytes: int, repeats: int, sync: Callable[[], None]
+                   ) -> list[CopyPoint]:
+    import torch
+
+    points = []
+    for chunks in COPY_CHUNKS:
+        host = [torch.empty(chunk_bytes, dtype=torch.uint8, pin_memory=True)
+                for _ in range(chunks)]
+        gpu = [torch.empty(chunk_bytes, dtype=torch.uint8, device="cuda")
+               for _ in range(chunks)]
+        for h in host:
+            h.fill_(1)
+        for direction, src, dst in (("host_to_gpu", host, gpu), ("gpu_to_host", gpu, host)):
+            def move(src: list[Any] = src, dst: list[Any] = dst) -> None:
+                for s, d in zip(src, dst, strict=True):
+                    d.copy_(s, non_blocking=True)
+
+            seconds = median_seconds(move, sync, repeats)
+            point = CopyPoint(direction, chunk_bytes, chunks, seconds)
+            points.append(point)
+            print(f"  copy {direction:11s} {chunks:>3} x {chunk_bytes / 1e6:7.2f} MB: "
+                  f"{chunk_bytes * chunks / seconds / 1e9:6.2f} GB/s", flush=True)
+        del host, gpu
+    return points
+
+
+def _smi(query: str) -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip().splitlines()[0].strip() if out.stdout.strip() else ""
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def hardware(device: str) -> Hardware:
+    import torch
+    import transformers
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        name, mib = props.name, props.total_memory // 2**20
+        gen, width = _smi("pcie.link.gen.current"), _smi("pcie.link.width.current")
+        pcie = f"Gen{gen} x{width}" if gen and width else ""
+        driver, cuda = _smi("driver_version"), str(torch.version.cuda or "")
+    else:
+        name, mib, pcie, driver, cuda = "cpu", 1, "", "", ""
+    return Hardware(gpu=name, gpu_memory_mib=mib, catalog_gpu=catalog_gpu_for(name, mib),
+                    driver=driver, cuda=cuda, torch=torch.__version__,
+                    transformers=transformers.__version__, cpu=_cpu_model(), pcie=pcie)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--tokens", nargs="+", type=int, default=list(DEFAULT_TOKENS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--output", type=Path, help="write the record (JSON) here")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or any(n < 1 for n in args.tokens):
+        parser.error("--repeats and --tokens must be positive")
+
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device: run on a machine with an NVIDIA GPU, or --device cpu to check "
+              "the script", file=sys.stderr)
+        return 2
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    hw = hardware(args.device)
+    print(f"{hw.gpu} ({hw.gpu_memory_mib} MiB; catalog: {hw.catalog_gpu or 'none'}), driver "
+          f"{hw.driver or '-'}, CUDA {hw.cuda or '-'}, PCIe {hw.pcie or '-'}, torch {hw.torch}, "
+          f"transformers {hw.transformers}; CPU {hw.cpu}", flush=True)
+    memory_gib = hw.gpu_memory_mib / 1024 if args.device == "cuda" else 8.0
+    prefill: list[PrefillPoint] = []
+    copies: list[CopyPoint] = []
+    for model_id, lengths in plan(args.models, args.tokens, memory_gib):
+        prefill += measure_prefill(model_id, lengths, args.device, args.repeats, sync)
+        if args.device == "cuda":  # the model is gone: free its memory for the next one
+            torch.cuda.empty_cache()
+        if args.device == "cuda":
+            copies += measure_copies(kv_chunk_bytes(model_id), args.repeats, sync)
+    record = GpuCalibration(datetime.date.today().isoformat(), hw, tuple(prefill),
+                            tuple(copies))
+    from_dict(record.to_dict())  # the record reads back as lmikit reads it
+    summary = record.summary()
+    for p in summary["prefill"]:
+        mfu = "-" if p["prefill_mfu"] is None else f"{p['prefill_mfu']:.3f}"
+        print(f"prefill_mfu {p['model_id']} {p['tokens']:>6}: {mfu}")
+    for c in summary["copies"]:
+        print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk: "
+              f"{c['gbps']:.2f} GB/s")
+    if args.output:
+        args.output.write_text(json.dumps(record.to_dict(), indent=1) + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

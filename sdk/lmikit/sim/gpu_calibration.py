@@ -1,0 +1,269 @@
+"""GPU calibration records: measured prefill times and pinned copies, with their hardware.
+
+``benchmarks/gpu_calibration.py`` measures, on a machine with an NVIDIA GPU, what two
+simulator coefficients stand for, and writes one record in this module's format:
+
+- **prefill**: a catalog model built from its shipped ``config.json`` with random bf16
+  weights (timing depends on the shapes, not the values, so nothing is downloaded), one
+  forward pass over ``tokens`` prompt tokens computing the logits of the last position only,
+  as vLLM's prefill does. :func:`prefill_mfu` turns a time into the simulator's
+  ``prefill_mfu``: :func:`lmikit.sizing.prefill_flops` over (time x the catalog GPU's dense
+  bf16 peak), the same FLOP count the engine model divides by that coefficient, so a
+  measured MFU reproduces the measured time exactly. Plain ``transformers`` is slower than
+  vLLM's kernels, so the figure is a floor for vLLM's.
+- **copies**: ``chunks`` back-to-back copies of one LMCache chunk of a model's KV (256 tokens
+  x its KV bytes per token) between pinned host memory and the GPU. :func:`copy_gbps` is
+  the catalog's ``host_to_gpu_gbps`` measured (an *effective* pinned ``cudaMemcpy``
+  figure); LMCache's own gather and scatter kernels come on top
+  (``cpu_retrieve_efficiency``), so it bounds the retrieve rate from above.
+
+Each record names the hardware it came from (GPU, driver, CUDA, PyTorch, transformers, CPU,
+PCIe link), since a figure measured on one host says nothing certain about another.
+Standard library only, like the rest of ``lmikit.sim``.
+
+>>> point = PrefillPoint("Qwen/Qwen3-8B", 4096, 0.13)
+>>> round(prefill_mfu(point, 989.0), 3)  # on an H100 SXM's 989 dense bf16 TFLOP/s
+0.56
+>>> copy_gbps(CopyPoint("host_to_gpu", 37_748_736, 40, 0.06))
+25.17
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lmikit import sizing
+from lmikit._files import FileRefused, read_limited
+from lmikit.errors import SimulationError
+
+FORMAT = "lmikit-gpu-calibration/v1"
+MAX_FILE_BYTES = 1_000_000  # a record is a few kilobytes
+MAX_POINTS = 1_000
+DIRECTIONS = ("host_to_gpu", "gpu_to_host")
+LMCACHE_CHUNK_TOKENS = 256  # LMCache's default chunk_size (lmcache/v1/config.py)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Where a record was measured; empty strings where the machine did not say."""
+
+    gpu: str  # torch.cuda.get_device_name()
+    gpu_memory_mib: int
+    catalog_gpu: str  # the lmikit catalog GPU it matches (:func:`catalog_gpu_for`), or ""
+    driver: str = ""
+    cuda: str = ""
+    torch: str = ""
+    transformers: str = ""
+    cpu: str = ""
+    pcie: str = ""  # current link, as nvidia-smi reports it ("Gen5 x16")
+
+
+@dataclass(frozen=True)
+class PrefillPoint:
+    """One prompt of ``tokens`` prefilled from nothing cached: the median of its repeats."""
+
+    model_id: str
+    tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CopyPoint:
+    """``chunks`` copies of ``chunk_bytes`` each, one after another: the median total time."""
+
+    direction: str  # one of DIRECTIONS
+    chunk_bytes: int
+    chunks: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class GpuCalibration:
+    measured_at: str  # ISO date
+    hardware: Hardware
+    prefill: tuple[PrefillPoint, ...]
+    copies: tuple[CopyPoint, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "measured_at": self.measured_at,
+                "hardware": asdict(self.hardware),
+                "prefill": [asdict(p) for p in self.prefill],
+                "copies": [asdict(c) for c in self.copies]}
+
+    def summary(self) -> dict[str, Any]:
+        """The figures in the simulator's terms: MFU per prefill point (where the GPU is in
+        the catalog) and GB/s per copy point."""
+        peak = _peak_tflops(self.hardware.catalog_gpu)
+        return {
+            "hardware": asdict(self.hardware),
+            "prefill": [{**asdict(p), "tokens_per_s": round(p.tokens / p.seconds, 1),
+                         "prefill_mfu": None if peak is None
+                         else round(prefill_mfu(p, peak), 4)} for p in self.prefill],
+            "copies": [{**asdict(c), "gbps": copy_gbps(c)} for c in self.copies],
+        }
+
+
+def prefill_mfu(point: PrefillPoint, peak_tflops: float) -> float:
+    """The ``prefill_mfu`` that makes the engine model's prefill take ``point.seconds``."""
+    from lmikit.catalog.models import get_model
+
+    geo = get_model(point.model_id)
+    flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
+                                 point.tokens, 0)
+    return flops / (point.seconds * peak_tflops * 1e12)
+
+
+def copy_gbps(point: CopyPoint) -> float:
+    """Bytes moved per second, in GB/s (1e9 bytes), to two decimals."""
+    return round(point.chunk_bytes * point.chunks / point.seconds / 1e9, 2)
+
+
+def kv_chunk_bytes(model_id: str, chunk_tokens: int = LMCACHE_CHUNK_TOKENS) -> int:
+    """Bytes of one LMCache chunk of ``model_id``'s bf16 KV on one GPU (tensor parallel 1)."""
+    from lmikit.catalog.models import get_model
+
+    return get_model(model_id).kv_bytes_per_token(2) * chunk_tokens
+
+
+# torch.cuda.get_device_name() -> lmikit catalog GPU: (words that must all appear, words that
+# must not, least memory in MiB). The H100 PCIe card's peak differs from the SXM one the
+# catalog lists, so only the SXM part ("HBM3") matches.
+_NAMES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
+    ("NVIDIA H200 141GB", ("H200",), (), 0),
+    ("NVIDIA H100 SXM 80GB", ("H100", "HBM3"), ("PCIE", "NVL"), 0),
+    ("NVIDIA B200 180GB", ("B200",), (), 0),
+    ("NVIDIA A100 80GB", ("A100",), ("PCIE",), 60_000),
+    ("NVIDIA A100 40GB", ("A100",), ("PCIE",), 0),
+    ("NVIDIA L40S", ("L40S",), (), 0),
+    ("NVIDIA A10G", ("A10G",), (), 0),
+    ("NVIDIA L4", ("L4",), ("L40",), 0),
+)
+
+
+def catalog_gpu_for(device_name: str, memory_mib: int) -> str:
+    """The catalog GPU a CUDA device is, by its name and memory; "" when none matches.
+
+    >>> catalog_gpu_for("NVIDIA H100 80GB HBM3", 81559)
+    'NVIDIA H100 SXM 80GB'
+    >>> catalog_gpu_for("NVIDIA H100 PCIe", 81559)
+    ''
+    """
+    words = device_name.upper().replace("-", " ").split()
+    for name, need, refuse, least in _NAMES:
+        if all(w in words for w in need) and not any(w in words for w in refuse) \
+                and memory_mib >= least:
+            return name
+    return ""
+
+
+def _peak_tflops(catalog_gpu: str) -> float | None:
+    from lmikit.catalog.instances import INSTANCES
+
+    for inst in INSTANCES.values():
+        if inst.gpu.name == catalog_gpu:
+            return inst.gpu.bf16_dense_tflops
+    return None
+
+
+def load(path: str | Path) -> GpuCalibration:
+    """Read and check a record written by ``benchmarks/gpu_calibration.py``."""
+    p = Path(path)
+    where = f"GPU calibration file {str(p)!r}"
+    try:
+        data = json.loads(read_limited(p, MAX_FILE_BYTES, where))
+    except FileRefused as exc:
+        raise SimulationError(str(exc)) from exc
+    except ValueError as exc:
+        raise SimulationError(f"cannot read {where}: {exc}") from exc
+    return from_dict(data, where)
+
+
+def from_dict(data: Any, where: str = "GPU calibration") -> GpuCalibration:
+    """A record from its JSON form; errors name the field, the value and what is valid."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SimulationError(f"{where}: not a {FORMAT} record (write one with "
+                              "benchmarks/gpu_calibration.py)")
+    hw = _object(data.get("hardware"), f"{where}: hardware")
+    hardware = Hardware(
+        gpu=_text(hw, "gpu", f"{where}: hardware"),
+        gpu_memory_mib=_count(hw.get("gpu_memory_mib"), f"{where}: hardware.gpu_memory_mib"),
+        catalog_gpu=_text(hw, "catalog_gpu", f"{where}: hardware", required=False),
+        **{k: _text(hw, k, f"{where}: hardware", required=False)
+           for k in ("driver", "cuda", "torch", "transformers", "cpu", "pcie")})
+    if hardware.catalog_gpu and _peak_tflops(hardware.catalog_gpu) is None:
+        raise SimulationError(f"{where}: hardware.catalog_gpu {hardware.catalog_gpu!r} is not "
+                              "a catalog GPU; valid: " + ", ".join(n for n, *_ in _NAMES)
+                              + ", or empty")
+    prefill = tuple(
+        PrefillPoint(_model(row, f"{where}: prefill[{i}]"),
+                     _count(row.get("tokens"), f"{where}: prefill[{i}].tokens"),
+                     _seconds(row.get("seconds"), f"{where}: prefill[{i}].seconds"))
+        for i, row in enumerate(_rows(data, "prefill", where)))
+    copies = []
+    for i, row in enumerate(_rows(data, "copies", where)):
+        at = f"{where}: copies[{i}]"
+        direction = row.get("direction")
+        if direction not in DIRECTIONS:
+            raise SimulationError(f"{at}.direction must be one of {', '.join(DIRECTIONS)} "
+                                  f"(got {direction!r})")
+        copies.append(CopyPoint(direction, _count(row.get("chunk_bytes"), f"{at}.chunk_bytes"),
+                                _count(row.get("chunks"), f"{at}.chunks"),
+                                _seconds(row.get("seconds"), f"{at}.seconds")))
+    if not prefill and not copies:
+        raise SimulationError(f"{where}: holds no prefill or copy measurement")
+    measured_at = data.get("measured_at")
+    if not isinstance(measured_at, str) or not measured_at:
+        raise SimulationError(f"{where}: measured_at must be the date of the measurement "
+                              f"(got {measured_at!r})")
+    return GpuCalibration(measured_at, hardware, prefill, tuple(copies))
+
+
+def _object(value: Any, at: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SimulationError(f"{at} must be an object (got {type(value).__name__})")
+    return value
+
+
+def _rows(data: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    rows = data.get(key, [])
+    if not isinstance(rows, list) or len(rows) > MAX_POINTS:
+        raise SimulationError(f"{where}: {key} must be a list of at most {MAX_POINTS} "
+                              "measurements")
+    return [_object(row, f"{where}: {key}[{i}]") for i, row in enumerate(rows)]
+
+
+def _text(obj: dict[str, Any], key: str, at: str, required: bool = True) -> str:
+    value = obj.get(key, None if required else "")
+    if not isinstance(value, str) or (required and not value) or len(value) > 200:
+        raise SimulationError(f"{at}.{key} must be text of at most 200 characters"
+                              f"{'' if not required else ', not empty'} (got {value!r})")
+    return value
+
+
+def _count(value: Any, at: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 40:
+        raise SimulationError(f"{at} must be a whole number from 1 to {1 << 40} "
+                              f"(got {value!r})")
+    return value
+
+
+def _seconds(value: Any, at: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value <= 3600:
+        raise SimulationError(f"{at} must be a number of seconds above 0, at most 3600 "
+                              f"(got {value!r})")
+    return float(value)
+
+
+def _model(row: dict[str, Any], at: str) -> str:
+    from lmikit.catalog.models import catalog_ids
+
+    model = row.get("model_id")
+    if model not in catalog_ids():
+        raise SimulationError(f"{at}.model_id {model!r} is not a catalog model; valid: "
+                              + ", ".join(catalog_ids()))
+    return str(model)

@@ -1,0 +1,166 @@
+"""GPU calibration records: the figures they yield, how they read back, what they refuse.
+
+The measuring script (benchmarks/gpu_calibration.py) needs a GPU, PyTorch and transformers;
+its plan of what to measure does not, and is tested here with the record format.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lmikit import sizing
+from lmikit.catalog.instances import INSTANCES
+from lmikit.catalog.models import get_model
+from lmikit.errors import SimulationError
+from lmikit.sim import gpu_calibration as gc
+from lmikit.sim.engine import engine_for
+
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu_calibration.py"
+H100 = "NVIDIA H100 SXM 80GB"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("gpu_calibration_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(**changes) -> dict:
+    data = {"format": gc.FORMAT, "measured_at": "2026-11-26",
+            "hardware": {"gpu": "NVIDIA H100 80GB HBM3", "gpu_memory_mib": 81559,
+                         "catalog_gpu": H100, "driver": "580.159.04", "cuda": "13.0",
+                         "torch": "2.11.0", "transformers": "5.17.0", "cpu": "x", "pcie": ""},
+            "prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 4096, "seconds": 0.13}],
+            "copies": [{"direction": "host_to_gpu", "chunk_bytes": 1 << 20, "chunks": 40,
+                        "seconds": 0.002}]}
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("mfu", [0.3, 0.55, 0.8])
+@pytest.mark.parametrize("tokens", [1024, 16_384])
+def test_prefill_mfu_of_a_time_the_engine_model_predicts_is_that_mfu(mfu, tokens) -> None:
+    # the engine model divides the same FLOP count by peak x TP x prefill_mfu, so a time it
+    # predicts at a given MFU must read back as that MFU
+    engine = engine_for("Qwen/Qwen3-8B", "ml.p5.48xlarge")
+    seconds = engine.with_coefficients(engine.coeff.replace(prefill_mfu=mfu)).prefill_s(tokens, 0)
+    point = gc.PrefillPoint("Qwen/Qwen3-8B", tokens, seconds)
+    assert gc.prefill_mfu(point, engine.tflops_per_gpu) == pytest.approx(mfu, rel=1e-12)
+
+
+def test_prefill_mfu_counts_the_flops_of_sizing_prefill_flops() -> None:
+    geo = get_model("Qwen/Qwen2.5-1.5B-Instruct")
+    flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim, 2048, 0)
+    point = gc.PrefillPoint("Qwen/Qwen2.5-1.5B-Instruct", 2048, 0.01)
+    assert gc.prefill_mfu(point, 100.0) == pytest.approx(flops / (0.01 * 100e12))
+
+
+def test_copy_gbps_is_bytes_over_seconds_in_gigabytes() -> None:
+    assert gc.copy_gbps(gc.CopyPoint("host_to_gpu", 25_000_000, 40, 0.04)) == 25.0
+
+
+def test_a_kv_chunk_is_256_tokens_of_the_models_bf16_kv() -> None:
+    # Qwen2.5-7B: 28 layers x 4 KV heads x 128 x 2 (K and V) x 2 bytes = 56 KiB per token
+    assert gc.kv_chunk_bytes("Qwen/Qwen2.5-7B-Instruct") == 256 * 57_344
+
+
+@pytest.mark.parametrize(("name", "mib", "expected"), [
+    ("NVIDIA H100 80GB HBM3", 81559, H100),
+    ("NVIDIA H100 PCIe", 81559, ""),  # another peak than the SXM part in the catalog
+    ("NVIDIA H100 NVL", 95830, ""),
+    ("NVIDIA H200", 143771, "NVIDIA H200 141GB"),
+    ("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 80GB"),
+    ("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 40GB"),
+    ("NVIDIA L40S", 46068, "NVIDIA L40S"),
+    ("NVIDIA L4", 23034, "NVIDIA L4"),
+    ("NVIDIA A10G", 23028, "NVIDIA A10G"),
+    ("NVIDIA B200", 183359, "NVIDIA B200 180GB"),
+    ("NVIDIA GeForce RTX 4090", 24564, ""),
+])
+def test_catalog_gpu_for_matches_cuda_device_names(name, mib, expected) -> None:
+    assert gc.catalog_gpu_for(name, mib) == expected
+
+
+def test_every_catalog_gpu_has_a_name_rule() -> None:
+    names = {inst.gpu.name for inst in INSTANCES.values()}
+    assert names == {n for n, *_ in gc._NAMES}
+
+
+def test_a_record_round_trips_and_summarises_in_the_simulators_terms(tmp_path) -> None:
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(_record()))
+    record = gc.load(path)
+    assert gc.from_dict(record.to_dict()) == record
+    summary = record.summary()
+    assert summary["prefill"][0]["prefill_mfu"] == pytest.approx(0.5604, abs=1e-4)
+    assert summary["copies"][0]["gbps"] == pytest.approx(40 * (1 << 20) / 0.002 / 1e9, abs=0.01)
+
+
+def test_a_record_of_a_gpu_outside_the_catalog_has_no_mfu() -> None:
+    hw = {**_record()["hardware"], "gpu": "NVIDIA GeForce RTX 4090", "catalog_gpu": ""}
+    record = gc.from_dict(_record(hardware=hw))
+    assert record.summary()["prefill"][0]["prefill_mfu"] is None
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"format": "x"}, "not a lmikit-gpu-calibration/v1 record"),
+    ({"hardware": []}, "hardware must be an object"),
+    ({"prefill": [{"model_id": "acme/none", "tokens": 1, "seconds": 1}]},
+     r"prefill\[0\].model_id 'acme/none' is not a catalog model; valid: .*Qwen/Qwen3-8B"),
+    ({"prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 0, "seconds": 1}]},
+     r"prefill\[0\].tokens must be a whole number from 1 .*\(got 0\)"),
+    ({"prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 8, "seconds": float("nan")}]},
+     r"prefill\[0\].seconds must be a number of seconds above 0"),
+    ({"copies": [{"direction": "sideways", "chunk_bytes": 1, "chunks": 1, "seconds": 1}]},
+     r"copies\[0\].direction must be one of host_to_gpu, gpu_to_host \(got 'sideways'\)"),
+    ({"prefill": [], "copies": []}, "holds no prefill or copy measurement"),
+    ({"measured_at": 3}, "measured_at must be the date"),
+    ({"prefill": [{}] * (gc.MAX_POINTS + 1)}, "at most 1000 measurements"),
+])
+def test_a_bad_record_is_refused_naming_the_field_and_value(change, message) -> None:
+    with pytest.raises(SimulationError, match=message):
+        gc.from_dict(_record(**change))
+
+
+def test_a_record_naming_a_gpu_outside_the_catalog_as_catalog_gpu_is_refused() -> None:
+    hw = {**_record()["hardware"], "catalog_gpu": "NVIDIA H100 PCIe"}
+    with pytest.raises(SimulationError, match="catalog_gpu 'NVIDIA H100 PCIe' is not a catalog "
+                                              "GPU; valid: NVIDIA H200 141GB"):
+        gc.from_dict(_record(hardware=hw))
+
+
+def test_load_refuses_a_fifo_without_reading_it(tmp_path) -> None:
+    fifo = tmp_path / "gpu.json"
+    os.mkfifo(fifo)
+    with pytest.raises(SimulationError, match="not a regular file"):
+        gc.load(fifo)
+
+
+def test_load_refuses_a_file_over_its_limit(tmp_path) -> None:
+    path = tmp_path / "gpu.json"
+    path.write_bytes(b" " * (gc.MAX_FILE_BYTES + 1))
+    with pytest.raises(SimulationError, match="GPU calibration file"):
+        gc.load(path)
+
+
+def test_the_script_plans_only_the_lengths_that_fit_the_gpu() -> None:
+    plan = _script().plan
+    # Qwen3-8B's bf16 weights are 16.4 GB: on a 22.5 GiB L4 a 16K pass does not fit beside them
+    assert plan(["Qwen/Qwen3-8B"], [1024, 4096, 16_384], 22.5) == [("Qwen/Qwen3-8B",
+                                                                     [1024, 4096])]
+    assert plan(["Qwen/Qwen3-8B"], [1024, 4096, 16_384], 79.6) == [("Qwen/Qwen3-8B",
+                                                                     [1024, 4096, 16_384])]
+    assert plan(["Qwen/Qwen3-8B"], [1024], 16.0) == []  # the weights alone do not fit
+
+
+def test_the_script_refuses_a_model_it_cannot_build() -> None:
+    with pytest.raises(SystemExit, match="'deepseek-ai/DeepSeek-V3.2' has model_type "
+                                         "'deepseek_v32'; this script builds llama, mistral"):
+        _script().plan(["deepseek-ai/DeepSeek-V3.2"], [1024], 80.0)
