@@ -190,7 +190,8 @@ def hardware(device: str) -> Hardware:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         name, mib = props.name, props.total_memory // 2**20
-        gen, width = _smi("pcie.link.gen.current"), _smi("pcie.link.width.current")
+        # the link's maximum: an idle GPU drops its current link generation to save power
+        gen, width = _smi("pcie.link.gen.max"), _smi("pcie.link.width.max")
         pcie = f"Gen{gen} x{width}" if gen and width else ""
         driver, cuda = _smi("driver_version"), str(torch.version.cuda or "")
     else:

@@ -59,7 +59,7 @@ class Hardware:
     torch: str = ""
     transformers: str = ""
     cpu: str = ""
-    pcie: str = ""  # current link, as nvidia-smi reports it ("Gen5 x16")
+    pcie: str = ""  # the link's maximum generation and width, from nvidia-smi ("Gen5 x16")
 
 
 @dataclass(frozen=True)
