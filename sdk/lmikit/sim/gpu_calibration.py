@@ -129,9 +129,10 @@ def kv_chunk_bytes(model_id: str, chunk_tokens: int = LMCACHE_CHUNK_TOKENS) -> i
     return get_model(model_id).kv_bytes_per_token(2) * chunk_tokens
 
 
-# torch.cuda.get_device_name() -> lmikit catalog GPU: (words that must all appear, words that
-# must not, least memory in MiB). The H100 PCIe card's peak differs from the SXM one the
-# catalog lists, so only the SXM part ("HBM3") matches.
+# torch.cuda.get_device_name() -> lmikit catalog GPU: (catalog GPU, words of the device name
+# that must all appear, words that must not, least memory in MiB). The catalog lists SXM
+# parts; the H100 PCIe and NVL cards have other peaks, so only the SXM H100 ("HBM3") matches,
+# and PCIe cards match nothing.
 _NAMES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], int], ...] = (
     ("NVIDIA H200 141GB", ("H200",), (), 0),
     ("NVIDIA H100 SXM 80GB", ("H100", "HBM3"), ("PCIE", "NVL"), 0),
