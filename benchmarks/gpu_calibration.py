@@ -46,6 +46,7 @@ from lmikit.sim.gpu_calibration import (
     Hardware,
     PrefillPoint,
     catalog_gpu_for,
+    copy_gbps,
     from_dict,
     kv_chunk_bytes,
 )
@@ -53,7 +54,7 @@ from lmikit.sim.gpu_calibration import (
 DEFAULT_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen3-8B")
 DEFAULT_TOKENS = (1024, 4096, 16384)
 COPY_CHUNKS = (1, 40)
-# transformers classes that build these catalog configs (model_type -> architecture)
+# catalog model types that transformers' AutoModelForCausalLM builds as dense decoders
 BUILDABLE = {"qwen2", "qwen3", "llama", "mistral"}
 
 
@@ -159,7 +160,7 @@ def measure_copies(chunk_bytes: int, repeats: int, sync: Callable[[], None]
             point = CopyPoint(direction, chunk_bytes, chunks, seconds)
             points.append(point)
             print(f"  copy {direction:11s} {chunks:>3} x {chunk_bytes / 1e6:7.2f} MB: "
-                  f"{chunk_bytes * chunks / seconds / 1e9:6.2f} GB/s", flush=True)
+                  f"{copy_gbps(point):6.2f} GB/s", flush=True)
         del host, gpu
     return points
 
@@ -230,11 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prefill += measure_prefill(model_id, lengths, args.device, args.repeats, sync)
         if args.device == "cuda":  # the model is gone: free its memory for the next one
             torch.cuda.empty_cache()
-        if args.device == "cuda":
             copies += measure_copies(kv_chunk_bytes(model_id), args.repeats, sync)
     record = GpuCalibration(datetime.date.today().isoformat(), hw, tuple(prefill),
                             tuple(copies))
-    from_dict(record.to_dict())  # the record reads back as lmikit reads it
+    data = record.to_dict()
+    from_dict(data)  # the record reads back as lmikit reads it
     summary = record.summary()
     for p in summary["prefill"]:
         mfu = "-" if p["prefill_mfu"] is None else f"{p['prefill_mfu']:.3f}"
@@ -243,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk: "
               f"{c['gbps']:.2f} GB/s")
     if args.output:
-        args.output.write_text(json.dumps(record.to_dict(), indent=1) + "\n")
+        args.output.write_text(json.dumps(data, indent=1) + "\n")
         print(f"wrote {args.output}")
     return 0
 
