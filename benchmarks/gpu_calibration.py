@@ -15,7 +15,7 @@ What is measured, each after two untimed passes, as the median of ``--repeats``:
   SDPA attention and the logits of the last position only (``logits_to_keep=1``), as vLLM
   computes them; CUDA-synchronized around a ``time.perf_counter()`` pair. The MFU printed is
   ``lmikit.sizing.prefill_flops`` over (time x the catalog GPU's dense bf16 peak): the
-  simulator's ``prefill_mfu`` for plain transformers, a floor for vLLM's kernels.
+  simulator's ``prefill_mfu`` for plain transformers, an estimate of vLLM's.
 - copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
   such chunks back to back, pinned host -> GPU and GPU -> host, ``non_blocking=True`` then
   synchronize: the catalog's effective ``host_to_gpu_gbps`` for this host.
@@ -241,8 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         mfu = "-" if p["prefill_mfu"] is None else f"{p['prefill_mfu']:.3f}"
         print(f"prefill_mfu {p['model_id']} {p['tokens']:>6}: {mfu}")
     for c in summary["copies"]:
-        print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk: "
-              f"{c['gbps']:.2f} GB/s")
+        print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk "
+              f"({c['chunk_bytes'] / 1e6:.2f} MB): {c['gbps']:.2f} GB/s")
     if args.output:
         args.output.write_text(json.dumps(data, indent=1) + "\n")
         print(f"wrote {args.output}")

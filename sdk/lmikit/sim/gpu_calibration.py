@@ -9,8 +9,9 @@ simulator coefficients stand for, and writes one record in this module's format:
   as vLLM's prefill does. :func:`prefill_mfu` turns a time into the simulator's
   ``prefill_mfu``: :func:`lmikit.sizing.prefill_flops` over (time x the catalog GPU's dense
   bf16 peak), the same FLOP count the engine model divides by that coefficient, so a
-  measured MFU reproduces the measured time exactly. Plain ``transformers`` is slower than
-  vLLM's kernels, so the figure is a floor for vLLM's.
+  measured MFU reproduces the measured time exactly. vLLM's kernels and per-step work
+  (paged KV writes, scheduling, sampling) are not plain ``transformers``', so the figure
+  estimates vLLM's rather than bounding it.
 - **copies**: ``chunks`` back-to-back copies of one LMCache chunk of a model's KV (256 tokens
   x its KV bytes per token) between pinned host memory and the GPU. :func:`copy_gbps` is
   the catalog's ``host_to_gpu_gbps`` measured (an *effective* pinned ``cudaMemcpy``
@@ -45,6 +46,7 @@ MAX_FILE_BYTES = 1_000_000  # a record is a few kilobytes
 MAX_POINTS = 1_000
 DIRECTIONS = ("host_to_gpu", "gpu_to_host")
 LMCACHE_CHUNK_TOKENS = 256  # LMCache's default chunk_size (lmcache/v1/config.py)
+MEASURED_DIR = Path(__file__).parent / "calibration"  # the records lmikit ships
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,13 @@ def load(path: str | Path) -> GpuCalibration:
     except ValueError as exc:
         raise SimulationError(f"cannot read {where}: {exc}") from exc
     return from_dict(data, where)
+
+
+def measured() -> tuple[GpuCalibration, ...]:
+    """The records lmikit ships (``lmikit/sim/calibration/*.json``), in file-name order:
+    what the defaults in :mod:`lmikit.sim.coefficients` and the catalog's effective
+    host->GPU figure were checked against, each with the hardware it came from."""
+    return tuple(load(path) for path in sorted(MEASURED_DIR.glob("*.json")))
 
 
 def from_dict(data: Any, where: str = "GPU calibration") -> GpuCalibration:

@@ -164,3 +164,54 @@ def test_the_script_refuses_a_model_it_cannot_build() -> None:
     with pytest.raises(SystemExit, match="'deepseek-ai/DeepSeek-V3.2' has model_type "
                                          "'deepseek_v32'; this script builds llama, mistral"):
         _script().plan(["deepseek-ai/DeepSeek-V3.2"], [1024], 80.0)
+
+
+# The records lmikit ships (lmikit/sim/calibration/), measured with the script above on an
+# H100 SXM and an H200, each on a host with a PCIe Gen5 x16 link.
+MEASURED = gc.measured()
+SEVEN_TO_EIGHT_B = ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-8B",
+                    "meta-llama/Llama-3.1-8B-Instruct")
+
+
+def _gpu(record: gc.GpuCalibration) -> str:
+    return record.hardware.catalog_gpu
+
+
+def test_lmikit_ships_a_record_per_gpu_each_naming_its_hardware() -> None:
+    assert sorted(_gpu(r) for r in MEASURED) == [H100, "NVIDIA H200 141GB"]
+    for record in MEASURED:
+        hw = record.hardware
+        assert gc.catalog_gpu_for(hw.gpu, hw.gpu_memory_mib) == hw.catalog_gpu
+        assert all((hw.driver, hw.cuda, hw.torch, hw.transformers, hw.cpu, hw.pcie)), hw
+        assert {p.model_id for p in record.prefill} >= {*SEVEN_TO_EIGHT_B,
+                                                        "Qwen/Qwen2.5-1.5B-Instruct"}
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_default_prefill_mfu_is_within_a_tenth_of_the_mfu_measured_for_7_8b_models(
+        record) -> None:
+    # Rule: the default prefill_mfu (sizing.PREFILL_MFU, from public vLLM figures) lies within
+    # 10% of the median MFU measured for 7-8B models at prompts of 4K tokens and more, on
+    # every GPU lmikit ships a record for.
+    mfus = [p["prefill_mfu"] for p in record.summary()["prefill"]
+            if p["model_id"] in SEVEN_TO_EIGHT_B and p["tokens"] >= 4096]
+    assert len(mfus) == 9
+    median = sorted(mfus)[len(mfus) // 2]
+    assert abs(sizing.PREFILL_MFU / median - 1) <= 0.10, (sizing.PREFILL_MFU, median)
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_catalog_gen5_host_link_is_within_15pct_below_the_measured_sustained_copy(
+        record) -> None:
+    # Rule: the catalog's effective host->GPU figure for PCIe Gen5 hosts (p5en, p6-b200) does
+    # not exceed what 40 back-to-back pinned copies of KV chunks reached on a Gen5 x16 host,
+    # in either direction, and is at least 85% of it.
+    assert record.hardware.pcie == "Gen5 x16"
+    catalog = {INSTANCES[n].host_to_gpu_gbps for n in ("ml.p5en.48xlarge",
+                                                        "ml.p6-b200.48xlarge")}
+    assert len(catalog) == 1
+    (link,) = catalog
+    sustained = [gc.copy_gbps(c) for c in record.copies if c.chunks == 40]
+    assert len(sustained) == 2 * 4  # both directions, four models' chunk sizes
+    for gbps in sustained:
+        assert 0.85 * gbps <= link <= gbps, (link, gbps)
