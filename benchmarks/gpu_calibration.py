@@ -17,8 +17,9 @@ What is measured, each after two untimed passes, as the median of ``--repeats``:
   ``lmikit.sizing.prefill_flops`` over (time x the catalog GPU's dense bf16 peak): the
   simulator's ``prefill_mfu`` for plain transformers, an estimate of vLLM's.
 - copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
-  such chunks back to back, pinned host -> GPU and GPU -> host, ``non_blocking=True`` then
-  synchronize: the catalog's effective ``host_to_gpu_gbps`` for this host.
+  such chunks back to back, GPU -> pinned host and then back (LMCache's store, then its
+  retrieve), ``non_blocking=True`` then synchronize: the catalog's effective
+  ``host_to_gpu_gbps`` for this host.
 
 ``--device cpu`` runs the same code on the CPU (no copies, no MFU) to check the script
 itself on a machine without a GPU; its times say nothing about a GPU.
@@ -149,9 +150,11 @@ def measure_copies(chunk_bytes: int, repeats: int, sync: Callable[[], None]
                 for _ in range(chunks)]
         gpu = [torch.empty(chunk_bytes, dtype=torch.uint8, device="cuda")
                for _ in range(chunks)]
-        for h in host:
-            h.fill_(1)
-        for direction, src, dst in (("host_to_gpu", host, gpu), ("gpu_to_host", gpu, host)):
+        for g in gpu:
+            g.fill_(1)
+        # LMCache's order: store GPU -> host, then retrieve host -> GPU, so the host pages
+        # the retrieve reads were last written by the GPU, as in LMCache's CPU buffer
+        for direction, src, dst in (("gpu_to_host", gpu, host), ("host_to_gpu", host, gpu)):
             def move(src: list[Any] = src, dst: list[Any] = dst) -> None:
                 for s, d in zip(src, dst, strict=True):
                     d.copy_(s, non_blocking=True)
