@@ -1,4 +1,5 @@
-"""GPU calibration: prefill time per token and pinned host<->GPU copies, measured.
+"""GPU calibration: prefill time per token, decode weight reads and pinned host<->GPU copies,
+measured.
 
 Needs an NVIDIA GPU, PyTorch and transformers; nothing else in lmikit does. Downloads
 nothing: each model is built from the ``config.json`` lmikit ships in its catalog, with
@@ -16,12 +17,17 @@ What is measured, each after two untimed passes, as the median of ``--repeats``:
   computes them; CUDA-synchronized around a ``time.perf_counter()`` pair. The MFU printed is
   ``lmikit.sizing.prefill_flops`` over (time x the catalog GPU's dense bf16 peak): the
   simulator's ``prefill_mfu`` for plain transformers, an estimate of vLLM's.
+- decode: every ``nn.Linear`` of the model applied to ``--batches`` tokens, captured once
+  in a CUDA graph and replayed (so kernel launches cost nothing), as a decode step reads
+  every weight once. The efficiency printed is those weights' bytes over (time x the
+  catalog GPU's datasheet memory bandwidth): weight reads alone, in transformers' unfused
+  layout, to compare with the simulator's whole-step ``decode_hbm_efficiency``.
 - copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
   such chunks back to back, GPU -> pinned host and then back (LMCache's store, then its
   retrieve), ``non_blocking=True`` then synchronize: the catalog's effective
   ``host_to_gpu_gbps`` for this host.
 
-``--device cpu`` runs the same code on the CPU (no copies, no MFU) to check the script
+``--device cpu`` runs the same code on the CPU (no copies, no graph, no MFU) to check the script
 itself on a machine without a GPU; its times say nothing about a GPU.
 """
 
@@ -43,6 +49,7 @@ from lmikit.catalog.models import catalog_entry, get_model
 from lmikit.sim.gpu_calibration import (
     LMCACHE_CHUNK_TOKENS,
     CopyPoint,
+    DecodePoint,
     GpuCalibration,
     Hardware,
     PrefillPoint,
@@ -55,6 +62,7 @@ from lmikit.sim.gpu_calibration import (
 DEFAULT_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen3-8B")
 DEFAULT_TOKENS = (1024, 4096, 16384)
 COPY_CHUNKS = (1, 40)
+DEFAULT_BATCHES = (1, 32)  # decode: one sequence, and a batch still far from compute-bound
 # catalog model types that transformers' AutoModelForCausalLM builds as dense decoders
 BUILDABLE = {"qwen2", "qwen3", "llama", "mistral"}
 
@@ -119,11 +127,19 @@ def build_model(model_id: str, device: str) -> Any:
     return model.eval()
 
 
-def measure_prefill(model_id: str, lengths: Sequence[int], device: str, repeats: int,
-                    sync: Callable[[], None]) -> list[PrefillPoint]:
+def measure_model(model_id: str, lengths: Sequence[int], batches: Sequence[int], device: str,
+                  repeats: int, sync: Callable[[], None]
+                  ) -> tuple[list[PrefillPoint], list[DecodePoint]]:
+    model = build_model(model_id, device)
+    prefill = measure_prefill(model, model_id, lengths, device, repeats, sync)
+    decode = measure_decode(model, model_id, batches, device, repeats, sync)
+    return prefill, decode
+
+
+def measure_prefill(model: Any, model_id: str, lengths: Sequence[int], device: str,
+                    repeats: int, sync: Callable[[], None]) -> list[PrefillPoint]:
     import torch
 
-    model = build_model(model_id, device)
     vocab = model.config.vocab_size
     points = []
     for n in lengths:
@@ -137,6 +153,45 @@ def measure_prefill(model_id: str, lengths: Sequence[int], device: str, repeats:
         points.append(PrefillPoint(model_id, n, seconds))
         print(f"  prefill {model_id} {n:>6} tokens: {seconds * 1000:9.2f} ms "
               f"({n / seconds:,.0f} tokens/s)", flush=True)
+    return points
+
+
+def measure_decode(model: Any, model_id: str, batches: Sequence[int], device: str,
+                   repeats: int, sync: Callable[[], None]) -> list[DecodePoint]:
+    """Every linear layer's weights applied to ``batch`` tokens, as one decode step reads
+    them, replayed from a CUDA graph (on the CPU, called directly)."""
+    import torch
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weight_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
+    points = []
+    for batch in batches:
+        inputs = {m.in_features: torch.randn(batch, m.in_features, dtype=m.weight.dtype,
+                                             device=device) for m in linears}
+
+        def step(inputs: dict[int, Any] = inputs) -> None:
+            with torch.inference_mode():
+                for m in linears:
+                    torch.nn.functional.linear(inputs[m.in_features], m.weight)
+
+        run = step
+        if device == "cuda":
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm cuBLAS up off the capture
+                step()
+                step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step()
+            run = graph.replay
+        seconds = median_seconds(run, sync, repeats)
+        points.append(DecodePoint(model_id, batch, weight_bytes, seconds))
+        print(f"  decode  {model_id} batch {batch:>3}: {seconds * 1000:9.3f} ms for "
+              f"{weight_bytes / 1e9:.2f} GB of weights ({weight_bytes / seconds / 1e9:,.0f} "
+              "GB/s)", flush=True)
+        del inputs
     return points
 
 
@@ -209,12 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     parser.add_argument("--tokens", nargs="+", type=int, default=list(DEFAULT_TOKENS))
+    parser.add_argument("--batches", nargs="+", type=int, default=list(DEFAULT_BATCHES),
+                        help="decode batch sizes")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--output", type=Path, help="write the record (JSON) here")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or any(n < 1 for n in args.tokens):
-        parser.error("--repeats and --tokens must be positive")
+    if args.repeats < 1 or any(n < 1 for n in args.tokens) or any(b < 1 for b in args.batches):
+        parser.error("--repeats, --tokens and --batches must be positive")
 
     import torch
 
@@ -230,19 +287,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     memory_gib = hw.gpu_memory_mib / 1024 if args.device == "cuda" else 8.0
     prefill: list[PrefillPoint] = []
     copies: list[CopyPoint] = []
+    decode: list[DecodePoint] = []
     for model_id, lengths in plan(args.models, args.tokens, memory_gib):
-        prefill += measure_prefill(model_id, lengths, args.device, args.repeats, sync)
+        passes, steps = measure_model(model_id, lengths, args.batches, args.device,
+                                      args.repeats, sync)
+        prefill += passes
+        decode += steps
         if args.device == "cuda":  # the model is gone: free its memory for the next one
             torch.cuda.empty_cache()
             copies += measure_copies(kv_chunk_bytes(model_id), args.repeats, sync)
     record = GpuCalibration(datetime.date.today().isoformat(), hw, tuple(prefill),
-                            tuple(copies))
+                            tuple(copies), tuple(decode))
     data = record.to_dict()
     from_dict(data)  # the record reads back as lmikit reads it
     summary = record.summary()
     for p in summary["prefill"]:
         mfu = "-" if p["prefill_mfu"] is None else f"{p['prefill_mfu']:.3f}"
         print(f"prefill_mfu {p['model_id']} {p['tokens']:>6}: {mfu}")
+    for d in summary["decode"]:
+        eff = "-" if d["hbm_efficiency"] is None else f"{d['hbm_efficiency']:.3f}"
+        print(f"decode hbm_efficiency {d['model_id']} batch {d['batch']:>3}: {eff}")
     for c in summary["copies"]:
         print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk "
               f"({c['chunk_bytes'] / 1e6:.2f} MB): {c['gbps']:.2f} GB/s")

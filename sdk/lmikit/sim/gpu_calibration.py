@@ -1,6 +1,7 @@
-"""GPU calibration records: measured prefill times and pinned copies, with their hardware.
+"""GPU calibration records: measured prefill, decode weight reads and pinned copies, with
+their hardware.
 
-``benchmarks/gpu_calibration.py`` measures, on a machine with an NVIDIA GPU, what two
+``benchmarks/gpu_calibration.py`` measures, on a machine with an NVIDIA GPU, what three
 simulator coefficients stand for, and writes one record in this module's format:
 
 - **prefill**: a catalog model built from its shipped ``config.json`` with random bf16
@@ -12,6 +13,12 @@ simulator coefficients stand for, and writes one record in this module's format:
   measured MFU reproduces the measured time exactly. vLLM's kernels and per-step work
   (paged KV writes, scheduling, sampling) are not plain ``transformers``', so the figure
   estimates vLLM's rather than bounding it.
+- **decode**: every linear layer of a catalog model applied to ``batch`` tokens once, as a
+  decode step does, replayed from a CUDA graph so kernel launches cost nothing.
+  :func:`decode_hbm_efficiency` is the bytes of those weights over (time x the catalog
+  GPU's datasheet memory bandwidth): what reading the weights alone reaches in
+  transformers' layout (q, k, v, gate and up as separate matrices; vLLM fuses them into
+  fewer, larger reads), to hold the simulator's whole-step ``decode_hbm_efficiency`` to.
 - **copies**: ``chunks`` back-to-back copies of one LMCache chunk of a model's KV (256 tokens
   x its KV bytes per token) between pinned host memory and the GPU. :func:`copy_gbps` is
   the catalog's ``host_to_gpu_gbps`` measured (an *effective* pinned ``cudaMemcpy``
@@ -25,6 +32,9 @@ Standard library only, like the rest of ``lmikit.sim``.
 >>> point = PrefillPoint("Qwen/Qwen3-8B", 4096, 0.13)
 >>> round(prefill_mfu(point, 989.0), 3)  # on an H100 SXM's 989 dense bf16 TFLOP/s
 0.56
+>>> round(decode_hbm_efficiency(DecodePoint("Qwen/Qwen3-8B", 1, 16_000_000_000, 0.0055),
+...                             3350.0), 3)  # an H100 SXM's 3.35 TB/s
+0.868
 >>> copy_gbps(CopyPoint("host_to_gpu", 37_748_736, 40, 0.06))
 25.17
 """
@@ -74,6 +84,17 @@ class PrefillPoint:
 
 
 @dataclass(frozen=True)
+class DecodePoint:
+    """Every linear layer's bf16 weights (``weight_bytes`` in all) applied to ``batch``
+    tokens: the median time of one pass."""
+
+    model_id: str
+    batch: int
+    weight_bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class CopyPoint:
     """``chunks`` copies of ``chunk_bytes`` each, one after another: the median total time."""
 
@@ -89,23 +110,28 @@ class GpuCalibration:
     hardware: Hardware
     prefill: tuple[PrefillPoint, ...]
     copies: tuple[CopyPoint, ...]
+    decode: tuple[DecodePoint, ...] = ()  # records before decode was measured hold none
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "measured_at": self.measured_at,
                 "hardware": asdict(self.hardware),
                 "prefill": [asdict(p) for p in self.prefill],
-                "copies": [asdict(c) for c in self.copies]}
+                "copies": [asdict(c) for c in self.copies],
+                "decode": [asdict(d) for d in self.decode]}
 
     def summary(self) -> dict[str, Any]:
-        """The figures in the simulator's terms: MFU per prefill point (where the GPU is in
-        the catalog) and GB/s per copy point."""
+        """The figures in the simulator's terms: MFU per prefill point and memory-bandwidth
+        efficiency per decode point (where the GPU is in the catalog), GB/s per copy point."""
         peak = _peak_tflops(self.hardware.catalog_gpu)
+        hbm = _hbm_gbps(self.hardware.catalog_gpu)
         return {
             "hardware": asdict(self.hardware),
             "prefill": [{**asdict(p), "tokens_per_s": round(p.tokens / p.seconds, 1),
                          "prefill_mfu": None if peak is None
                          else round(prefill_mfu(p, peak), 4)} for p in self.prefill],
             "copies": [{**asdict(c), "gbps": copy_gbps(c)} for c in self.copies],
+            "decode": [{**asdict(d), "hbm_efficiency": None if hbm is None
+                        else round(decode_hbm_efficiency(d, hbm), 4)} for d in self.decode],
         }
 
 
@@ -117,6 +143,11 @@ def prefill_mfu(point: PrefillPoint, peak_tflops: float) -> float:
     flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
                                  point.tokens, 0)
     return flops / (point.seconds * peak_tflops * 1e12)
+
+
+def decode_hbm_efficiency(point: DecodePoint, hbm_gbps: float) -> float:
+    """Share of ``hbm_gbps`` (GB/s) that reading ``point``'s weights once reached."""
+    return point.weight_bytes / point.seconds / (hbm_gbps * 1e9)
 
 
 def copy_gbps(point: CopyPoint) -> float:
@@ -172,6 +203,12 @@ def _peak_tflops(catalog_gpu: str) -> float | None:
     return None
 
 
+def _hbm_gbps(catalog_gpu: str) -> float | None:
+    from lmikit.sim.coefficients import HBM_GBPS
+
+    return HBM_GBPS[catalog_gpu][0] if catalog_gpu in HBM_GBPS else None
+
+
 def load(path: str | Path) -> GpuCalibration:
     """Read and check a record written by ``benchmarks/gpu_calibration.py``."""
     p = Path(path)
@@ -223,13 +260,19 @@ def from_dict(data: Any, where: str = "GPU calibration") -> GpuCalibration:
         copies.append(CopyPoint(direction, _count(row.get("chunk_bytes"), f"{at}.chunk_bytes"),
                                 _count(row.get("chunks"), f"{at}.chunks"),
                                 _seconds(row.get("seconds"), f"{at}.seconds")))
-    if not prefill and not copies:
-        raise SimulationError(f"{where}: holds no prefill or copy measurement")
+    decode = tuple(
+        DecodePoint(_model(row, f"{where}: decode[{i}]"),
+                    _count(row.get("batch"), f"{where}: decode[{i}].batch"),
+                    _count(row.get("weight_bytes"), f"{where}: decode[{i}].weight_bytes"),
+                    _seconds(row.get("seconds"), f"{where}: decode[{i}].seconds"))
+        for i, row in enumerate(_rows(data, "decode", where)))
+    if not prefill and not copies and not decode:
+        raise SimulationError(f"{where}: holds no prefill, decode or copy measurement")
     measured_at = data.get("measured_at")
     if not isinstance(measured_at, str) or not measured_at:
         raise SimulationError(f"{where}: measured_at must be the date of the measurement "
                               f"(got {measured_at!r})")
-    return GpuCalibration(measured_at, hardware, prefill, tuple(copies))
+    return GpuCalibration(measured_at, hardware, prefill, tuple(copies), decode)
 
 
 def _object(value: Any, at: str) -> dict[str, Any]:

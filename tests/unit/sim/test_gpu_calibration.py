@@ -39,7 +39,9 @@ def _record(**changes) -> dict:
                          "torch": "2.11.0", "transformers": "5.17.0", "cpu": "x", "pcie": ""},
             "prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 4096, "seconds": 0.13}],
             "copies": [{"direction": "host_to_gpu", "chunk_bytes": 1 << 20, "chunks": 40,
-                        "seconds": 0.002}]}
+                        "seconds": 0.002}],
+            "decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 1,
+                        "weight_bytes": 16_000_000_000, "seconds": 0.0055}]}
     data.update(changes)
     return data
 
@@ -101,12 +103,32 @@ def test_a_record_round_trips_and_summarises_in_the_simulators_terms(tmp_path) -
     summary = record.summary()
     assert summary["prefill"][0]["prefill_mfu"] == pytest.approx(0.5604, abs=1e-4)
     assert summary["copies"][0]["gbps"] == pytest.approx(40 * (1 << 20) / 0.002 / 1e9, abs=0.01)
+    # 16 GB in 5.5 ms over the H100 SXM's 3,350 GB/s datasheet bandwidth
+    assert summary["decode"][0]["hbm_efficiency"] == pytest.approx(16e9 / 0.0055 / 3.35e12,
+                                                                   abs=1e-4)
+
+
+def test_a_record_from_before_decode_was_measured_still_reads() -> None:
+    data = _record()
+    del data["decode"]
+    record = gc.from_dict(data)
+    assert record.decode == () and record.summary()["decode"] == []
+
+
+def test_decode_efficiency_divides_by_the_catalog_gpus_datasheet_bandwidth() -> None:
+    from lmikit.sim.coefficients import HBM_GBPS
+
+    point = gc.DecodePoint("Qwen/Qwen3-8B", 1, 4_800_000_000, 0.002)
+    for name, (gbps, _source) in HBM_GBPS.items():
+        assert gc.decode_hbm_efficiency(point, gbps) == pytest.approx(2.4e12 / (gbps * 1e9)), \
+            name
 
 
 def test_a_record_of_a_gpu_outside_the_catalog_has_no_mfu() -> None:
     hw = {**_record()["hardware"], "gpu": "NVIDIA GeForce RTX 4090", "catalog_gpu": ""}
     record = gc.from_dict(_record(hardware=hw))
     assert record.summary()["prefill"][0]["prefill_mfu"] is None
+    assert record.summary()["decode"][0]["hbm_efficiency"] is None
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -120,7 +142,16 @@ def test_a_record_of_a_gpu_outside_the_catalog_has_no_mfu() -> None:
      r"prefill\[0\].seconds must be a number of seconds above 0"),
     ({"copies": [{"direction": "sideways", "chunk_bytes": 1, "chunks": 1, "seconds": 1}]},
      r"copies\[0\].direction must be one of host_to_gpu, gpu_to_host \(got 'sideways'\)"),
-    ({"prefill": [], "copies": []}, "holds no prefill or copy measurement"),
+    ({"decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 0, "weight_bytes": 1, "seconds": 1}]},
+     r"decode\[0\].batch must be a whole number from 1 .*\(got 0\)"),
+    ({"decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 1, "weight_bytes": 1.5,
+                  "seconds": 1}]},
+     r"decode\[0\].weight_bytes must be a whole number from 1 .*\(got 1.5\)"),
+    ({"decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 1, "weight_bytes": 1,
+                  "seconds": -1}]},
+     r"decode\[0\].seconds must be a number of seconds above 0"),
+    ({"prefill": [], "copies": [], "decode": []},
+     "holds no prefill, decode or copy measurement"),
     ({"measured_at": 3}, "measured_at must be the date"),
     ({"prefill": [{}] * (gc.MAX_POINTS + 1)}, "at most 1000 measurements"),
 ])
@@ -215,3 +246,20 @@ def test_catalog_gen5_host_link_is_within_15pct_below_the_measured_sustained_cop
     assert len(sustained) == 2 * 4  # both directions, four models' chunk sizes
     for gbps in sustained:
         assert 0.85 * gbps <= link <= gbps, (link, gbps)
+
+
+def test_default_decode_hbm_efficiency_is_within_a_tenth_of_the_measured_weight_reads() -> None:
+    # Rule: the default decode_hbm_efficiency (a whole step, in vLLM's fused layout) is
+    # within 10% of what reading each 7-8B model's weights at batch 1 reached in
+    # transformers' unfused layout, on every shipped record that measured decode.
+    from lmikit.sim.coefficients import Coefficients
+
+    default = Coefficients().decode_hbm_efficiency
+    with_decode = [r for r in MEASURED if r.decode]
+    assert [_gpu(r) for r in with_decode] == [H100]
+    for record in with_decode:
+        measured = {d["model_id"]: d["hbm_efficiency"] for d in record.summary()["decode"]
+                    if d["batch"] == 1}
+        assert set(SEVEN_TO_EIGHT_B) <= set(measured)
+        for model_id in SEVEN_TO_EIGHT_B:
+            assert abs(default / measured[model_id] - 1) <= 0.10, (model_id, measured)
