@@ -166,8 +166,8 @@ def measure_decode(model: Any, model_id: str, batches: Sequence[int], device: st
     weight_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
     points = []
     for batch in batches:
-        inputs = {m.in_features: torch.randn(batch, m.in_features, dtype=m.weight.dtype,
-                                             device=device) for m in linears}
+        inputs = {width: torch.randn(batch, width, dtype=model.dtype, device=device)
+                  for width in {m.in_features for m in linears}}  # one per input width
 
         def step(inputs: dict[int, Any] = inputs) -> None:
             with torch.inference_mode():
