@@ -76,7 +76,7 @@ B200 = Gpu("NVIDIA B200 180GB", 179.0, 2250.0,
 # Effective host->GPU copy bandwidth per GPU, as measured by pinned-memory cudaMemcpy:
 # PCIe Gen4 x16 ~25 GB/s of the 32 GB/s raw; Gen5 x16 ~50 GB/s of 64. On Gen5 x16 hosts
 # with an H100 SXM and an H200, 40 back-to-back pinned copies of KV chunks (7-38 MB) moved
-# 53.4-55.2 GB/s each way (lmikit/sim/calibration, benchmarks/gpu_calibration.py).
+# 54.0-55.2 GB/s each way (lmikit/sim/calibration, benchmarks/gpu_calibration.py).
 _GEN4 = 25.0
 _GEN5 = 50.0
 
