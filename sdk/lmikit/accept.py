@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lmikit.errors import RenderError
 
 if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
+    from lmikit.catalog.prices import PriceTable
     from lmikit.plan import Plan
     from lmikit.render.container import ImageKind
     from lmikit.spec import DeploymentSpec
@@ -55,6 +56,7 @@ class RenderOptions:
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
     vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
     image: ImageKind = "stock"  # env, serving-properties, sagemaker: the image serving it
+    prices: PriceTable | None = None  # grafana: a price file (`lmikit prices fetch`)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     if target == "grafana":
         from lmikit.render.grafana import render_grafana_json
 
-        return render_grafana_json(spec, plan, options.hourly_price)
+        return render_grafana_json(spec, plan, options.hourly_price, options.prices)
     raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 

@@ -3,9 +3,13 @@
 Standard library only. Only prices with a public source are listed; anything else has no
 price (callers say so, or take one from the user). No public copy of AWS's price list
 was found for ml.g6.xlarge-8xlarge, ml.g6e.*, ml.p4de, ml.p5e, ml.p5en, ml.p5.4xlarge or
-ml.p6-b200, nor for any region other than us-east-1: those stay unpriced
-(``--hourly-price`` covers them). Prices change and differ by region,
-savings plan and discount: these are list prices, not a bill.
+ml.p6-b200, nor for any region other than us-east-1: those stay unpriced here.
+
+For every other type and region, ``lmikit prices fetch`` reads AWS's own price list
+(:mod:`lmikit.catalog.price_list`) into a *price file*, a :class:`PriceTable` that
+:func:`hourly_price` consults before this table (``--prices FILE``); ``--hourly-price`` sets
+one price by hand. Prices change and differ by region, savings plan and discount: these are
+list prices, not a bill.
 
 >>> p = hourly_price("ml.g5.2xlarge", "us-east-1")
 >>> p.usd, p.as_of
@@ -16,7 +20,14 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,190 @@ PRICES: dict[tuple[str, str], Price] = {
 }
 
 
-def hourly_price(instance_type: str, region: str) -> Price | None:
-    """The listed on-demand price of ``instance_type`` in ``region``, or None."""
-    key = instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-    return PRICES.get((region, key))
+PRICE_FILE_FORMAT = "lmikit-prices/1"
+MAX_PRICE_FILE_BYTES = 8 * 1024 * 1024
+MAX_PRICE_ROWS = 20_000  # every SageMaker instance type in every region is a few thousand
+MAX_USD_PER_HOUR = 10_000.0  # the dearest SageMaker instance lists near $100 an hour
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+INSTANCE_RE = re.compile(r"^ml\.[a-z0-9-]{1,32}\.[a-z0-9]{1,32}$")
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """Prices read from AWS's price list (``lmikit prices fetch``), saved as a price file.
+
+    ``rows`` maps (region, instance type) to a :class:`Price` whose ``source`` names the
+    price list, the SKU and the usage type it came from; ``fetched_at`` is when (UTC).
+    """
+
+    rows: Mapping[tuple[str, str], Price] = field(default_factory=dict)
+    fetched_at: str = ""
+    skus: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def get(self, instance_type: str, region: str) -> Price | None:
+        return self.rows.get((region, _ml(instance_type)))
+
+    def merged(self, other: PriceTable) -> PriceTable:
+        """This table with ``other``'s rows added (``other`` wins where both list one)."""
+        return PriceTable({**self.rows, **other.rows},
+                          max(self.fetched_at, other.fetched_at),
+                          {**self.skus, **other.skus})
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = []
+        for (region, instance), price in sorted(self.rows.items()):
+            sku, usage = self.skus.get((region, instance), ("", ""))
+            rows.append({"region": region, "instance_type": instance,
+                         "usd_per_hour": price.usd, "as_of": price.as_of, "sku": sku,
+                         "usage_type": usage})
+        return {"format": PRICE_FILE_FORMAT, "source": PRICE_LIST_SOURCE,
+                "fetched_at": self.fetched_at, "prices": rows}
+
+    def save(self, path: str | Path) -> None:
+        """Write the price file (JSON) atomically: a reader never sees half of it."""
+        import os
+        import tempfile
+
+        target = Path(path)
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            Path(tmp).replace(target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+# What a fetched price cites: AWS's own list, read through its query API.
+PRICE_LIST_SOURCE = ("AWS Price List Query API, service AmazonSageMaker, product family "
+                     "'ML Instance', platoinstancetype 'Hosting', on-demand")
+
+
+def fetched_price(region: str, instance_type: str, usd: float, as_of: str, sku: str,
+                  usage_type: str, fetched_at: str) -> Price:
+    """The :class:`Price` of one price-list row, its source naming the SKU and usage type."""
+    read = fetched_at[:10] or "an unknown date"
+    return Price(usd, region, as_of, f"{PRICE_LIST_SOURCE}: SKU {sku or '?'}, usage type "
+                                     f"{usage_type or '?'}, read {read}")
+
+
+def load_prices(path: str | Path) -> PriceTable:
+    """Read a price file written by ``lmikit prices fetch``; every problem names the row,
+    the field, the value and what is valid (:class:`lmikit.errors.CatalogError`)."""
+    from lmikit._files import FileRefused, read_limited
+    from lmikit.errors import CatalogError, safe_repr
+
+    what = f"price file {str(path)!r}"
+    try:
+        raw = read_limited(path, MAX_PRICE_FILE_BYTES, what)
+    except FileRefused as exc:
+        raise CatalogError(str(exc)) from exc
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise CatalogError(f"{what} is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != PRICE_FILE_FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise CatalogError(f"{what}: format is {safe_repr(got)}; expected "
+                           f"{PRICE_FILE_FORMAT!r} (write one with `lmikit prices fetch`)")
+    fetched_at = data.get("fetched_at")
+    if not isinstance(fetched_at, str) or not _is_timestamp(fetched_at):
+        raise CatalogError(f"{what}: fetched_at is {safe_repr(fetched_at)}; expected a UTC "
+                           "time such as '2026-11-26T05:40:00Z'")
+    rows = data.get("prices")
+    if not isinstance(rows, list):
+        raise CatalogError(f"{what}: prices is {safe_repr(rows)}; expected a list of rows")
+    if len(rows) > MAX_PRICE_ROWS:
+        raise CatalogError(f"{what} has {len(rows):,} price rows; at most "
+                           f"{MAX_PRICE_ROWS:,} are read")
+    table: dict[tuple[str, str], Price] = {}
+    skus: dict[tuple[str, str], tuple[str, str]] = {}
+    for i, row in enumerate(rows):
+        key, price, sku = _row(row, f"{what}: prices[{i}]", fetched_at)
+        if key in table:
+            raise CatalogError(f"{what}: prices[{i}] lists {key[1]} in {key[0]} a second "
+                               "time; each region and instance type appears once")
+        table[key], skus[key] = price, sku
+    return PriceTable(table, fetched_at, skus)
+
+
+def _row(row: object, where: str, fetched_at: str
+         ) -> tuple[tuple[str, str], Price, tuple[str, str]]:
+    from lmikit.errors import CatalogError, safe_repr
+
+    if not isinstance(row, dict):
+        raise CatalogError(f"{where} is {safe_repr(row)}; expected an object")
+    checks: list[tuple[str, Any, str]] = [
+        ("region", lambda v: isinstance(v, str) and REGION_RE.match(v),
+         "an AWS region such as 'eu-west-1'"),
+        ("instance_type", lambda v: isinstance(v, str) and INSTANCE_RE.match(v),
+         "a SageMaker instance type such as 'ml.g5.xlarge'"),
+        ("usd_per_hour", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+         and math.isfinite(v) and 0 < v <= MAX_USD_PER_HOUR,
+         f"a number of US dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}"),
+        ("as_of", lambda v: isinstance(v, str) and _is_date(v), "a date such as '2026-11-01'"),
+        ("sku", lambda v: isinstance(v, str) and len(v) <= 64, "a string (the price list SKU)"),
+        ("usage_type", lambda v: isinstance(v, str) and len(v) <= 128,
+         "a string (the price list usage type)"),
+    ]
+    for name, ok, valid in checks:
+        value = row.get(name)
+        if not ok(value):
+            raise CatalogError(f"{where}.{name} is {safe_repr(value)}; expected {valid}")
+    unknown = sorted(set(row) - {name for name, _, _ in checks})
+    if unknown:
+        raise CatalogError(f"{where} has unknown field(s) {', '.join(map(repr, unknown[:5]))};"
+                           f" valid: {', '.join(name for name, _, _ in checks)}")
+    key = (row["region"], row["instance_type"])
+    price = fetched_price(row["region"], row["instance_type"], float(row["usd_per_hour"]),
+                          row["as_of"], row["sku"], row["usage_type"], fetched_at)
+    return key, price, (row["sku"], row["usage_type"])
+
+
+def _is_date(text: str) -> bool:
+    if not _DATE_RE.match(text):
+        return False
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_timestamp(text: str) -> bool:
+    if len(text) > 40 or not text.endswith("Z"):
+        return False
+    try:
+        dt.datetime.fromisoformat(text[:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def _ml(instance_type: str) -> str:
+    return instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
+
+
+def hourly_price(instance_type: str, region: str,
+                 table: PriceTable | None = None) -> Price | None:
+    """The on-demand price of ``instance_type`` in ``region``: from ``table`` (a price file)
+    when it lists one, else from lmikit's dated table, else None."""
+    if table is not None:
+        found = table.get(instance_type, region)
+        if found is not None:
+            return found
+    return PRICES.get((region, _ml(instance_type)))
+
+
+def listed(table: PriceTable | None = None, regions: Iterable[str] | None = None,
+           ) -> list[tuple[str, str, Price]]:
+    """Every (region, instance type, price) lmikit would use, the price file's first."""
+    rows = dict(PRICES)
+    if table is not None:
+        rows.update(table.rows)
+    wanted = set(regions) if regions else None
+    return [(region, instance, price) for (region, instance), price in sorted(rows.items())
+            if wanted is None or region in wanted]

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invoke": ("lmikit.cli.invoke_cmd:invoke_cmd", "Stream a prompt and print TTFT."),
     "bench": ("lmikit.cli.bench_cmd:bench_cmd", "Run the Long-Doc-QA TTFT benchmark."),
     "sandbox": ("lmikit.cli.sandbox_cmd:sandbox_group", "Run a local fake SageMaker."),
+    "prices": ("lmikit.cli.prices_cmd:prices_group",
+               "On-demand prices: read AWS's price list, show what is used."),
     "simulate": ("lmikit.cli.simulate_cmd:simulate_cmd",
                  "Simulate a workload: TTFT, hit rates, cost per routing x cache."),
 }

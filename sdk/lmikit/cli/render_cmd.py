@@ -29,18 +29,26 @@ if TYPE_CHECKING:
               "0.11.1 image, see docs/hyperpod.md).")
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "
-              "lmikit's small us-east-1 table, where it has the instance type).")
+              "--prices, else lmikit's small us-east-1 table, where it has the instance "
+              "type).")
+@click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="grafana: a price file from `lmikit prices fetch` (prices the spec's "
+              "region).")
 @click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
               show_default=True, help="env, serving-properties, sagemaker: the image that "
               "runs the model (AWS's stock LMI image, or lmikit's container/Dockerfile).")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
-               vllm_image: str | None, hourly_price: float | None, image_kind: str) -> None:
+               vllm_image: str | None, hourly_price: float | None, prices_path: Path | None,
+               image_kind: str) -> None:
     """Print the TARGET rendered from SPEC (what `lmikit validate --target TARGET` checks)."""
     from lmikit.accept import RenderOptions, accept_spec
+    from lmikit.catalog.prices import load_prices
+
+    prices = None if prices_path is None else load_prices(prices_path)
 
     image: ImageKind = "lmikit" if image_kind == "lmikit" else "stock"
     accepted = accept_spec(spec, (target,),
-                           RenderOptions(namespace, hourly_price, vllm_image, image))
+                           RenderOptions(namespace, hourly_price, vllm_image, image, prices))
     text = accepted.output(target)
     for warning in accepted.warnings:
         click.echo(f"Warning: {warning}", err=True)

@@ -11,6 +11,7 @@ from click.core import ParameterSource
 from lmikit.cli._common import echo_json
 
 if TYPE_CHECKING:
+    from lmikit.catalog.prices import PriceTable
     from lmikit.sim.scenario import Deployment, ScenarioResult
     from lmikit.sim.workloads import Workload
 
@@ -54,6 +55,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--instance", "instance_type", help="Instance type, e.g. ml.p4de.24xlarge.")
 @click.option("--tp", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Tensor parallel degree (GPUs per copy).")
+@click.option("--region", default="us-east-1", show_default=True,
+              help="Region whose price is used (what-if form; a SPEC names its own).")
 @click.option("--instances", type=click.IntRange(1, 512), default=None,
               help="Model copies requests are routed across [default: the spec's "
                    "min_count x copies_per_instance, else 1].")
@@ -96,16 +99,20 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
                                                            path_type=Path),
               help="Fit the coefficients to this lmikit bench --output file first.")
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True),
-              callback=_finite, help="USD per instance-hour (default: lmikit's dated price table).")
+              callback=_finite, help="USD per instance-hour (default: --prices, else lmikit's "
+                                     "dated price table).")
+@click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A price file from `lmikit prices fetch`, consulted before lmikit's table.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a chart of the TTFT distribution per scenario (PNG, SVG, PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
-                 instance_type: str | None, tp: int, instances: int | None, workload: str,
-                 routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
-                 bench_path: Path | None, hourly_price: float | None, plot_path: Path | None,
-                 as_json: bool, **flags: Any) -> None:
+                 instance_type: str | None, tp: int, region: str, instances: int | None,
+                 workload: str, routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
+                 bench_path: Path | None, hourly_price: float | None,
+                 prices_path: Path | None, plot_path: Path | None, as_json: bool,
+                 **flags: Any) -> None:
     """Simulate WORKLOAD on SPEC (or --model/--instance) for every --routing x --kv-cache.
 
     Prints TTFT percentiles, total time, throughput, where prompt tokens came from (GPU
@@ -124,8 +131,13 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                                      f"{workload}", param_hint=_flag(name))
     if workload == "trace" and flags["trace"] is None:
         raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
+    prices = None
+    if prices_path is not None:
+        from lmikit.catalog.prices import load_prices
+
+        prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
-                                                     instances, ctx)
+                                                     region, instances, ctx)
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
     for mode in modes:
@@ -140,7 +152,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
         dep = dep.with_coefficients(calibration.coefficients)
     work = _workload(workload, flags, dep.chunk_size, seed, dep.max_model_len or None)
     results = _run(dep, work, list(dict.fromkeys(routings)), list(dict.fromkeys(modes)),
-                   seed, hourly_price)
+                   seed, hourly_price, prices)
     if plot_path is not None:
         _plot(results, plot_path, f"{work.name} on {dep.instances} x {dep.model_id} "
                                   f"({dep.instance_type})")
@@ -161,13 +173,16 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 
 def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
-                instances: int | None, ctx: click.Context) -> tuple[Deployment, str, str]:
+                region: str, instances: int | None, ctx: click.Context
+                ) -> tuple[Deployment, str, str]:
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
-        if model_id or instance_type or ctx.get_parameter_source("tp") \
-                == ParameterSource.COMMANDLINE:
-            raise click.UsageError("give either SPEC or --model/--instance/--tp, not both")
+        given = [name for name in ("tp", "region")
+                 if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+        if model_id or instance_type or given:
+            raise click.UsageError("give either SPEC or --model/--instance/--tp/--region, "
+                                   "not both")
         from lmikit.cli._common import load
 
         loaded, plan = load(spec)
@@ -176,8 +191,13 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
         return dep, loaded.routing.strategy, mode
     if not (model_id and instance_type):
         raise click.UsageError("give a SPEC file, or both --model and --instance")
-    return deployment(model_id, instance_type, tp=tp, instances=instances or 1), \
-        "sticky_session", "cpu"
+    from lmikit.catalog.prices import REGION_RE
+
+    if not REGION_RE.match(region):
+        raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
+                                 param_hint="--region")
+    return deployment(model_id, instance_type, tp=tp, instances=instances or 1,
+                      region=region), "sticky_session", "cpu"
 
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
@@ -200,14 +220,15 @@ def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
 
 
 def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str], seed: int,
-         hourly_price: float | None) -> list[ScenarioResult]:
+         hourly_price: float | None, prices: PriceTable | None) -> list[ScenarioResult]:
     """Every scenario, with a progress bar on a terminal's stderr (transient)."""
     from lmikit.cli._common import progress_bar
     from lmikit.sim.scenario import simulate
 
     bar = progress_bar()
     if not bar.console.is_terminal:
-        return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price)
+        return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price,
+                        prices=prices)
     task = bar.add_task("simulating", total=len(routings) * len(modes))
 
     def step(done: int, total: int, routing: str, mode: str) -> None:
@@ -216,7 +237,7 @@ def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str],
 
     with bar:
         return simulate(dep, work, routings, modes, seed=seed, hourly_price_usd=hourly_price,
-                        progress=step)
+                        prices=prices, progress=step)
 
 
 def _secs(x: float) -> str:

@@ -28,15 +28,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog.prices import PRICES
+from lmikit.catalog.prices import PRICES, PriceTable, hourly_price
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 
 # SageMaker on-demand $/hour in us-east-1, read from lmikit's one dated price table
-# (lmikit.catalog.prices); anything not listed renders "no price" unless hourly_price_usd is
-# passed.
+# (lmikit.catalog.prices). The dashboard prices the spec's own region: a price file
+# (``prices``, from `lmikit prices fetch`) first, then that table; anything neither lists
+# renders "no price" unless hourly_price_usd is passed.
 HOURLY_PRICE_USD: dict[str, tuple[float, str]] = {
     instance: (price.usd, price.source)
     for (region, instance), price in PRICES.items() if region == "us-east-1"
@@ -56,15 +57,20 @@ class CostEstimate:
     assumptions: tuple[str, ...]
 
 
-def plan_cost(spec: DeploymentSpec, plan: Plan,
-              hourly_price_usd: float | None = None) -> CostEstimate:
+def plan_cost(spec: DeploymentSpec, plan: Plan, hourly_price_usd: float | None = None,
+              prices: PriceTable | None = None) -> CostEstimate:
     """Planned $/1K tokens at full planned load (an estimate, see the module doc)."""
+    found = hourly_price(plan.instance_type, spec.region, prices)
+    price: float | None
     if hourly_price_usd is not None:
         price, source = hourly_price_usd, "given by the caller"
-    elif plan.instance_type in HOURLY_PRICE_USD:
-        price, source = HOURLY_PRICE_USD[plan.instance_type]
+    elif found is not None:
+        price, source = found.usd, found.source
     else:
-        price, source = None, f"no list price for {plan.instance_type} in lmikit's table"
+        price, source = None, (f"no list price for {plan.instance_type} in {spec.region} in "
+                               "lmikit's table" + ("" if prices is None else
+                                                   " or the price file")
+                               + "; `lmikit prices fetch` reads it from AWS")
     w = spec.workload
     tier = {"none": "gpu", "cpu": "cpu", "cpu+disk": "disk", "remote": "cpu"}[plan.tier]
     ttft = plan.predicted.ttft_hit_s.get(tier) or plan.predicted.ttft_miss_s
@@ -131,7 +137,8 @@ def _text(title: str, markdown: str, width: int = 24, height: int = 6) -> Any:
 
 
 def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
-                      hourly_price_usd: float | None = None) -> dict[str, Any]:
+                      hourly_price_usd: float | None = None,
+                      prices: PriceTable | None = None) -> dict[str, Any]:
     """The dashboard model as a JSON-ready dict (import it into Grafana)."""
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.builders import stat
@@ -142,7 +149,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
     ic = {"InferenceComponentName": base_component_name(spec.name)}
     sm = mc.NS_SAGEMAKER
-    cost = plan_cost(spec, plan, hourly_price_usd)
+    cost = plan_cost(spec, plan, hourly_price_usd, prices)
 
     d = (db.Dashboard(f"lmikit {spec.name}").uid(f"lmikit-{spec.name}")
          .tags(["lmikit", "sagemaker", "lmcache"]).time("now-6h", "now").refresh("1m")
@@ -253,6 +260,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
 
 
 def render_grafana_json(spec: DeploymentSpec, plan: Plan,
-                        hourly_price_usd: float | None = None) -> str:
-    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd), indent=2,
+                        hourly_price_usd: float | None = None,
+                        prices: PriceTable | None = None) -> str:
+    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd, prices), indent=2,
                       sort_keys=True) + "\n"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmikit.catalog.instances import get_instance
-from lmikit.catalog.prices import hourly_price
+from lmikit.catalog.prices import PriceTable, hourly_price
 from lmikit.errors import PlanError, SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import EngineModel, engine_for
@@ -184,7 +184,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str, mode: str,
-              hourly_price_usd: float | None = None) -> ScenarioResult:
+              hourly_price_usd: float | None = None,
+              prices: PriceTable | None = None) -> ScenarioResult:
     measured = [r for p in workload.phases if p.measured for s in p.sessions for r in s]
     ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in measured)
     start = min(out.arrival[r.id] for r in measured)
@@ -199,10 +200,12 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
     if hourly_price_usd is not None:
         price, source = hourly_price_usd, "given by the caller"
     else:
-        listed = hourly_price(dep.instance_type, dep.region)
+        listed = hourly_price(dep.instance_type, dep.region, prices)
         price, source = ((listed.usd, f"{listed.source} (as of {listed.as_of})") if listed
                          else (None, f"no list price for {dep.instance_type} in "
-                                     f"{dep.region} in lmikit's table"))
+                                     f"{dep.region} in lmikit's table"
+                                     + ("" if prices is None else " or the price file")
+                                     + "; `lmikit prices fetch` reads it from AWS"))
     billed = -(-dep.instances // dep.copies_per_instance)
     usd = None if price is None else price * billed * total / 3600 / (prompt + output) * 1000
     makespan = max(out.makespan_s, 1e-9)
@@ -219,7 +222,7 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
 
 def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[str, ...],
              kv_modes: list[str] | tuple[str, ...], *, seed: int = 0,
-             hourly_price_usd: float | None = None,
+             hourly_price_usd: float | None = None, prices: PriceTable | None = None,
              progress: Callable[[int, int, str, str], None] | None = None,
              ) -> list[ScenarioResult]:
     """Every (routing, mode) pair of the cross product, in the order given.
@@ -254,5 +257,6 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
                                  concurrency_threshold=dep.concurrency_threshold,
                                  busy_at=dep.max_batch_size)
             out = run(workload, copies, router, random.Random(seed + 1))
-            results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd))
+            results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd,
+                                     prices))
     return results

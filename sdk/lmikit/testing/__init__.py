@@ -9,7 +9,8 @@ invokes with lmikit, without an AWS account::
 
 Every request is checked against botocore's service model (enums, patterns and maximum
 lengths included); resources move through Creating -> InService on the clock; faults are
-injected with :meth:`FakeSageMaker.inject`.
+injected with :meth:`FakeSageMaker.inject`. :class:`FakePriceList` answers the AWS Price List
+Query API the same way, for ``lmikit prices fetch``.
 """
 
 from lmikit.testing._adapters import lora_tensors, safetensors_bytes, write_lora_adapter
@@ -25,6 +26,7 @@ from lmikit.testing._fake import (
 )
 from lmikit.testing._iam import iam_actions, iam_policy_problems, unknown_actions
 from lmikit.testing._metrics import CacheModel, s3_artifact_reader
+from lmikit.testing._pricing import FakePriceList
 from lmikit.testing._sandbox import sandbox
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
@@ -32,6 +34,7 @@ __all__ = [
     "SUPPORTED_OPERATIONS",
     "CacheModel",
     "Call",
+    "FakePriceList",
     "FakeSageMaker",
     "Fault",
     "ServiceError",
