@@ -404,3 +404,21 @@ def test_shipped_table_is_what_docs_planner_says() -> None:
     assert {region for region, _ in PRICES} == {"us-east-1"}
     assert {name for _, name in PRICES} == g5 | g6 | {"ml.p4d.24xlarge", "ml.p5.48xlarge"}
     assert all(p.source and p.as_of for p in PRICES.values())
+
+
+def test_cli_reads_the_price_file_named_by_lmikit_prices(cli: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _file(tmp_path, [{**ROW, "instance_type": "ml.g5.4xlarge", "usd_per_hour": 2.2}])
+    monkeypatch.setenv("LMIKIT_PRICES", str(table))
+    r = cli("simulate", "--model", "Qwen/Qwen3-8B", "--instance", "ml.g5.4xlarge", "--region",
+            "eu-west-1", "--workload", "long-doc-qa", "--documents", "2",
+            "--document-tokens", "1000", "--output-tokens", "4", "--json")
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.output)["results"]
+    assert row["usd_per_1k_tokens"] == pytest.approx(
+        2.2 / 3600 / row["throughput_tokens_s"] * 1000, rel=1e-3)
+    monkeypatch.setenv("LMIKIT_PRICES", str(tmp_path / "missing.json"))
+    assert cli("render", "examples/docqa-qwen7b.yaml", "-t", "lmcache").exit_code == 0
+    r = cli("render", "examples/docqa-qwen7b.yaml", "-t", "grafana")
+    assert r.exit_code == 2
+    assert "CatalogError: cannot read price file" in r.output

@@ -107,6 +107,7 @@ def _print_fetched(got: Fetched, output: Path | None) -> None:
 
 @prices_group.command("show")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="LMIKIT_PRICES", show_envvar=True,
               help="A price file from `lmikit prices fetch` (its rows come first).")
 @click.option("--region", "regions", multiple=True, metavar="REGION",
               help="Show only this region (repeatable).")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
               "--prices, else lmikit's small us-east-1 table, where it has the instance "
               "type).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="LMIKIT_PRICES", show_envvar=True,
               help="grafana: a price file from `lmikit prices fetch` (prices the spec's "
               "region).")
 @click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
@@ -44,7 +45,9 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
     from lmikit.accept import RenderOptions, accept_spec
     from lmikit.catalog.prices import load_prices
 
-    prices = None if prices_path is None else load_prices(prices_path)
+    # only the dashboard has a price (LMIKIT_PRICES may name a file for every command)
+    prices = load_prices(prices_path) if prices_path is not None and target == "grafana" \
+        else None
 
     image: ImageKind = "lmikit" if image_kind == "lmikit" else "stock"
     accepted = accept_spec(spec, (target,),

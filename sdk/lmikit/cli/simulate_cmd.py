@@ -102,6 +102,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               callback=_finite, help="USD per instance-hour (default: --prices, else lmikit's "
                                      "dated price table).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="LMIKIT_PRICES", show_envvar=True,
               help="A price file from `lmikit prices fetch`, consulted before lmikit's table.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a chart of the TTFT distribution per scenario (PNG, SVG, PDF).")
