@@ -14,6 +14,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.catalog.prices", "lmikit.catalog.price_list", "lmikit.testing._pricing",
+           "lmikit.catalog.instances",
            "lmikit.formatters._pyast", "lmikit.sim",
            "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",

@@ -158,9 +158,18 @@ INSTANCES |= _family(B200, "https://aws.amazon.com/ec2/instance-types/p6/", _GEN
 })
 
 
+def ml_name(name: str) -> str:
+    """An instance type's SageMaker name: ``g5.xlarge`` and ``ml.g5.xlarge`` are one type.
+
+    >>> ml_name("g5.xlarge"), ml_name("ml.g5.xlarge")
+    ('ml.g5.xlarge', 'ml.g5.xlarge')
+    """
+    return name if name.startswith("ml.") else f"ml.{name}"
+
+
 def get_instance(name: str) -> InstanceType:
     """Look up an instance type by its SageMaker name (``ml.`` prefix optional)."""
-    key = name if name.startswith("ml.") else f"ml.{name}"
+    key = ml_name(name)
     try:
         return INSTANCES[key]
     except KeyError:

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmikit.catalog.instances import ml_name
 from lmikit.catalog.prices import (
     INSTANCE_RE,
     MAX_USD_PER_HOUR,
@@ -191,7 +192,7 @@ def _instance_types(given: Iterable[str] | None) -> set[str]:
         return set(INSTANCES)
     out = set()
     for name in given:
-        key = name if name.startswith("ml.") else f"ml.{name}"
+        key = ml_name(name)
         if not INSTANCE_RE.match(key):
             raise CatalogError(f"instance type {safe_repr(name)} is not a SageMaker instance "
                                "type; expected a name such as 'ml.g5.xlarge'")

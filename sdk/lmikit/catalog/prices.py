@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmikit.catalog.instances import ml_name
+
 
 @dataclass(frozen=True)
 class Price:
@@ -87,7 +89,7 @@ class PriceTable:
     skus: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def get(self, instance_type: str, region: str) -> Price | None:
-        return self.rows.get((region, _ml(instance_type)))
+        return self.rows.get((region, ml_name(instance_type)))
 
     def merged(self, other: PriceTable) -> PriceTable:
         """This table with ``other``'s rows added (``other`` wins where both list one)."""
@@ -228,10 +230,6 @@ def _is_timestamp(text: str) -> bool:
     return True
 
 
-def _ml(instance_type: str) -> str:
-    return instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-
-
 def hourly_price(instance_type: str, region: str,
                  table: PriceTable | None = None) -> Price | None:
     """The on-demand price of ``instance_type`` in ``region``: from ``table`` (a price file)
@@ -240,7 +238,7 @@ def hourly_price(instance_type: str, region: str,
         found = table.get(instance_type, region)
         if found is not None:
             return found
-    return PRICES.get((region, _ml(instance_type)))
+    return PRICES.get((region, ml_name(instance_type)))
 
 
 def listed(table: PriceTable | None = None, regions: Iterable[str] | None = None,
