@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 
+from lmikit.catalog.prices import PRICES
 from lmikit.render.grafana import (
-    HOURLY_PRICE_USD,
     grafana_dashboard,
     plan_cost,
     render_grafana_json,
@@ -47,7 +47,8 @@ def test_plan_cost_uses_table_price_with_source() -> None:
         update={"type": "ml.g5.2xlarge"})})
     plan = plan.__class__(**{**plan.__dict__, "instance_type": "ml.g5.2xlarge"})
     cost = plan_cost(spec, plan)
-    price, source = HOURLY_PRICE_USD["ml.g5.2xlarge"]
+    listed = PRICES[("us-east-1", "ml.g5.2xlarge")]  # the example's region
+    price, source = listed.usd, listed.source
     assert (cost.hourly_price_usd, cost.price_source) == (price, source)
     assert cost.usd_per_1k_tokens == pytest.approx(
         price / cost.tokens_per_hour_per_instance * 1000, rel=1e-3)

@@ -241,6 +241,20 @@ def hourly_price(instance_type: str, region: str,
     return PRICES.get((region, ml_name(instance_type)))
 
 
+def price_or_reason(instance_type: str, region: str, hourly_price_usd: float | None = None,
+                    table: PriceTable | None = None) -> Price | str:
+    """The price a cost is computed from: ``hourly_price_usd`` when the caller gives one,
+    else :func:`hourly_price`; when there is none, the sentence saying so."""
+    if hourly_price_usd is not None:
+        return Price(hourly_price_usd, region, "", "given by the caller")
+    found = hourly_price(instance_type, region, table)
+    if found is not None:
+        return found
+    return (f"no list price for {instance_type} in {region} in lmikit's table"
+            + ("" if table is None else " or the price file")
+            + "; `lmikit prices fetch` reads it from AWS")
+
+
 def listed(table: PriceTable | None = None, regions: Iterable[str] | None = None,
            ) -> list[tuple[str, str, Price]]:
     """Every (region, instance type, price) lmikit would use, the price file's first."""

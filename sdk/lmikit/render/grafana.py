@@ -6,7 +6,7 @@ CloudWatch dashboard) and ``prometheus`` (the container's LMCache/vLLM series th
 CloudWatch's PromQL endpoint, ``https://monitoring.<region>.amazonaws.com``, SigV4 service
 ``monitoring``). Extra panels: hit tokens by tier and a cost-per-1K-tokens estimate.
 
-Cost is an ESTIMATE: list on-demand prices (us-east-1, see :data:`HOURLY_PRICE_USD` for the
+Cost is an ESTIMATE: list on-demand prices (:mod:`lmikit.catalog.prices`, with their
 sources) times instances, divided by token throughput. The live panel divides by measured
 vLLM tokens/s; the plan panel uses the planned concurrency and predicted TTFT with a stated
 decode-speed assumption. Prices change and differ by region, savings plan and discount; pass
@@ -28,20 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog.prices import PRICES, PriceTable, hourly_price
+from lmikit.catalog.prices import PriceTable, price_or_reason
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 
-# SageMaker on-demand $/hour in us-east-1, read from lmikit's one dated price table
-# (lmikit.catalog.prices). The dashboard prices the spec's own region: a price file
-# (``prices``, from `lmikit prices fetch`) first, then that table; anything neither lists
-# renders "no price" unless hourly_price_usd is passed.
-HOURLY_PRICE_USD: dict[str, tuple[float, str]] = {
-    instance: (price.usd, price.source)
-    for (region, instance), price in PRICES.items() if region == "us-east-1"
-}
 DECODE_TOKENS_PER_S_ASSUMED = 30.0
 """Per-sequence decode speed assumed by the *plan* cost estimate (not measured)."""
 DS_CLOUDWATCH = "${cloudwatch}"
@@ -59,18 +51,11 @@ class CostEstimate:
 
 def plan_cost(spec: DeploymentSpec, plan: Plan, hourly_price_usd: float | None = None,
               prices: PriceTable | None = None) -> CostEstimate:
-    """Planned $/1K tokens at full planned load (an estimate, see the module doc)."""
-    found = hourly_price(plan.instance_type, spec.region, prices)
-    price: float | None
-    if hourly_price_usd is not None:
-        price, source = hourly_price_usd, "given by the caller"
-    elif found is not None:
-        price, source = found.usd, found.source
-    else:
-        price, source = None, (f"no list price for {plan.instance_type} in {spec.region} in "
-                               "lmikit's table" + ("" if prices is None else
-                                                   " or the price file")
-                               + "; `lmikit prices fetch` reads it from AWS")
+    """Planned $/1K tokens at full planned load (an estimate, see the module doc): priced
+    in the spec's own region (a price file first, then lmikit's table) unless
+    ``hourly_price_usd`` is given."""
+    found = price_or_reason(plan.instance_type, spec.region, hourly_price_usd, prices)
+    price, source = (None, found) if isinstance(found, str) else (found.usd, found.source)
     w = spec.workload
     tier = {"none": "gpu", "cpu": "cpu", "cpu+disk": "disk", "remote": "cpu"}[plan.tier]
     ttft = plan.predicted.ttft_hit_s.get(tier) or plan.predicted.ttft_miss_s

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmikit.catalog.instances import get_instance
-from lmikit.catalog.prices import PriceTable, hourly_price
+from lmikit.catalog.prices import PriceTable, price_or_reason
 from lmikit.errors import PlanError, SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import EngineModel, engine_for
@@ -196,16 +196,13 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
     served = {tier: sum(v[r.id] for r in measured) for tier, v in out.served.items()}
     hit = {tier: round(tokens / prompt, 6) for tier, tokens in served.items()}
     hit["miss"] = round(max(0.0, 1.0 - sum(hit.values())), 6)
-    price: float | None
-    if hourly_price_usd is not None:
-        price, source = hourly_price_usd, "given by the caller"
+    found = price_or_reason(dep.instance_type, dep.region, hourly_price_usd, prices)
+    price: float | None = None
+    if isinstance(found, str):
+        source = found
     else:
-        listed = hourly_price(dep.instance_type, dep.region, prices)
-        price, source = ((listed.usd, f"{listed.source} (as of {listed.as_of})") if listed
-                         else (None, f"no list price for {dep.instance_type} in "
-                                     f"{dep.region} in lmikit's table"
-                                     + ("" if prices is None else " or the price file")
-                                     + "; `lmikit prices fetch` reads it from AWS"))
+        price = found.usd
+        source = f"{found.source} (as of {found.as_of})" if found.as_of else found.source
     billed = -(-dep.instances // dep.copies_per_instance)
     usd = None if price is None else price * billed * total / 3600 / (prompt + output) * 1000
     makespan = max(out.makespan_s, 1e-9)
