@@ -98,18 +98,13 @@ def fetch_hosting_prices(regions: Sequence[str], instance_types: Iterable[str] |
     client = Clients(session, region=api_region).client("pricing")
     fetched_at = (now or (lambda: dt.datetime.now(dt.UTC)))().strftime("%Y-%m-%dT%H:%M:%SZ")
     rows: dict[tuple[str, str], Price] = {}
-    skus: dict[tuple[str, str], tuple[str, str]] = {}
     missing: dict[str, list[str]] = {}
     conflicts: list[str] = []
     read = 0
     for region in regions:
         found: dict[str, list[tuple[float, str, str, str]]] = {}
         token: str | None = None
-        for page in range(MAX_PAGES + 1):
-            if page == MAX_PAGES:
-                raise CatalogError(
-                    f"the AWS price list returned more than {MAX_PAGES * PAGE_SIZE:,} SageMaker "
-                    f"Hosting products for {region}; lmikit stopped reading")
+        for _ in range(MAX_PAGES):
             kwargs: dict[str, Any] = {"ServiceCode": SERVICE_CODE, "FormatVersion": "aws_v1",
                                       "MaxResults": PAGE_SIZE, "Filters": _filters(region)}
             if token:
@@ -125,6 +120,10 @@ def fetch_hosting_prices(regions: Sequence[str], instance_types: Iterable[str] |
             token = answer.get("NextToken")
             if not token:
                 break
+        else:
+            raise CatalogError(
+                f"the AWS price list returned more than {MAX_PAGES * PAGE_SIZE:,} SageMaker "
+                f"Hosting products for {region}; lmikit stopped reading")
         for instance in sorted(wanted):
             offers = found.get(instance)
             if not offers:
@@ -138,8 +137,7 @@ def fetch_hosting_prices(regions: Sequence[str], instance_types: Iterable[str] |
             usd, as_of, sku, usage = offers[0]
             rows[(region, instance)] = fetched_price(region, instance, usd, as_of, sku, usage,
                                                      fetched_at)
-            skus[(region, instance)] = (sku, usage)
-    return Fetched(PriceTable(rows, fetched_at, skus), missing, conflicts, read)
+    return Fetched(PriceTable(rows, fetched_at), missing, conflicts, read)
 
 
 def _filters(region: str) -> list[dict[str, str]]:

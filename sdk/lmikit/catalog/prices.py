@@ -38,6 +38,8 @@ class Price:
     region: str
     as_of: str  # date of the source
     source: str
+    sku: str = ""  # the AWS price list's SKU and usage type (fetched prices only)
+    usage_type: str = ""
 
 
 _WRING = "wring.co 'AWS SageMaker inference guide' table"
@@ -80,30 +82,24 @@ _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 class PriceTable:
     """Prices read from AWS's price list (``lmikit prices fetch``), saved as a price file.
 
-    ``rows`` maps (region, instance type) to a :class:`Price` whose ``source`` names the
-    price list, the SKU and the usage type it came from; ``fetched_at`` is when (UTC).
+    ``rows`` maps (region, instance type) to a :class:`Price` with the SKU and usage type it
+    came from; ``fetched_at`` is when (UTC).
     """
 
     rows: Mapping[tuple[str, str], Price] = field(default_factory=dict)
     fetched_at: str = ""
-    skus: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def get(self, instance_type: str, region: str) -> Price | None:
         return self.rows.get((region, ml_name(instance_type)))
 
     def merged(self, other: PriceTable) -> PriceTable:
         """This table with ``other``'s rows added (``other`` wins where both list one)."""
-        return PriceTable({**self.rows, **other.rows},
-                          max(self.fetched_at, other.fetched_at),
-                          {**self.skus, **other.skus})
+        return PriceTable({**self.rows, **other.rows}, max(self.fetched_at, other.fetched_at))
 
     def to_dict(self) -> dict[str, Any]:
-        rows = []
-        for (region, instance), price in sorted(self.rows.items()):
-            sku, usage = self.skus.get((region, instance), ("", ""))
-            rows.append({"region": region, "instance_type": instance,
-                         "usd_per_hour": price.usd, "as_of": price.as_of, "sku": sku,
-                         "usage_type": usage})
+        rows = [{"region": region, "instance_type": instance, "usd_per_hour": price.usd,
+                 "as_of": price.as_of, "sku": price.sku, "usage_type": price.usage_type}
+                for (region, instance), price in sorted(self.rows.items())]
         return {"format": PRICE_FILE_FORMAT, "source": PRICE_LIST_SOURCE,
                 "fetched_at": self.fetched_at, "prices": rows}
 
@@ -134,7 +130,7 @@ def fetched_price(region: str, instance_type: str, usd: float, as_of: str, sku: 
     """The :class:`Price` of one price-list row, its source naming the SKU and usage type."""
     read = fetched_at[:10] or "an unknown date"
     return Price(usd, region, as_of, f"{PRICE_LIST_SOURCE}: SKU {sku or '?'}, usage type "
-                                     f"{usage_type or '?'}, read {read}")
+                                     f"{usage_type or '?'}, read {read}", sku, usage_type)
 
 
 def load_prices(path: str | Path) -> PriceTable:
@@ -167,18 +163,17 @@ def load_prices(path: str | Path) -> PriceTable:
         raise CatalogError(f"{what} has {len(rows):,} price rows; at most "
                            f"{MAX_PRICE_ROWS:,} are read")
     table: dict[tuple[str, str], Price] = {}
-    skus: dict[tuple[str, str], tuple[str, str]] = {}
     for i, row in enumerate(rows):
-        key, price, sku = _row(row, f"{what}: prices[{i}]", fetched_at)
+        price = _row(row, f"{what}: prices[{i}]", fetched_at)
+        key = (price.region, row["instance_type"])
         if key in table:
             raise CatalogError(f"{what}: prices[{i}] lists {key[1]} in {key[0]} a second "
                                "time; each region and instance type appears once")
-        table[key], skus[key] = price, sku
-    return PriceTable(table, fetched_at, skus)
+        table[key] = price
+    return PriceTable(table, fetched_at)
 
 
-def _row(row: object, where: str, fetched_at: str
-         ) -> tuple[tuple[str, str], Price, tuple[str, str]]:
+def _row(row: object, where: str, fetched_at: str) -> Price:
     from lmikit.errors import CatalogError, safe_repr
 
     if not isinstance(row, dict):
@@ -204,10 +199,8 @@ def _row(row: object, where: str, fetched_at: str
     if unknown:
         raise CatalogError(f"{where} has unknown field(s) {', '.join(map(repr, unknown[:5]))};"
                            f" valid: {', '.join(name for name, _, _ in checks)}")
-    key = (row["region"], row["instance_type"])
-    price = fetched_price(row["region"], row["instance_type"], float(row["usd_per_hour"]),
-                          row["as_of"], row["sku"], row["usage_type"], fetched_at)
-    return key, price, (row["sku"], row["usage_type"])
+    return fetched_price(row["region"], row["instance_type"], float(row["usd_per_hour"]),
+                         row["as_of"], row["sku"], row["usage_type"], fetched_at)
 
 
 def _is_date(text: str) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from lmikit.catalog.price_list import API_REGIONS
 from lmikit.cli._common import echo_json
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def prices_group() -> None:
                    "catalog].")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the price file here (merged into it when it exists).")
-@click.option("--api-region", type=click.Choice(["us-east-1", "eu-central-1", "ap-south-1"]),
+@click.option("--api-region", type=click.Choice(API_REGIONS),
               default="us-east-1", show_default=True,
               help="Where to call the AWS Price List Query API (it answers for every region).")
 @click.option("--json", "as_json", is_flag=True, help="Print the prices as JSON.")
