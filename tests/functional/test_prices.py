@@ -422,3 +422,12 @@ def test_cli_reads_the_price_file_named_by_lmikit_prices(cli: Any, tmp_path: Pat
     r = cli("render", "examples/docqa-qwen7b.yaml", "-t", "grafana")
     assert r.exit_code == 2
     assert "CatalogError: cannot read price file" in r.output
+
+
+def test_api_regions_are_the_ones_botocore_serves_the_price_list_from() -> None:
+    from lmikit.catalog.price_list import API_REGIONS
+    from lmikit.testing._pricing import API_REGIONS as FAKE_REGIONS
+
+    served = set(boto3.Session().get_available_regions("pricing"))  # endpoints.json
+    assert set(API_REGIONS) == served
+    assert set(FAKE_REGIONS) == served
