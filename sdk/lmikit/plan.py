@@ -21,6 +21,7 @@ from lmikit.errors import PlanError
 from lmikit.lora_isolation import check_adapter_sources
 
 if TYPE_CHECKING:
+    from lmikit.sim.coefficients import Coefficients
     from lmikit.spec import DeploymentSpec
 
 Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
@@ -386,16 +387,28 @@ def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_s
     )
 
 
-def _retrieve_efficiency() -> float:
+def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
+                     source: str = "") -> list[str]:
+    """The plan's lines on what prefill, overhead and retrieve cost, from ``coeff``.
+
+    The TTFT block is computed from these coefficients (the simulator's defaults, or those
+    ``--calibrate`` fitted, named by ``source``), so the lines say the values it used.
+    """
     from lmikit.sim.coefficients import Coefficients
 
-    return Coefficients().cpu_retrieve_efficiency
-
-
-def _tokenize_s_per_token() -> float:
-    from lmikit.sim.coefficients import Coefficients
-
-    return Coefficients().tokenize_s_per_token
+    c = coeff if coeff is not None else Coefficients()
+    tag = f" ({source})" if source else ""
+    return [
+        f"prefill at {c.prefill_mfu:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS "
+        "per GPU, with the causal attention term; fixed overhead "
+        f"{c.request_overhead_s * 1000:.0f} ms per request, plus vLLM tokenizing the whole "
+        f"prompt at {c.tokenize_s_per_token * 1e6:.1f} us per token, hit or miss{tag}",
+        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
+        f"{c.cpu_retrieve_efficiency:.0%} of it (ranks load in parallel); NVMe "
+        f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT"
+        + (f" at {c.disk_read_efficiency:.0%}" if c.disk_read_efficiency != 1.0 else "")
+        + f", not overlapped with the host->GPU copy{tag}",
+    ]
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
@@ -423,15 +436,7 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
         "workers; never on a non-NVMe or >90% full filesystem",
-        f"prefill at {s.PREFILL_MFU:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per "
-        "GPU, with the causal attention term; fixed overhead "
-        f"{s.REQUEST_OVERHEAD_S * 1000:.0f} ms per request, plus vLLM tokenizing the whole "
-        f"prompt at {_tokenize_s_per_token() * 1e6:.1f} us per token, hit or miss",
-        f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
-        f"{_retrieve_efficiency():.0%} of it "
-        "(ranks load in parallel); NVMe "
-        f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT, not overlapped with the "
-        "host->GPU copy",
+        *cost_assumptions(inst),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "

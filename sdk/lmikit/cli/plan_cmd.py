@@ -76,7 +76,7 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
 
     from lmikit.catalog.instances import get_instance
     from lmikit.cli._common import calibrate
-    from lmikit.plan import predicted_from
+    from lmikit.plan import cost_assumptions, predicted_from
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:
@@ -89,9 +89,16 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
         tokens, suffix = request_tokens, min(100, request_tokens)
     calibration = calibrate(dep, bench_path)
     engine = dep.engine.with_coefficients(calibration.coefficients)
-    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size,
-                               get_instance(dep.instance_type).has_nvme)
-    return dataclasses.replace(result, predicted=predicted), calibration
+    inst = get_instance(dep.instance_type)
+    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size, inst.has_nvme)
+    # the TTFT block now rests on the fitted coefficients: say so where the defaults stood
+    default, fitted = (cost_assumptions(inst), cost_assumptions(
+        inst, calibration.coefficients, f"fitted to {bench_path.name}"))
+    assumptions = list(result.assumptions)
+    at = assumptions.index(default[0])
+    assumptions[at:at + len(default)] = fitted
+    return (dataclasses.replace(result, predicted=predicted, assumptions=assumptions),
+            calibration)
 
 
 def _tokens(n: int) -> str:

@@ -107,6 +107,28 @@ def test_calibrate_reports_the_fit(tmp_path: Path) -> None:
     assert calibrated > plain["predicted"]["ttft_miss_s"]  # a lower MFU: slower prefill
 
 
+def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
+        tmp_path: Path) -> None:
+    """The TTFT block rests on the fitted coefficients, so the assumptions must say them."""
+    what_if = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--instance", "ml.g5.4xlarge"]
+    dep = deployment("meta-llama/Llama-3.1-8B-Instruct", "ml.g5.4xlarge")
+    truth = Coefficients(prefill_mfu=0.4, request_overhead_s=0.09)
+    bench = synthetic_bench(dep.with_coefficients(truth), long_doc_qa(6, 2_000, 8, 2), "cpu")
+    path = tmp_path / "run1.json"
+    path.write_text(json.dumps(bench.to_dict()))
+    plain = json.loads(lmikit("plan", *what_if, "--json").output)["assumptions"]
+    data = json.loads(lmikit("plan", *what_if, "--calibrate", str(path), "--json").output)
+    fitted = data["calibration"]["coefficients"]
+    changed = [(a, b) for a, b in zip(plain, data["assumptions"], strict=True) if a != b]
+    assert [a.split(" ")[0] for a, _ in changed] == ["prefill", "host->GPU"]
+    (_, prefill), (_, retrieve) = changed
+    assert prefill.startswith(f"prefill at {fitted['prefill_mfu']:.0%} of ")
+    assert f"fixed overhead {fitted['request_overhead_s'] * 1000:.0f} ms" in prefill
+    assert f"reaching {fitted['cpu_retrieve_efficiency']:.0%} of it" in retrieve
+    assert prefill.endswith("(fitted to run1.json)") and retrieve.endswith("(fitted to run1.json)")
+    assert "prefill at 55% of" in " ".join(plain)  # the defaults, where nothing was fitted
+
+
 def test_plot_writes_a_chart(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "ttft.png"
