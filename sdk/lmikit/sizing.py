@@ -27,8 +27,8 @@ DISK_USABLE_FRACTION = 0.9  # filesystem overhead and a free-space margin on the
 DISK_MIN_FREE_FRACTION = 0.1  # below this free share a disk tier is not sized at all
 PREFILL_MFU = 0.55  # share of dense bf16 peak achieved by vLLM prefill
 GPU_CACHE_RELIABLE_FRACTION = 0.5  # share of free KV pool that reliably keeps prefixes
-REQUEST_OVERHEAD_S = 0.02  # scheduling and the first decode step (unsourced; tokenization is
-#                            costed per token: lmikit.sim.coefficients tokenize_s_per_token)
+REQUEST_OVERHEAD_S = 0.02  # HTTP, scheduling, sampling, first token out (source: PROVENANCE
+#                            in lmikit.sim.coefficients; tokenizing is costed per token there)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+from dataclasses import fields
+from pathlib import Path
+
 import pytest
 
 from lmikit import sizing
 from lmikit.catalog.instances import INSTANCES
 from lmikit.errors import CatalogError, PlanError
 from lmikit.plan import plan
-from lmikit.sim.coefficients import HBM_GBPS, Coefficients, hbm_gbps
+from lmikit.sim.coefficients import HBM_GBPS, PROVENANCE, Coefficients, hbm_gbps
 from lmikit.sim.engine import engine_for, single_request
 
 P4DE = "ml.p4de.24xlarge"
@@ -85,3 +88,15 @@ def test_coefficients_reject_impossible_values() -> None:
         Coefficients(prefill_mfu=1.5)
     with pytest.raises(PlanError, match="request_overhead_s must be a number"):
         Coefficients(request_overhead_s=-1)
+
+
+def test_every_coefficient_has_its_provenance_in_code_and_in_the_docs() -> None:
+    """A coefficient without a stated source (or a stated assumption) is not shipped."""
+    names = {f.name for f in fields(Coefficients)}
+    assert set(PROVENANCE) == names
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "planner.md").read_text()
+    table = docs[docs.index("### Coefficients and where they come from"):
+                 docs.index("### Calibration from measurements")]
+    for name in names:
+        assert f"`{name}`" in table, name
+        assert len(PROVENANCE[name]) > 40, name
