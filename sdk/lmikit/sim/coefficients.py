@@ -66,7 +66,7 @@ class Coefficients:
     cpu_retrieve_efficiency: float = 0.7
     cpu_store_efficiency: float = 0.7
     disk_read_efficiency: float = 1.0
-    remote_gbps: float = 5.0
+    remote_gbps: float = 2.0
     remote_rtt_s: float = 0.002
     prefill_chunk_tokens: int = 8192
 
@@ -122,8 +122,12 @@ PROVENANCE: dict[str, str] = {
     "cpu_store_efficiency": "LMCache GPU->CPU store (write-back), same evidence as retrieve",
     "disk_read_efficiency": "share of the catalog's per-drive O_DIRECT read figure that LMCache's "
                             "local-disk backend reaches (the catalog figure is already effective)",
-    "remote_gbps": "remote tier (Redis / HyperPod tiered storage) read bandwidth per copy; an "
-                   "assumption: calibrate it with lmikit bench",
+    "remote_gbps": "remote tier read bandwidth per copy. A SageMaker spec's remote tier is "
+                   "Redis: it served 33.5 MB values (one 256-token chunk of Llama-3.1-8B's "
+                   "KV) at 14-16 Gb/s to 10-20 pipelined redis-benchmark clients (LMCache "
+                   "pull request #1238) and LMCache's Redis connector wrote 0.35 GB in 245 ms "
+                   "(1.4 GB/s; LMCache issue #1239); HyperPod's tiered storage publishes no "
+                   "figure. Calibrate it with lmikit bench",
     "remote_rtt_s": "one round trip to the remote tier per request (lookup + first chunk)",
     "prefill_chunk_tokens": "vLLM's per-step token budget (max_num_batched_tokens): a long "
                             "prefill runs in steps of this size and decodes advance once per step",

@@ -36,7 +36,7 @@ def test_decode_step_is_weights_plus_kv_over_bandwidth() -> None:
 
 
 def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trip() -> None:
-    m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(remote_rtt_s=0.01))
+    m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(remote_rtt_s=0.01, remote_gbps=5.0))
     n = 10_000
     copy = n * m.kv_bytes_per_token / (25e9 * 0.7)
     assert m.retrieve_s("gpu", n) == 0
