@@ -128,7 +128,10 @@ PROVENANCE: dict[str, str] = {
                    "pull request #1238) and LMCache's Redis connector wrote 0.35 GB in 245 ms "
                    "(1.4 GB/s; LMCache issue #1239); HyperPod's tiered storage publishes no "
                    "figure. Calibrate it with lmikit bench",
-    "remote_rtt_s": "one round trip to the remote tier per request (lookup + first chunk)",
+    "remote_rtt_s": "the remote tier's fixed cost per request: LMCache 0.5.6's Redis connector "
+                    "looks a request's chunks up in one batched EXISTS and fetches the hits "
+                    "in one batched get (two round trips + LMCache's own work; an "
+                    "assumption, calibrate it)",
     "prefill_chunk_tokens": "vLLM's per-step token budget (max_num_batched_tokens): a long "
                             "prefill runs in steps of this size and decodes advance once per step",
 }
