@@ -189,7 +189,7 @@ def _plan(i: PlanInputs) -> Plan:
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
         // per_copy_bytes
 
-    predicted = _predict(i, inst, geo, weight_bytes)
+    predicted = _predict(i, inst, geo, weight_bytes, remote=tier == "remote")
     cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
     min_memory = (cache_bytes_per_copy + weight_bytes
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
@@ -209,7 +209,7 @@ def _plan(i: PlanInputs) -> Plan:
         disk_capacity_tokens=disk_tokens_used, working_set_tokens=i.context_tokens,
         tier=tier, lmcache=lmcache, predicted=predicted, max_model_len=max_len,
         min_memory_mb=min_memory_mb, cpu_cores=cpu_cores,
-        assumptions=_assumptions(i, inst, geo, replication, volume),
+        assumptions=_assumptions(i, inst, geo, replication, volume, tier),
         warnings=warnings + [f"model: {n}" for n in geo.notes if "sliding" in n]
         + ([late] if late else []),
         startup=start, volume=volume,
@@ -353,7 +353,7 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
 
 
 def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
-             weight_bytes: int) -> Predicted:
+             weight_bytes: int, remote: bool = False) -> Predicted:
     """One request alone on an idle copy, costed by the simulator's engine model."""
     from lmikit.sim.engine import engine_for
 
@@ -362,19 +362,22 @@ def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
                         weight_bytes=weight_bytes,
                         config_path=i.config_path)
     return predicted_from(engine, i.request_tokens, i.suffix_tokens, i.chunk_size,
-                          inst.has_nvme)
+                          inst.has_nvme, remote=remote)
 
 
 def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_size: int,
-                   has_nvme: bool) -> Predicted:
+                   has_nvme: bool, remote: bool = False) -> Predicted:
     """The plan's TTFT block from an engine model (``lmikit plan --calibrate`` passes a
-    calibrated one)."""
+    calibrated one). ``remote``: the plan uses a remote tier, so a remote hit (a prefix
+    another copy stored) is costed too."""
     from lmikit.sim.engine import single_request
 
     one = single_request(engine, request_tokens, suffix_tokens, chunk_size)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
             "disk": one.hit_s["disk"] if has_nvme else None}
+    if remote:
+        hits["remote"] = one.hit_s["remote"]
 
     def _r(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
@@ -388,7 +391,7 @@ def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_s
 
 
 def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
-                     source: str = "") -> list[str]:
+                     source: str = "", remote: bool = False) -> list[str]:
     """The plan's lines on what prefill, overhead and retrieve cost, from ``coeff``.
 
     The TTFT block is computed from these coefficients (the simulator's defaults, or those
@@ -408,11 +411,14 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
         f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT"
         + (f" at {c.disk_read_efficiency:.0%}" if c.disk_read_efficiency != 1.0 else "")
         + f", not overlapped with the host->GPU copy{tag}",
+        *([f"remote tier read at {c.remote_gbps:g} GB/s per copy plus "
+           f"{c.remote_rtt_s * 1000:g} ms a request, then copied to the GPUs{tag}"]
+          if remote else []),
     ]
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
-                 replication: int, volume: su.Volume) -> list[str]:
+                 replication: int, volume: su.Volume, tier: Tier) -> list[str]:
     s = sizing
     out = [
         f"KV per token = {geo.num_layers} layers x "
@@ -436,7 +442,7 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
         "workers; never on a non-NVMe or >90% full filesystem",
-        *cost_assumptions(inst),
+        *cost_assumptions(inst, remote=tier == "remote"),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "

@@ -90,10 +90,12 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
     calibration = calibrate(dep, bench_path)
     engine = dep.engine.with_coefficients(calibration.coefficients)
     inst = get_instance(dep.instance_type)
-    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size, inst.has_nvme)
+    remote = result.tier == "remote"
+    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size, inst.has_nvme,
+                               remote=remote)
     # the TTFT block now rests on the fitted coefficients: say so where the defaults stood
-    default, fitted = (cost_assumptions(inst), cost_assumptions(
-        inst, calibration.coefficients, f"fitted to {bench_path.name}"))
+    default, fitted = (cost_assumptions(inst, remote=remote), cost_assumptions(
+        inst, calibration.coefficients, f"fitted to {bench_path.name}", remote=remote))
     assumptions = list(result.assumptions)
     at = assumptions.index(default[0])
     assumptions[at:at + len(default)] = fitted
@@ -152,7 +154,9 @@ def print_plan(p: Any) -> None:
                   f"{st.model_loading_timeout_s} s" + (" (capped)" if st.capped else ""))
     pr = p.predicted
     t.add_row("TTFT on a miss", _secs(pr.ttft_miss_s))
-    for tier in ("gpu", "cpu", "disk"):
+    for tier in ("gpu", "cpu", "disk", "remote"):
+        if tier not in pr.ttft_hit_s:  # remote: only where the plan has a remote tier
+            continue
         hit, speed = pr.ttft_hit_s.get(tier), pr.speedup.get(tier)
         t.add_row(f"TTFT on a {tier} hit", f"{_secs(hit)}" + (f"  ({speed:.1f}x)" if speed else ""))
     console.print(t)

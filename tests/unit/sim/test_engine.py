@@ -61,6 +61,22 @@ def test_plan_prediction_is_the_engine_single_request() -> None:
         assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
 
 
+def test_a_remote_tier_plan_costs_a_remote_hit_as_the_simulator_does() -> None:
+    remote = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="remote",
+                  remote_url="redis://cache.internal:6379")
+    assert remote.tier == "remote"
+    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256)
+    p = remote.predicted
+    assert p.ttft_hit_s["remote"] == pytest.approx(one.hit_s["remote"], abs=1e-4)
+    assert p.speedup["remote"] == pytest.approx(one.miss_s / one.hit_s["remote"], rel=1e-3)
+    assert p.ttft_hit_s["cpu"] < p.ttft_hit_s["remote"] < p.ttft_miss_s
+    c = Coefficients()
+    assert any(f"remote tier read at {c.remote_gbps:g} GB/s" in a for a in remote.assumptions)
+    local = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="cpu")
+    assert "remote" not in local.predicted.ttft_hit_s
+    assert not any("remote tier" in a for a in local.assumptions)
+
+
 def test_tokenization_is_4_bytes_per_token_at_the_tokenizers_library_single_thread_rate() -> None:
     # huggingface/tokenizers pull request #1582: 1.93 MB/s, one thread, Llama-3.1 tokenizer
     assert Coefficients().tokenize_s_per_token == pytest.approx(4 / 1.93e6)

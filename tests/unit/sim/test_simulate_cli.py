@@ -180,3 +180,14 @@ def test_spec_max_model_len_bounds_the_prompts(tmp_path: Path) -> None:
     r = lmikit("simulate", str(spec), "--workload", "long-doc-qa", "--document-tokens", "4000",
                "--output-tokens", "100")
     assert r.exit_code == 2 and "over the context window of 4,096 tokens" in r.output, r.output
+
+
+def test_plan_of_a_remote_tier_spec_prints_the_remote_hit(tmp_path: Path) -> None:
+    spec = tmp_path / "remote.yaml"
+    spec.write_text(DEFAULT_SPEC.read_text().replace(
+        "  mode: cpu\n", "  mode: remote\n  remote_url: redis://cache.internal:6379\n", 1))
+    assert "mode: remote" in spec.read_text()
+    out = lmikit("plan", str(spec))
+    assert out.exit_code == 0, out.output
+    assert "TTFT on a remote hit" in out.output
+    assert "TTFT on a remote hit" not in lmikit("plan", str(DEFAULT_SPEC)).output
