@@ -63,10 +63,7 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
     else:
         print_plan(result)
         if calibration is not None:
-            click.echo(f"Calibrated on {calibration.requests} measured requests: TTFT error "
-                       f"{calibration.ttft_error_before:.1%} -> "
-                       f"{calibration.ttft_error_after:.1%} (fitted "
-                       f"{', '.join(calibration.fitted)})")
+            click.echo("\n".join(calibration.summary()))
 
 
 def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,

@@ -270,10 +270,8 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
     console.print(t)
     console.print(f"Price: {results[0].price_source}", highlight=False)
     if calibration is not None:
-        console.print(f"Calibrated on {calibration.requests} measured requests: TTFT error "
-                      f"{calibration.ttft_error_before:.1%} -> "
-                      f"{calibration.ttft_error_after:.1%} (fitted "
-                      f"{', '.join(calibration.fitted)})", highlight=False)
+        for line in calibration.summary():
+            console.print(line, highlight=False)
 
 
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:

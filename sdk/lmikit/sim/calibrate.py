@@ -220,6 +220,12 @@ class Fit:
     requests: int
     notes: list[str] = field(default_factory=list)
 
+    def summary(self) -> list[str]:
+        """What the CLI prints: the TTFT error before and after the fit, then each note."""
+        return [f"Calibrated on {self.requests} measured requests: TTFT error "
+                f"{self.ttft_error_before:.1%} -> {self.ttft_error_after:.1%} (fitted "
+                f"{', '.join(self.fitted)})", *(f"  - {n}" for n in self.notes)]
+
     def to_dict(self) -> dict[str, Any]:
         return {"coefficients": {k: round(v, 6) if isinstance(v, float) else v
                                  for k, v in self.coefficients.to_dict().items()},
@@ -270,6 +276,10 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
     for step in (0.3, 0.1, 0.03):  # restarts from the best point shake off a stalled simplex
         best_x = _nelder_mead(loss, best_x, max_evaluations // 3, step)
     coeff = coeff_at(best_x)
+    notes += [f"{n} reached its bound 1.0: the bench is faster than {dep.instance_type}'s "
+              f"catalog figures allow for {dep.model_id}; check that it was measured on "
+              "this model and instance type" for n in names
+              if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
     return Fit(coeff, names, ttft_error(dep, bench, base), ttft_error(dep, bench, coeff),
                len(bench.records), notes)
 

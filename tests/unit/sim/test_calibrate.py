@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,22 @@ def test_fit_keeps_coefficients_without_evidence() -> None:
     result = fit(DEP, bench)
     assert "disk_read_efficiency" not in result.fitted
     assert any("no disk hits" in n for n in result.notes)
+
+
+def test_fit_says_when_a_coefficient_is_pinned_at_its_bound() -> None:
+    """A bench faster than the hardware allows (here: prefill on a GPU with 3x the catalog's
+    peak) cannot be explained; the fit must say so rather than report the bound as a fact."""
+    fast = replace(DEP, engine=replace(DEP.engine, tflops_per_gpu=DEP.engine.tflops_per_gpu * 3))
+    bench = synthetic_bench(fast.with_coefficients(Coefficients(prefill_mfu=0.9)),
+                            long_doc_qa(6, 4_000, 8, 2), "cpu")
+    result = fit(DEP, bench, max_evaluations=300)
+    assert result.coefficients.prefill_mfu == 1.0
+    (note,) = [n for n in result.notes if n.startswith("prefill_mfu reached its bound 1.0")]
+    assert "ml.g5.4xlarge" in note and "meta-llama/Llama-3.1-8B-Instruct" in note
+    assert any(line.endswith(note) for line in result.summary())
+    honest = fit(DEP, synthetic_bench(DEP.with_coefficients(TRUTHS[0]),
+                                      long_doc_qa(6, 4_000, 8, 2), "cpu"), max_evaluations=300)
+    assert not [n for n in honest.notes if "reached its bound" in n]
 
 
 def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
