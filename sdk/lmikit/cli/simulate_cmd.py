@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +275,26 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
             console.print(line, highlight=False)
 
 
+def tick_label(seconds: float, minor: bool = False) -> str:
+    """A log-scale TTFT tick as people read it: "50 ms", "0.2 s", "3 s"; a minor tick is
+    labelled only at 2x and 5x of its decade, so labels do not crowd.
+
+    >>> [tick_label(x) for x in (0.001, 0.05, 0.2, 1.0, 30.0)]
+    ['1 ms', '50 ms', '200 ms', '1 s', '30 s']
+    >>> tick_label(0.3, minor=True), tick_label(0.5, minor=True)
+    ('', '500 ms')
+    """
+    if seconds <= 0:
+        return ""
+    if minor:
+        lead = seconds / 10 ** math.floor(math.log10(seconds) + 1e-9)
+        if round(lead) not in (2, 5) or abs(lead - round(lead)) > 1e-6:
+            return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
     try:
         import matplotlib
@@ -282,6 +303,7 @@ def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
                                    "pip install 'lmikit[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for r in results:
@@ -289,7 +311,9 @@ def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
         ys = [(i + 1) / len(xs) for i in range(len(xs))]
         ax.step(xs, ys, where="post", label=f"{r.routing} / {r.kv_cache}")
     ax.set_xscale("log")
-    ax.set_xlabel("TTFT (s)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))
+    ax.set_xlabel("TTFT")
     ax.set_ylabel("share of requests")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
