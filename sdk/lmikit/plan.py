@@ -183,7 +183,16 @@ def _plan(i: PlanInputs) -> Plan:
     cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
     disk_tokens = disk.per_worker_bytes * i.tp // per_copy_bytes
 
-    tier = _decide_tier(i, inst, gpu_tokens, in_flight, cpu_tokens, disk_tokens, warnings)
+    if i.mode == "auto" and _gib(host.per_worker_gib) < 1:
+        # LMCache keeps its CPU buffer in front of every tier: without room for it, auto
+        # plans without LMCache instead of refusing (an explicit mode is refused below)
+        warnings.append(f"{inst.name} leaves {host.per_worker_gib:.1f} GB of host memory per "
+                        "worker after the OS and weight-loading reserves, too little for an "
+                        "LMCache tier: planned without one (GPU prefix cache only); a larger "
+                        "instance or fewer copies per instance makes room")
+        tier: Tier = "none"
+    else:
+        tier = _decide_tier(i, inst, gpu_tokens, in_flight, cpu_tokens, disk_tokens, warnings)
     lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
     cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // per_copy_bytes
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
@@ -195,9 +204,13 @@ def _plan(i: PlanInputs) -> Plan:
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
     min_memory_mb = max(128, math.ceil(min_memory / 2**20))
     if min_memory_mb * i.copies > inst.host_memory_gib * 1024:
-        raise PlanError(f"{i.copies} copies need {min_memory_mb * i.copies} MB of host memory "
-                        f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; lower "
-                        "kv_cache.cpu_size_gb or instance.copies_per_instance")
+        fix = ("lower kv_cache.cpu_size_gb or instance.copies_per_instance"
+               if cache_bytes_per_copy else
+               "the weights and the worker overhead alone do not fit: choose an instance type "
+               "with more memory" + (" or fewer copies per instance" if i.copies > 1 else ""))
+        copies = "1 copy needs" if i.copies == 1 else f"{i.copies} copies need"
+        raise PlanError(f"{copies} {min_memory_mb * i.copies} MB of host memory "
+                        f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; {fix}")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
     start = su.estimate_startup(weight_bytes, _source(i.weights_source))
     late = su.startup_warning(start)

@@ -105,6 +105,26 @@ def test_plan_refuses_oversized_explicit_cpu_cache():
         plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge", mode="cpu", cpu_size_gb=500.0)
 
 
+def test_auto_plans_without_lmcache_when_the_host_has_no_room_for_it():
+    """ml.g5.2xlarge: 32 GiB of RAM less max(20% of it, 2 x the 7B's 15 GB of weights) and a
+    4 GiB worker reserve leaves nothing for LMCache's CPU buffer, which every tier needs."""
+    p = plan("Qwen/Qwen2.5-7B-Instruct", "ml.g5.2xlarge")
+    assert p.tier == "none" and p.lmcache["max_local_cpu_size_gb"] == 0.0
+    (warning,) = [w for w in p.warnings if "too little for an LMCache tier" in w]
+    assert warning.startswith("ml.g5.2xlarge leaves 0.0 GB of host memory per worker")
+    # asked for explicitly, the tier is refused, naming the field to change
+    with pytest.raises(PlanError, match="no host memory is left.*kv_cache.mode 'off'"):
+        plan("Qwen/Qwen2.5-7B-Instruct", "ml.g5.2xlarge", mode="cpu")
+
+
+def test_weights_beyond_the_host_memory_are_refused_with_the_right_advice():
+    # 16 GiB of RAM cannot hold Qwen3-8B's 16.4 GB of weights and a 4 GiB worker reserve
+    with pytest.raises(PlanError, match=r"1 copy needs 19718 MB of host memory but "
+                                        r"ml.g5.xlarge has 16384 MB; the weights and the "
+                                        r"worker overhead alone do not fit"):
+        plan("Qwen/Qwen3-8B", "ml.g5.xlarge")
+
+
 def test_disk_mode_needs_nvme_backed_instance():
     # every catalog GPU instance has NVMe; the disk path is file:/// and absolute
     p = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, mode="cpu+disk")
