@@ -183,16 +183,8 @@ def _plan(i: PlanInputs) -> Plan:
     cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
     disk_tokens = disk.per_worker_bytes * i.tp // per_copy_bytes
 
-    if i.mode == "auto" and _gib(host.per_worker_gib) < 1:
-        # LMCache keeps its CPU buffer in front of every tier: without room for it, auto
-        # plans without LMCache instead of refusing (an explicit mode is refused below)
-        warnings.append(f"{inst.name} leaves {host.per_worker_gib:.1f} GB of host memory per "
-                        "worker after the OS and weight-loading reserves, too little for an "
-                        "LMCache tier: planned without one (GPU prefix cache only); a larger "
-                        "instance or fewer copies per instance makes room")
-        tier: Tier = "none"
-    else:
-        tier = _decide_tier(i, inst, gpu_tokens, in_flight, cpu_tokens, disk_tokens, warnings)
+    tier = _decide_tier(i, inst, gpu_tokens, in_flight, host, cpu_tokens, disk_tokens,
+                        warnings)
     lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
     cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // per_copy_bytes
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
@@ -280,7 +272,8 @@ def _check_holds(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, weight_b
 
 
 def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: int,
-                 cpu_tokens: int, disk_tokens: int, warnings: list[str]) -> Tier:
+                 host: sizing.HostBudget, cpu_tokens: int, disk_tokens: int,
+                 warnings: list[str]) -> Tier:
     ws = i.context_tokens
     if i.mode == "off":
         return "none"
@@ -294,6 +287,15 @@ def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: 
     if i.mode == "remote":
         return "remote"
     # auto
+    if not _cpu_tier_fits(host):
+        # LMCache keeps its CPU buffer in front of every tier: without room for it, auto
+        # plans without LMCache instead of refusing (an explicit mode is refused in
+        # _lmcache_sizes)
+        warnings.append(f"{inst.name} leaves {host.per_worker_gib:.1f} GB of host memory per "
+                        "worker after the OS and weight-loading reserves, too little for an "
+                        "LMCache tier: planned without one (GPU prefix cache only); a larger "
+                        "instance or fewer copies per instance makes room")
+        return "none"
     reliable_gpu = sizing.GPU_CACHE_RELIABLE_FRACTION * max(0, gpu_tokens - in_flight)
     if ws == 0:
         warnings.append("workload.reused_context_tokens is not set; assuming repeated context "
@@ -321,6 +323,11 @@ def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: 
     return "cpu+disk"
 
 
+def _cpu_tier_fits(host: sizing.HostBudget) -> bool:
+    """Whether each worker gets the 1 GB (rounded down to 0.1) an LMCache CPU tier needs."""
+    return _gib(host.per_worker_gib) >= 1
+
+
 def _gib(value: float) -> float:
     """Round a size down to a tenth of a GB (LMCache takes fractional GB)."""
     return math.floor(value * 10) / 10
@@ -334,7 +341,7 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
     if tier == "none":
         return out
     budget_cpu = _gib(host.per_worker_gib)
-    if budget_cpu < 1:
+    if not _cpu_tier_fits(host):
         raise PlanError(f"no host memory is left for an LMCache CPU tier ({host.per_worker_gib:.1f}"
                         " GB per worker after reserves); use kv_cache.mode 'off' or fewer copies")
     if i.cpu_size_gb == "auto":
