@@ -276,7 +276,7 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
 
 
 def tick_label(seconds: float, minor: bool = False) -> str:
-    """A log-scale TTFT tick as people read it: "50 ms", "0.2 s", "3 s"; a minor tick is
+    """A log-scale TTFT tick as people read it: "50 ms", "200 ms", "3 s"; a minor tick is
     labelled only at 2x and 5x of its decade, so labels do not crowd.
 
     >>> [tick_label(x) for x in (0.001, 0.05, 0.2, 1.0, 30.0)]
