@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -411,29 +412,38 @@ def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_s
 
 
 def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
-                     source: str = "", remote: bool = False) -> list[str]:
+                     source: str = "", remote: bool = False,
+                     fitted: Collection[str] = ()) -> list[str]:
     """The plan's lines on what prefill, overhead and retrieve cost, from ``coeff``.
 
     The TTFT block is computed from these coefficients (the simulator's defaults, or those
-    ``--calibrate`` fitted, named by ``source``), so the lines say the values it used.
+    ``--calibrate`` fitted to the bench file ``source``), so the lines say the values it
+    used, each of the ``fitted`` ones marked as fitted to ``source``; the others are
+    defaults the bench had no evidence for.
     """
     from lmikit.sim.coefficients import Coefficients
 
     c = coeff if coeff is not None else Coefficients()
-    tag = f" ({source})" if source else ""
+
+    def mark(name: str) -> str:
+        return f" (fitted to {source})" if name in fitted else ""
+
     return [
-        f"prefill at {c.prefill_mfu:.0%} of {inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS "
-        "per GPU, with the causal attention term; fixed overhead "
-        f"{c.request_overhead_s * 1000:.0f} ms per request, plus vLLM tokenizing the whole "
-        f"prompt at {c.tokenize_s_per_token * 1e6:.1f} us per token, hit or miss{tag}",
+        f"prefill at {c.prefill_mfu:.0%}{mark('prefill_mfu')} of "
+        f"{inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per GPU, with the causal attention "
+        f"term; fixed overhead {c.request_overhead_s * 1000:.0f} ms"
+        f"{mark('request_overhead_s')} per request, plus vLLM tokenizing the whole prompt at "
+        f"{c.tokenize_s_per_token * 1e6:.1f} us per token{mark('tokenize_s_per_token')}, hit "
+        "or miss",
         f"host->GPU {inst.host_to_gpu_gbps:g} GB/s per GPU, LMCache reaching "
-        f"{c.cpu_retrieve_efficiency:.0%} of it (ranks load in parallel); NVMe "
-        f"{inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT"
-        + (f" at {c.disk_read_efficiency:.0%}" if c.disk_read_efficiency != 1.0 else "")
-        + f", not overlapped with the host->GPU copy{tag}",
-        *([f"remote tier read at {c.remote_gbps:g} GB/s per copy plus "
-           f"{c.remote_rtt_s * 1000:g} ms a request, then copied to the GPUs{tag}"]
-          if remote else []),
+        f"{c.cpu_retrieve_efficiency:.0%}{mark('cpu_retrieve_efficiency')} of it (ranks load "
+        f"in parallel); NVMe {inst.nvme_read_gbps:g} GB/s per instance with O_DIRECT"
+        + (f" at {c.disk_read_efficiency:.0%}{mark('disk_read_efficiency')}"
+           if c.disk_read_efficiency != 1.0 or "disk_read_efficiency" in fitted else "")
+        + ", not overlapped with the host->GPU copy",
+        *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy plus "
+           f"{c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied to the "
+           "GPUs"] if remote else []),
     ]
 
 

@@ -92,7 +92,8 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
                                remote=remote)
     # the TTFT block now rests on the fitted coefficients: say so where the defaults stood
     default, fitted = (cost_assumptions(inst, remote=remote), cost_assumptions(
-        inst, calibration.coefficients, f"fitted to {bench_path.name}", remote=remote))
+        inst, calibration.coefficients, bench_path.name, remote=remote,
+        fitted=calibration.fitted))
     assumptions = list(result.assumptions)
     at = assumptions.index(default[0])
     assumptions[at:at + len(default)] = fitted

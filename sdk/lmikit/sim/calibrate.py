@@ -227,7 +227,8 @@ class Fit:
                 f"{', '.join(self.fitted)})", *(f"  - {n}" for n in self.notes)]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"coefficients": {k: round(v, 6) if isinstance(v, float) else v
+        # six significant figures, not decimals: tokenize_s_per_token is ~2e-6
+        return {"coefficients": {k: float(f"{v:.6g}") if isinstance(v, float) else v
                                  for k, v in self.coefficients.to_dict().items()},
                 "fitted": self.fitted, "ttft_error_before": round(self.ttft_error_before, 4),
                 "ttft_error_after": round(self.ttft_error_after, 4),

@@ -49,6 +49,17 @@ def test_fit_keeps_coefficients_without_evidence() -> None:
     assert any("no disk hits" in n for n in result.notes)
 
 
+def test_fit_json_keeps_six_significant_figures_of_every_coefficient() -> None:
+    """Rounded to decimals, the ~2e-6 s tokenizing rate would lose its digits (2.07e-6 -> 2e-6)."""
+    result = fit(DEP, synthetic_bench(DEP, long_doc_qa(4, 1_000, 8, 2), "off"),
+                 max_evaluations=50)
+    written = json.loads(json.dumps(result.to_dict()))["coefficients"]
+    for name, value in result.coefficients.to_dict().items():
+        if isinstance(value, float):
+            assert written[name] == pytest.approx(value, rel=1e-5), name
+    assert written["tokenize_s_per_token"] != round(written["tokenize_s_per_token"], 6)
+
+
 def test_fit_says_when_a_coefficient_is_pinned_at_its_bound() -> None:
     """A bench faster than the hardware allows (here: prefill on a GPU with 3x the catalog's
     peak) cannot be explained; the fit must say so rather than report the bound as a fact."""

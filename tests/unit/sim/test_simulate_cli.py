@@ -113,7 +113,8 @@ def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
     what_if = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--instance", "ml.g5.4xlarge"]
     dep = deployment("meta-llama/Llama-3.1-8B-Instruct", "ml.g5.4xlarge")
     truth = Coefficients(prefill_mfu=0.4, request_overhead_s=0.09)
-    bench = synthetic_bench(dep.with_coefficients(truth), long_doc_qa(6, 2_000, 8, 2), "cpu")
+    # 48K tokens of documents: more than the GPU pool holds, so the query round hits the CPU
+    bench = synthetic_bench(dep.with_coefficients(truth), long_doc_qa(6, 8_000, 8, 2), "cpu")
     path = tmp_path / "run1.json"
     path.write_text(json.dumps(bench.to_dict()))
     plain = json.loads(lmikit("plan", *what_if, "--json").output)["assumptions"]
@@ -122,10 +123,17 @@ def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
     changed = [(a, b) for a, b in zip(plain, data["assumptions"], strict=True) if a != b]
     assert [a.split(" ")[0] for a, _ in changed] == ["prefill", "host->GPU"]
     (_, prefill), (_, retrieve) = changed
-    assert prefill.startswith(f"prefill at {fitted['prefill_mfu']:.0%} of ")
-    assert f"fixed overhead {fitted['request_overhead_s'] * 1000:.0f} ms" in prefill
-    assert f"reaching {fitted['cpu_retrieve_efficiency']:.0%} of it" in retrieve
-    assert prefill.endswith("(fitted to run1.json)") and retrieve.endswith("(fitted to run1.json)")
+    mark = " (fitted to run1.json)"
+    assert prefill.startswith(f"prefill at {fitted['prefill_mfu']:.0%}{mark} of ")
+    assert (f"fixed overhead {fitted['request_overhead_s'] * 1000:.0f} ms{mark} per request"
+            in prefill)
+    assert f"reaching {fitted['cpu_retrieve_efficiency']:.0%}{mark} of it" in retrieve
+    assert "cpu_retrieve_efficiency" in data["calibration"]["fitted"]
+    # what the bench had no evidence for (tokenizing, disk reads) is the default, not marked
+    assert "disk_read_efficiency" not in data["calibration"]["fitted"]
+    assert f"{fitted['tokenize_s_per_token'] * 1e6:.1f} us per token, hit or miss" in prefill
+    assert retrieve.endswith("with O_DIRECT, not overlapped with the host->GPU copy")
+    assert prefill.count("fitted") == 2 and retrieve.count("fitted") == 1
     assert "prefill at 55% of" in " ".join(plain)  # the defaults, where nothing was fitted
 
 
