@@ -183,7 +183,7 @@ PRE_WARMUP_TOKENS = 6
 
 def bench_file(result: BenchResult, *, model: str | None = None, instance: str | None = None,
                tp: int | None = None, chunk_size: int = 256, kv_cache: str | None = None,
-               hit_tier: str | None = None) -> dict[str, Any]:
+               hit_tier: str | None = None, copies: int | None = None) -> dict[str, Any]:
     """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
 
     One row per request: round, start (s from the benchmark start), TTFT and total time
@@ -191,6 +191,7 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     and question, an estimate: the client does not tokenize), output tokens, and whether it
     is expected to hit: warm-up rows miss; query rows hit ``hit_tier`` when the deployment
     has one (the client cannot see which tier served it, nor how many tokens were cached).
+    ``copies``: the model copies that served the run, which the fit replays it on.
 
     >>> w = LongDocQA(num_documents=1, document_tokens=10, pre_warmup=0)
     >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
@@ -210,5 +211,5 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
                          "hit": hit, "tier": hit_tier if hit else None,
                          "cached_tokens": None})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
-            "chunk_size": chunk_size, "kv_cache": kv_cache,
+            "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
             "workload": asdict(result.workload), "requests": rows}

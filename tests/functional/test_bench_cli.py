@@ -40,8 +40,8 @@ def served(fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: An
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
-                       f"http://127.0.0.1:{server.server_address[1]}")
+    for api in ("SAGEMAKER_RUNTIME", "SAGEMAKER"):  # bench --output describes the endpoint
+        monkeypatch.setenv(f"AWS_ENDPOINT_URL_{api}", f"http://127.0.0.1:{server.server_address[1]}")
     try:
         yield fake
     finally:
@@ -125,6 +125,7 @@ def test_bench_output_is_a_calibration_file_of_every_request(
     assert [x.round for x in bench.records] == ["pre-warmup"] * 2 + ["warmup"] * 4 \
         + ["query"] * 4
     assert bench.model and bench.instance and bench.kv_cache
+    assert bench.copies == 1  # the base component's CurrentCopyCount, which the fit replays on
     warm = [x.start_s for x in bench.records if x.round == "warmup"]
     query = [x.start_s for x in bench.records if x.round == "query"]
     assert min(query) >= max(warm) >= 0  # one clock for the whole run, rounds in order
@@ -167,3 +168,38 @@ def test_invoke_publish_metrics_sends_ttft_to_cloudwatch(served: FakeSageMaker) 
     names = {m["MetricName"] for m in cloudwatch.list_metrics(
         Namespace=CLIENT_NAMESPACE)["Metrics"]}
     assert names == {"TimeToFirstToken", "OutputTokensPerSecond"}
+
+
+def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without inference components the copies are the endpoint's instances; where the caller
+    may not describe the endpoint the file leaves copies out, with a warning, and the bench
+    still runs. botocore's Stubber checks each request and response against the model."""
+    from botocore.stub import Stubber
+
+    from lmikit.cli.bench_cmd import _serving_copies
+    from lmikit.endpoint import Endpoint
+
+    ep = Endpoint("docqa", region=REGION, client=object())
+    sm = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x",
+                      aws_secret_access_key="x")
+    with Stubber(sm) as stub:
+        stub.add_client_error("describe_inference_component", "ValidationException",
+                              "Could not find inference component", 400,
+                              expected_params={"InferenceComponentName": ep.component})
+        stub.add_response("describe_endpoint", {
+            "EndpointName": "docqa", "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/docqa",
+            "EndpointStatus": "InService", "CreationTime": "2026-01-01",
+            "LastModifiedTime": "2026-01-01", "ProductionVariants": [
+                {"VariantName": "a", "CurrentInstanceCount": 2},
+                {"VariantName": "b", "CurrentInstanceCount": 1}]},
+            {"EndpointName": "docqa"})
+        assert _serving_copies(ep, sm) == 3
+        stub.add_client_error("describe_inference_component", "AccessDeniedException",
+                              "not authorized to perform: sagemaker:DescribeInferenceComponent",
+                              400)
+        assert _serving_copies(ep, sm) is None
+        stub.assert_no_pending_responses()
+    err = capsys.readouterr().err
+    assert "cannot read how many model copies serve docqa" in err
+    assert "sagemaker:DescribeInferenceComponent" in err

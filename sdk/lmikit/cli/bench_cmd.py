@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -57,16 +57,22 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
                          output_tokens=output_tokens, repeat_count=repeat_count,
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
                          in_flight=in_flight)
+    copies = None
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
+        if output_path is not None:  # the fit replays the bench on as many copies
+            copies = _serving_copies(ep)
         runner = _Runner(ep, workload, adapter, session_per_document)
         try:
             result = runner.run()
         finally:
             runner.close_sessions()
+        if copies is not None and (after := _serving_copies(ep)) != copies:
+            click.echo(f"warning: {name} went from {copies} to {after} model copies during the "
+                       f"bench; the result file records {copies}", err=True)
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
-        _write_bench_file(output_path, result, target)
+        _write_bench_file(output_path, result, target, copies)
     if as_json:
         echo_json(data)
     else:
@@ -88,20 +94,47 @@ def _resolve(target: str, adapter: str | None) -> tuple[str, str | None]:
     return spec.name, spec.region
 
 
-def _write_bench_file(path: Path, result: BenchResult, target: str) -> None:
+def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
+    """Model copies serving ``ep`` now: its base component's current copy count, or for an
+    endpoint without inference components its instances; None (with a warning) where the
+    caller may not describe them. ``sm``: a SageMaker client (default: one for ep's region)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if sm is None:
+        import boto3
+
+        sm = boto3.Session(region_name=ep.region).client("sagemaker", region_name=ep.region)
+    try:
+        try:
+            ic = sm.describe_inference_component(InferenceComponentName=ep.component)
+            return int(ic["RuntimeConfig"]["CurrentCopyCount"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                raise
+        variants = sm.describe_endpoint(EndpointName=ep.name).get("ProductionVariants", [])
+        return sum(int(v.get("CurrentInstanceCount", 0)) for v in variants) or None
+    except (BotoCoreError, ClientError, KeyError) as exc:
+        click.echo(f"warning: cannot read how many model copies serve {ep.name} ({exc}); "
+                   "the result file leaves copies out and --calibrate replays it on the "
+                   "simulated deployment's", err=True)
+        return None
+
+
+def _write_bench_file(path: Path, result: BenchResult, target: str,
+                      copies: int | None = None) -> None:
     """The calibration file; a spec target names the model, instance and cache tier."""
     import json
 
     from lmikit.bench import bench_file
 
-    meta: dict[str, object] = {}
+    meta: dict[str, object] = {"copies": copies}
     spec_path = Path(target)
     if spec_path.suffix in (".yaml", ".yml", ".json") or spec_path.is_file():
         from lmikit.cli._common import load
 
         spec, plan = load(spec_path)
         tier = {"none": "off"}.get(plan.tier, plan.tier)
-        meta = {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
+        meta |= {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
                 "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
                 "hit_tier": "gpu" if tier == "off" else "cpu"}
     data = bench_file(result, **meta)  # type: ignore[arg-type]

@@ -7,7 +7,9 @@ replays those requests at their recorded start times through the event loop, wit
 request's cache outcome taken from the file, and searches the coefficients that explain the
 measured TTFTs and decode times best (least squares on log ratios, coordinate search).
 Only coefficients the file has evidence for are fitted: retrieve efficiency needs CPU hits,
-disk efficiency disk hits, remote bandwidth remote hits.
+disk efficiency disk hits, remote bandwidth remote hits. The replay runs on as many model
+copies as served the bench (``copies``, which ``lmikit bench`` reads from the endpoint), not on
+the deployment being simulated: four requests in flight queue on one copy, not on eight.
 
 >>> from lmikit.sim.scenario import deployment
 >>> from lmikit.sim.workloads import long_doc_qa
@@ -24,7 +26,7 @@ import json
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +52,7 @@ FORMAT = "lmikit-bench/1"
 # core (benchmarks/simulate_limits.py measures it), so the file is bounded.
 MAX_BENCH_REQUESTS = 5_000
 MAX_BENCH_BYTES = 16 * 1024**2
+MAX_BENCH_COPIES = 512  # as lmikit simulate --instances
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
 # coefficient -> tier whose hits are its evidence (None: every request is evidence)
 FITTED: dict[str, str | None] = {
@@ -81,11 +84,12 @@ class BenchFile:
     chunk_size: int
     kv_cache: str | None
     records: list[BenchRecord]
+    copies: int | None = None  # model copies that served the bench (None: not recorded)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "model": self.model, "instance": self.instance,
                 "tp": self.tp, "chunk_size": self.chunk_size, "kv_cache": self.kv_cache,
-                "requests": [r.__dict__ for r in self.records]}
+                "copies": self.copies, "requests": [r.__dict__ for r in self.records]}
 
 
 def load_bench(path: str | Path) -> BenchFile:
@@ -113,6 +117,12 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
     chunk = data.get("chunk_size", 256)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise SimulationError(f"{where}: chunk_size must be a positive integer")
+    copies = data.get("copies")
+    if copies is not None and (isinstance(copies, bool) or not isinstance(copies, int)
+                               or not 1 <= copies <= MAX_BENCH_COPIES):
+        raise SimulationError(f"{where}: copies must be a whole number from 1 to "
+                              f"{MAX_BENCH_COPIES} (the model copies that served the bench), "
+                              f"or null (got {copies!r})")
     records = []
     chunks = 0
     for n, row in enumerate(rows):
@@ -154,7 +164,7 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
                                   "and positive token counts")
         records.append(rec)
     return BenchFile(data.get("model"), data.get("instance"), data.get("tp"), chunk,
-                     data.get("kv_cache"), records)
+                     data.get("kv_cache"), records, copies)
 
 
 def _outcome(rec: BenchRecord, kv_cache: str | None, chunk: int) -> tuple[str, int]:
@@ -183,10 +193,12 @@ def replay_workload(bench: BenchFile) -> Workload:
 
 def replay(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> tuple[list[float],
                                                                             list[float]]:
-    """Predicted (TTFT, decode time) of every bench request under ``coeff``."""
+    """Predicted (TTFT, decode time) of every bench request under ``coeff``, on as many
+    copies as served the bench (``dep.instances`` where the file does not say)."""
     mode = bench.kv_cache if bench.kv_cache in dep.tier_tokens else "off"
     work = replay_workload(bench)
-    out = run(work, dep.with_coefficients(coeff).copies(mode), LeastOutstanding())
+    served = replace(dep, instances=bench.copies or dep.instances)
+    out = run(work, served.with_coefficients(coeff).copies(mode), LeastOutstanding())
     t0 = min(r.start_s for r in bench.records)
     ttft = [out.ttft[i] - (rec.start_s - t0) for i, rec in enumerate(bench.records)]
     decode = [out.end[i] - out.ttft[i] for i in range(len(bench.records))]
@@ -255,6 +267,9 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
     names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
     notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
              for n, tier in FITTED.items() if n not in names]
+    if bench.copies is None and dep.instances > 1:
+        notes.append(f"the bench file does not say how many model copies served it; replayed "
+                     f"on {dep.instances}, the deployment's (lmikit bench records it)")
 
     def coeff_at(x: list[float]) -> Coefficients:
         values = {}
@@ -347,4 +362,5 @@ def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile
                     p.name, out.arrival[r.id], out.ttft[r.id] - out.arrival[r.id],
                     out.end[r.id] - out.arrival[r.id], r.prompt_tokens, r.output_tokens,
                     hit=bool(cached), tier=tier, cached_tokens=sum(cached.values()) or None))
-    return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records)
+    return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records,
+                     dep.instances)

@@ -76,6 +76,24 @@ def test_fit_says_when_a_coefficient_is_pinned_at_its_bound() -> None:
     assert not [n for n in honest.notes if "reached its bound" in n]
 
 
+def test_fit_replays_the_bench_on_the_copies_that_served_it() -> None:
+    """Four requests in flight on one copy queue; on four copies they would not. A bench
+    from one copy, fitted for a four-copy what-if, must still recover the truth."""
+    truth = Coefficients(prefill_mfu=0.4, request_overhead_s=0.09)
+    bench = synthetic_bench(DEP.with_coefficients(truth), long_doc_qa(6, 4_000, 8, 4), "cpu")
+    assert bench.copies == 1
+    four = replace(DEP, instances=4)
+    result = fit(four, bench)
+    assert result.coefficients.prefill_mfu == pytest.approx(0.4, rel=0.05)
+    assert result.coefficients.request_overhead_s == pytest.approx(0.09, rel=0.05)
+    assert not [n for n in result.notes if "copies" in n]
+    # a file that does not say is replayed on the deployment's copies, and the fit says so
+    unknown = fit(four, replace(bench, copies=None))
+    assert ("the bench file does not say how many model copies served it; replayed on 4, "
+            "the deployment's (lmikit bench records it)") in unknown.notes
+    assert unknown.coefficients.prefill_mfu < 0.3  # no queueing to explain: a slower prefill
+
+
 def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
     bench = synthetic_bench(DEP, long_doc_qa(2, 1_000, 4, 1), "cpu")
     other = deployment("Qwen/Qwen3-8B", "ml.g5.4xlarge")
@@ -90,6 +108,10 @@ def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
     ({"format": "lmikit-bench/1", "requests": [
         {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1,
          "tier": "tape"}]}, "tier 'tape'"),
+    ({"format": "lmikit-bench/1", "copies": 0, "requests": [{}]},
+     r"copies must be a whole number from 1 to 512 \(the model copies that served the "
+     r"bench\), or null \(got 0\)"),
+    ({"format": "lmikit-bench/1", "copies": True, "requests": [{}]}, r"copies .*\(got True\)"),
 ])
 def test_bad_bench_files_say_what_is_wrong(tmp_path: Path, data: dict, message: str) -> None:
     path = tmp_path / "b.json"
@@ -105,7 +127,7 @@ def test_lmikit_bench_result_file_round_trips_through_the_loader(tmp_path: Path)
               RoundResult("query", 2, 1.0, [0.1, 0.1], 6, [1.0, 1.1],
                           [Measurement(0.1, 0.4, 3), Measurement(0.1, 0.4, 3)])]
     data = bench_file(BenchResult(w, rounds), model="m", instance="ml.g5.4xlarge", tp=1,
-                      kv_cache="cpu", hit_tier="cpu")
+                      kv_cache="cpu", hit_tier="cpu", copies=2)
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data))
     bench = load_bench(path)
@@ -113,6 +135,7 @@ def test_lmikit_bench_result_file_round_trips_through_the_loader(tmp_path: Path)
         ("warmup", False, None), ("warmup", False, None), ("query", True, "cpu"),
         ("query", True, "cpu")]
     assert bench.records[2].start_s == 1.0 and bench.records[2].total_s == 0.4
+    assert bench.copies == 2 and bench.to_dict()["copies"] == 2
 
 
 ROW = {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1}
