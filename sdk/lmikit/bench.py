@@ -2,12 +2,17 @@
 
 Documents are ``str(i) + " " + "hi " * length`` (the id keeps one document from being a prefix
 of another). Rounds: pre-warmup (short prompts), warmup (each document once: misses that fill
-the cache), query (documents again, ordered by ``repeat_mode``). Report mean TTFT and round time
-for warmup against query.
+the cache), query (documents again, ordered by ``repeat_mode`` as LMCache's
+``benchmarks/long_doc_qa/long_doc_qa.py`` orders them, ``repeat_prompts``: ``tile`` repeats
+the whole list, ``interleave`` each document back to back, ``random`` shuffles the repeated
+list). Report mean TTFT and round time for warmup against query.
 
->>> w = LongDocQA(num_documents=3, document_tokens=4, repeat_mode="interleave", repeat_count=2)
+>>> w = LongDocQA(num_documents=3, document_tokens=4, repeat_mode="tile", repeat_count=2)
 >>> [d for d, _ in w.query_prompts()]
 [0, 1, 2, 0, 1, 2]
+>>> [d for d, _ in LongDocQA(num_documents=3, repeat_mode="interleave",
+...                          repeat_count=2).query_prompts()]
+[0, 0, 1, 1, 2, 2]
 >>> w.document(1)
 '1 hi hi hi hi '
 """
@@ -74,10 +79,10 @@ class LongDocQA:
 
     def query_prompts(self) -> list[tuple[int, str]]:
         docs = list(range(self.num_documents))
-        if self.repeat_mode == "tile":
-            order = [d for d in docs for _ in range(self.repeat_count)]
-        elif self.repeat_mode == "interleave":
+        if self.repeat_mode == "tile":  # [0, 1, 2] -> [0, 1, 2, 0, 1, 2]
             order = docs * self.repeat_count
+        elif self.repeat_mode == "interleave":  # [0, 1, 2] -> [0, 0, 1, 1, 2, 2]
+            order = [d for d in docs for _ in range(self.repeat_count)]
         else:
             order = docs * self.repeat_count
             random.Random(self.seed).shuffle(order)

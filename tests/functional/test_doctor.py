@@ -26,7 +26,7 @@ from .conftest import BUCKET, LMIKIT_IMAGE, REGION, ROLE, cache_spec_text
 # A GPU pool (gpu_memory_utilization 0.4: ~43K tokens) smaller than the 10 documents of
 # 5,900 tokens the workload keeps asking about, and a CPU tier (~590K tokens) that holds them.
 WORKLOAD = LongDocQA(num_documents=10, document_tokens=5900, repeat_count=5,
-                     repeat_mode="interleave")
+                     repeat_mode="tile")
 
 SECTIONS = """engine:
   gpu_memory_utilization: 0.4

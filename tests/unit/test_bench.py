@@ -38,9 +38,16 @@ def test_query_round_repeats_each_document(mode):
     assert sorted(order) == sorted(list(range(5)) * 3)
 
 
-def test_tile_repeats_back_to_back_and_random_is_seeded():
-    w = LongDocQA(num_documents=3, document_tokens=2, repeat_count=2, repeat_mode="tile")
-    assert [d for d, _ in w.query_prompts()] == [0, 0, 1, 1, 2, 2]
+def test_repeat_modes_order_as_lmcaches_long_doc_qa_and_random_is_seeded():
+    """LMCache's benchmarks/long_doc_qa/long_doc_qa.py, repeat_prompts: 'tile' repeats the
+    entire list ([1, 2, 3] -> [1, 2, 3, 1, 2, 3]), 'interleave' each prompt consecutively
+    ([1, 2, 3] -> [1, 1, 2, 2, 3, 3])."""
+    def order(mode: str) -> list[int]:
+        w = LongDocQA(num_documents=3, document_tokens=2, repeat_count=2, repeat_mode=mode)
+        return [d for d, _ in w.query_prompts()]
+
+    assert order("tile") == [0, 1, 2, 0, 1, 2]
+    assert order("interleave") == [0, 0, 1, 1, 2, 2]
     r1 = LongDocQA(num_documents=8, document_tokens=2, repeat_mode="random", repeat_count=2)
     assert r1.query_prompts() == LongDocQA(num_documents=8, document_tokens=2,
                                            repeat_mode="random", repeat_count=2).query_prompts()

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 @click.option("--repeat-count", type=click.IntRange(1), default=1, show_default=True,
               help="How many times each document is asked again in the query round.")
 @click.option("--repeat-mode", type=click.Choice(["tile", "random", "interleave"]),
-              default="tile", show_default=True, help="Order of the query round.")
+              default="tile", show_default=True,
+              help="Order of the query round, as LMCache's Long-Doc-QA: tile repeats the "
+                   "whole list (0 1 2 0 1 2), interleave each document back to back "
+                   "(0 0 1 1 2 2), random shuffles them (seeded).")
 @click.option("--in-flight", type=click.IntRange(1), default=4, show_default=True,
               help="Concurrent requests.")
 @click.option("--adapter", "-a", help="Route every request to this adapter's component.")
