@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -188,33 +188,47 @@ PRE_WARMUP_TOKENS = 6
 
 def bench_file(result: BenchResult, *, model: str | None = None, instance: str | None = None,
                tp: int | None = None, chunk_size: int = 256, kv_cache: str | None = None,
-               hit_tier: str | None = None, copies: int | None = None) -> dict[str, Any]:
+               query_outcomes: Sequence[tuple[str | None, int]] | None = None,
+               copies: int | None = None) -> dict[str, Any]:
     """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
 
     One row per request: round, start (s from the benchmark start), TTFT and total time
     (s from the request's start), prompt tokens (the document's ``hi`` tokens plus the id
-    and question, an estimate: the client does not tokenize), output tokens, and whether it
-    is expected to hit: warm-up rows miss; query rows hit ``hit_tier`` when the deployment
-    has one (the client cannot see which tier served it, nor how many tokens were cached).
+    and question, an estimate: the client does not tokenize), output tokens, and its cache
+    outcome: warm-up rows miss; the i-th query row takes ``query_outcomes[i]`` (tier, cached
+    tokens; tier None: a miss), what the deployment's caches should give it
+    (:func:`lmikit.sim.calibrate.expected_outcomes`: a client cannot see which tier served
+    a request), or, without them, ``hit: null`` (unknown, left out of the TTFT fit).
     ``copies``: the model copies that served the run, which the fit replays it on.
 
-    >>> w = LongDocQA(num_documents=1, document_tokens=10, pre_warmup=0)
+    >>> w = LongDocQA(num_documents=1, document_tokens=600, pre_warmup=0)
     >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
-    ...                                 [Measurement(0.5, 0.9, 3)])])
-    >>> bench_file(r, kv_cache="cpu", hit_tier="cpu")["requests"][0]["hit"]
-    False
+    ...                                 [Measurement(0.5, 0.9, 3)]),
+    ...                     RoundResult("query", 1, 1.0, [0.1], 3, [1.0],
+    ...                                 [Measurement(0.1, 0.5, 3)])])
+    >>> [(x["hit"], x["tier"], x["cached_tokens"]) for x in bench_file(
+    ...     r, kv_cache="cpu", query_outcomes=[("cpu", 512)])["requests"]]
+    [(False, None, None), (True, 'cpu', 512)]
+    >>> bench_file(r)["requests"][1]["hit"] is None
+    True
     """
     rows = []
     for rnd in result.rounds:
         prompt = PRE_WARMUP_TOKENS if rnd.name == "pre-warmup" \
             else result.workload.document_tokens + QUESTION_TOKENS
-        for began, m in zip(rnd.starts_s, rnd.measurements, strict=True):
-            hit = rnd.name == "query" and hit_tier is not None
+        for i, (began, m) in enumerate(zip(rnd.starts_s, rnd.measurements, strict=True)):
+            hit: bool | None = False
+            tier, cached = None, 0
+            if rnd.name == "query":
+                if query_outcomes is None:
+                    hit = None
+                else:
+                    tier, cached = query_outcomes[i]
+                    hit = tier is not None
             rows.append({"round": rnd.name, "start_s": round(began, 6),
                          "ttft_s": round(m.ttft_s, 6), "total_s": round(m.total_s, 6),
                          "prompt_tokens": prompt, "output_tokens": max(1, m.output_tokens),
-                         "hit": hit, "tier": hit_tier if hit else None,
-                         "cached_tokens": None})
+                         "hit": hit, "tier": tier, "cached_tokens": cached or None})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
             "workload": asdict(result.workload), "requests": rows}

@@ -133,6 +133,29 @@ def test_bench_output_is_a_calibration_file_of_every_request(
     assert all(x.prompt_tokens == 50 + 12 for x in bench.records if x.round == "warmup")
 
 
+def test_bench_output_says_which_tier_should_serve_each_query(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    """A spec target labels each query request with what the spec's caches should give it
+    (here 4 documents of 612 tokens, 2 full chunks each, all in the GPU pool); an endpoint
+    name cannot, and leaves them unknown for the fit to set aside."""
+    from lmikit.sim.calibrate import load_bench
+
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    out = tmp_path / "bench.json"
+    args = ["--num-documents", "4", "--document-tokens", "600", "--output-tokens", "8",
+            "--repeat-count", "2"]
+    assert lmikit("bench", str(spec), *args, "--output", str(out)).exit_code == 0
+    query = [x for x in load_bench(out).records if x.round == "query"]
+    assert [(x.hit, x.tier, x.cached_tokens) for x in query] == [(True, "gpu", 512)] * 8
+    r = lmikit("bench", "docqa", "--region", REGION, *args, "--output", str(out))
+    assert r.exit_code == 0, r.output
+    bench = load_bench(out)
+    assert bench.model is None and bench.copies == 1
+    assert {x.hit for x in bench.records if x.round == "query"} == {None}
+    assert {x.hit for x in bench.records if x.round != "query"} == {False}
+
+
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)

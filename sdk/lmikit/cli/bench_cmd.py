@@ -75,7 +75,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
-        _write_bench_file(output_path, result, target, copies)
+        _write_bench_file(output_path, result, target, copies, session_per_document)
     if as_json:
         echo_json(data)
     else:
@@ -95,6 +95,32 @@ def _resolve(target: str, adapter: str | None) -> tuple[str, str | None]:
                                  f"({', '.join(a.name for a in spec.adapters) or 'none'})",
                                  param_hint="--adapter")
     return spec.name, spec.region
+
+
+def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
+                    copies: int | None, routing: str) -> list[tuple[str | None, int]] | None:
+    """Where each query request should find its document: the simulator's caches for the
+    spec (the plan's capacities, LRU, the routing) fed the bench's rounds in its order."""
+    import dataclasses
+
+    from lmikit.errors import LmikitError
+    from lmikit.sim.calibrate import expected_outcomes
+    from lmikit.sim.scenario import deployment_from_spec
+    from lmikit.sim.workloads import long_doc_qa
+
+    try:
+        dep = deployment_from_spec(spec, spec_path.parent)
+        dep = dataclasses.replace(dep, instances=copies or dep.instances)
+        work = long_doc_qa(workload.num_documents, workload.document_tokens,
+                           workload.output_tokens, workload.in_flight, dep.chunk_size,
+                           query_order=[d for d, _ in workload.query_prompts()])
+        return expected_outcomes(dep, work, mode if mode in dep.tier_tokens else "off",
+                                 routing)
+    except LmikitError as exc:  # the measurements are kept, with their outcomes unknown
+        click.echo(f"warning: cannot say which cache tier served each query request ({exc}); "
+                   "the result file leaves them unknown and --calibrate fits on the warm-up "
+                   "misses", err=True)
+        return None
 
 
 def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
@@ -124,8 +150,10 @@ def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
 
 
 def _write_bench_file(path: Path, result: BenchResult, target: str,
-                      copies: int | None = None) -> None:
-    """The calibration file; a spec target names the model, instance and cache tier."""
+                      copies: int | None = None, session_per_document: bool = False) -> None:
+    """The calibration file. A spec target names the model, instance and cache tier, and
+    gives each query request the cache outcome the deployment's caches should give it
+    (which tier, if any: a client cannot see it); an endpoint name leaves them unknown."""
     import json
 
     from lmikit.bench import bench_file
@@ -138,8 +166,10 @@ def _write_bench_file(path: Path, result: BenchResult, target: str,
         spec, plan = load(spec_path)
         tier = {"none": "off"}.get(plan.tier, plan.tier)
         meta |= {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
-                "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
-                "hit_tier": "gpu" if tier == "off" else "cpu"}
+                 "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
+                 "query_outcomes": _query_outcomes(
+                     spec, spec_path, result.workload, tier, copies,
+                     "sticky_session" if session_per_document else spec.routing.strategy)}
     data = bench_file(result, **meta)  # type: ignore[arg-type]
     try:
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

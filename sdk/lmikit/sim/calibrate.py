@@ -140,6 +140,9 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
         except KeyError as exc:
             raise SimulationError(f"{where}: requests[{n}] needs numeric start_s, ttft_s, "
                                   f"total_s, prompt_tokens, output_tokens ({exc})") from exc
+        if rec.hit is not None and not isinstance(rec.hit, bool):
+            raise SimulationError(f"{where}: requests[{n}].hit must be true, false or null "
+                                  f"(unknown) (got {rec.hit!r})")
         if rec.prompt_tokens + rec.output_tokens > MAX_REQUEST_TOKENS:
             raise SimulationError(f"{where}: requests[{n}] has {rec.prompt_tokens:,} prompt and "
                                   f"{rec.output_tokens:,} output tokens; at most "
@@ -209,6 +212,8 @@ def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
     ttft, decode = replay(dep, bench, coeff)
     total = 0.0
     for rec, t, d in zip(bench.records, ttft, decode, strict=True):
+        if rec.hit is None:  # replayed as a miss, which it may not have been: no evidence
+            continue
         total += math.log(max(t, 1e-9) / rec.ttft_s) ** 2
         measured_decode = rec.total_s - rec.ttft_s
         if rec.output_tokens > 1 and measured_decode > 0:
@@ -217,9 +222,11 @@ def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
 
 
 def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
-    """Mean absolute relative error of the predicted TTFTs."""
+    """Mean absolute relative error of the predicted TTFTs (of requests whose cache outcome
+    the file knows)."""
     ttft, _ = replay(dep, bench, coeff)
-    errs = [abs(t - r.ttft_s) / r.ttft_s for r, t in zip(bench.records, ttft, strict=True)]
+    errs = [abs(t - r.ttft_s) / r.ttft_s for r, t in zip(bench.records, ttft, strict=True)
+            if r.hit is not None]
     return sum(errs) / len(errs)
 
 
@@ -262,11 +269,19 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         if given and given.lower() != value.lower():
             raise SimulationError(f"the bench file was measured on {name} {given!r}, not "
                                   f"{value!r}; calibrate with a matching --model/--instance")
+    unknown = sum(r.hit is None for r in bench.records)
+    if unknown == len(bench.records):
+        raise SimulationError("no request in the bench file says whether it hit the cache "
+                              "(every 'hit' is null); write it with lmikit bench --output "
+                              "from the deployment's spec, which labels each request")
     base = start or dep.engine.coeff
     tiers = {_outcome(r, bench.kv_cache, bench.chunk_size)[0] for r in bench.records if r.hit}
     names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
     notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
              for n, tier in FITTED.items() if n not in names]
+    if unknown:
+        notes.append(f"{unknown} request(s) with an unknown cache outcome ('hit': null) are "
+                     "replayed as load (as misses) but left out of the fit")
     if bench.copies is None and dep.instances > 1:
         notes.append(f"the bench file does not say how many model copies served it; replayed "
                      f"on {dep.instances}, the deployment's (lmikit bench records it)")
@@ -345,6 +360,29 @@ def _nelder_mead(f: Any, x0: list[float], max_evaluations: int,
                 values = [values[0]] + [f(x) for x in simplex[1:]]
                 evaluations += n
     return simplex[min(range(n + 1), key=values.__getitem__)]
+
+
+def expected_outcomes(dep: Deployment, workload: Workload, mode: str,
+                      routing: str) -> list[tuple[str | None, int]]:
+    """Where each measured request of ``workload`` on ``dep`` should find its prompt cached:
+    (the tier serving most of its cached tokens, or None for a miss; cached tokens), in the
+    workload's order. ``lmikit bench`` writes these for its query round, since a client
+    cannot see which tier answered: which one does is a matter of capacities (the plan's GPU
+    pool and LMCache tiers), LRU order and routing, which this runs; timing hardly moves it.
+    """
+    from lmikit.sim.routers import make_router
+
+    router = make_router(routing, random.Random(0), chunk_size=dep.chunk_size,
+                         prefix_length_bytes=dep.prefix_length_bytes,
+                         concurrency_threshold=dep.concurrency_threshold,
+                         busy_at=dep.max_batch_size)
+    out = run(workload, dep.copies(mode), router, random.Random(1))
+    outcomes: list[tuple[str | None, int]] = []
+    for r in (r for p in workload.phases if p.measured for s in p.sessions for r in s):
+        cached = {t: v[r.id] for t, v in out.served.items() if v[r.id]}
+        outcomes.append((max(cached, key=lambda t: cached[t]) if cached else None,
+                         sum(cached.values())))
+    return outcomes
 
 
 def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile:

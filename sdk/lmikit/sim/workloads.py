@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -173,31 +174,40 @@ class _Ids:
 
 
 def long_doc_qa(documents: int, document_tokens: int, output_tokens: int, concurrency: int,
-                chunk_size: int = 256, context_window: int | None = None) -> Workload:
+                chunk_size: int = 256, context_window: int | None = None,
+                query_order: Sequence[int] | None = None) -> Workload:
     """LMCache's Long-Doc-QA: warm-up (each document once), then the query round.
 
     ``context_window`` is the model's ``max_model_len``: a document that does not fit it
-    with the question and the output is refused, as vLLM would refuse it.
+    with the question and the output is refused, as vLLM would refuse it. ``query_order``:
+    the documents the query round asks about, in order (default: each once, in order; a
+    ``lmikit bench`` run's ``LongDocQA.query_prompts`` for its ``--repeat-mode``).
     """
     _positive(documents=documents, document_tokens=document_tokens,
               output_tokens=output_tokens, concurrency=concurrency, chunk_size=chunk_size)
+    order = list(range(documents)) if query_order is None else list(query_order)
+    if not order or not all(0 <= d < documents for d in order):
+        raise WorkloadError(f"query_order must name documents 0 to {documents - 1} "
+                            f"(got {len(order)} entries)")
     prompt = document_tokens + QUESTION_TOKENS
     _fits(prompt, output_tokens, _window(context_window),
           f"--document-tokens {document_tokens:,} plus the {QUESTION_TOKENS}-token question")
-    _bounded(2 * documents, 2 * documents * (prompt // chunk_size),
-             f"--documents {documents:,} (each sent twice: warm-up and query)")
+    _bounded(documents + len(order), (documents + len(order)) * (prompt // chunk_size),
+             f"--documents {documents:,} (each sent in warm-up, {len(order):,} in the query "
+             "round)")
     ids = _Ids()
     question = ids.content()
     docs = [ids.content() for _ in range(documents)]
     keys = [chunk_keys([(doc, document_tokens), (question, QUESTION_TOKENS)], chunk_size)
             for doc in docs]
 
-    def round_(name: str, measured: bool) -> Phase:
+    def round_(name: str, asked: list[int], measured: bool) -> Phase:
         sessions = [[Request(ids.request(), keys[i], prompt, output_tokens, session=i)]
-                    for i in range(documents)]
+                    for i in asked]
         return Phase(name, sessions, concurrency, measured=measured)
 
-    return Workload("long-doc-qa", [round_("warmup", False), round_("query", True)],
+    return Workload("long-doc-qa", [round_("warmup", list(range(documents)), False),
+                                    round_("query", order, True)],
                     chunk_size, {"documents": documents, "document_tokens": document_tokens,
                                  "output_tokens": output_tokens, "concurrency": concurrency})
 

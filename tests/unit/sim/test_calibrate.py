@@ -94,6 +94,46 @@ def test_fit_replays_the_bench_on_the_copies_that_served_it() -> None:
     assert unknown.coefficients.prefill_mfu < 0.3  # no queueing to explain: a slower prefill
 
 
+@pytest.mark.parametrize(("documents", "mode", "tier"), [
+    (4, "cpu", "gpu"),   # 16K tokens: vLLM's GPU pool (~31K) serves the query round
+    (12, "cpu", "cpu"),  # 48K: the warm-up's LRU order evicted every one; LMCache's CPU has it
+    (12, "off", None),   # 48K without LMCache: nothing left to hit
+])
+def test_expected_outcomes_follow_the_capacities(documents: int, mode: str,
+                                                 tier: str | None) -> None:
+    """A client cannot see which tier answered; which one should is a matter of the pool
+    and tier sizes and LRU order."""
+    work = long_doc_qa(documents, 4_000, 8, 2)
+    outcomes = calibrate.expected_outcomes(DEP, work, mode, "sticky_session")
+    assert len(outcomes) == documents  # one per query request
+    assert {t for t, _ in outcomes} == {tier}
+    full = (4_000 + 12) // 256 * 256
+    assert {c for _, c in outcomes} == {full if tier else 0}
+
+
+def test_expected_outcomes_take_the_query_order() -> None:
+    """'interleave' asks about each document twice in a row: the repeat is a GPU hit even
+    where the documents outgrow the pool."""
+    work = long_doc_qa(12, 4_000, 8, 1, query_order=[d for d in range(12) for _ in (0, 1)])
+    tiers = [t for t, _ in calibrate.expected_outcomes(DEP, work, "cpu", "sticky_session")]
+    assert tiers == ["cpu", "gpu"] * 12
+
+
+def test_unknown_outcomes_are_load_but_not_ttft_evidence() -> None:
+    truth = Coefficients(prefill_mfu=0.4, request_overhead_s=0.09)
+    bench = synthetic_bench(DEP.with_coefficients(truth), long_doc_qa(6, 4_000, 8, 2), "cpu")
+    query = [replace(r, hit=None, tier=None, cached_tokens=None) if r.round == "query" else r
+             for r in bench.records]
+    result = fit(DEP, replace(bench, records=query))
+    assert result.coefficients.prefill_mfu == pytest.approx(0.4, rel=0.05)
+    assert ("6 request(s) with an unknown cache outcome ('hit': null) are replayed as load "
+            "(as misses) but left out of the fit") in result.notes
+    unknown = replace(bench, records=[replace(r, hit=None) for r in bench.records])
+    with pytest.raises(SimulationError, match="no request in the bench file says whether it "
+                                              "hit the cache"):
+        fit(DEP, unknown)
+
+
 def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
     bench = synthetic_bench(DEP, long_doc_qa(2, 1_000, 4, 1), "cpu")
     other = deployment("Qwen/Qwen3-8B", "ml.g5.4xlarge")
@@ -112,6 +152,10 @@ def test_fit_refuses_a_bench_from_another_model(tmp_path: Path) -> None:
      r"copies must be a whole number from 1 to 512 \(the model copies that served the "
      r"bench\), or null \(got 0\)"),
     ({"format": "lmikit-bench/1", "copies": True, "requests": [{}]}, r"copies .*\(got True\)"),
+    ({"format": "lmikit-bench/1", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1,
+         "hit": "no"}]}, r"requests\[0\]\.hit must be true, false or null \(unknown\) "
+                        r"\(got 'no'\)"),
 ])
 def test_bad_bench_files_say_what_is_wrong(tmp_path: Path, data: dict, message: str) -> None:
     path = tmp_path / "b.json"
@@ -127,13 +171,14 @@ def test_lmikit_bench_result_file_round_trips_through_the_loader(tmp_path: Path)
               RoundResult("query", 2, 1.0, [0.1, 0.1], 6, [1.0, 1.1],
                           [Measurement(0.1, 0.4, 3), Measurement(0.1, 0.4, 3)])]
     data = bench_file(BenchResult(w, rounds), model="m", instance="ml.g5.4xlarge", tp=1,
-                      kv_cache="cpu", hit_tier="cpu", copies=2)
+                      kv_cache="cpu", query_outcomes=[("cpu", 64), (None, 0)], copies=2)
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data))
     bench = load_bench(path)
     assert [(r.round, r.hit, r.tier) for r in bench.records] == [
         ("warmup", False, None), ("warmup", False, None), ("query", True, "cpu"),
-        ("query", True, "cpu")]
+        ("query", False, None)]
+    assert bench.records[2].cached_tokens == 64
     assert bench.records[2].start_s == 1.0 and bench.records[2].total_s == 0.4
     assert bench.copies == 2 and bench.to_dict()["copies"] == 2
 
