@@ -73,8 +73,9 @@ def test_bench_json_reports_every_round_and_sends_every_request(served: FakeSage
     sent = streams(served)
     assert all(s["payload"]["max_tokens"] == 8 and s["payload"]["temperature"] == 0
                for s in sent)
-    assert sum(s["payload"]["messages"][0]["content"].startswith("3 hi hi") for s in sent) \
-        == 1 + 2
+    run = data["workload"]["run_id"]
+    assert sum(s["payload"]["messages"][0]["content"].startswith(f"{run}3 hi hi")
+               for s in sent) == 1 + 2
 
 
 def test_bench_routes_to_an_adapter(served: FakeSageMaker) -> None:
@@ -154,6 +155,24 @@ def test_bench_output_says_which_tier_should_serve_each_query(
     assert bench.model is None and bench.copies == 1
     assert {x.hit for x in bench.records if x.round == "query"} == {None}
     assert {x.hit for x in bench.records if x.round != "query"} == {False}
+
+
+def test_a_second_bench_on_a_warm_endpoint_still_starts_cold(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    """The endpoint's caches keep the first run's documents; each run's own id, the first
+    word of each document, keeps its warm-up from sharing a cached prefix with them."""
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    args = ["--num-documents", "3", "--document-tokens", "20", "--output-tokens", "4"]
+    for _ in range(2):
+        assert lmikit("bench", str(spec), *args).exit_code == 0
+    documents = [i["payload"]["messages"][0]["content"] for i in streams(served)]
+    documents = [d for d in documents if " hi hi" in d]
+    assert len(documents) == 2 * 2 * 3  # two runs of 3 documents, asked twice each
+    ids = [d.split(" ", 1)[0] for d in documents]
+    first, second = set(ids[:6]), set(ids[6:])
+    assert len(first) == len(second) == 3 and not first & second
+    assert {i.split("-")[0] for i in first} != {i.split("-")[0] for i in second}
 
 
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:

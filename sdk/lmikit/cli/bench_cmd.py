@@ -49,9 +49,12 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     """Run Long-Doc-QA against SPEC_OR_ENDPOINT (a spec file or an endpoint name).
 
     Rounds: pre-warmup, warmup (each document once: cache misses), query (documents again:
-    hits). Every request streams; TTFT is measured client-side. Ctrl-C stops after the
-    requests in flight.
+    hits). Every document starts with an id drawn for this run, so the warmup misses even
+    where an earlier run's documents are still cached. Every request streams; TTFT is
+    measured client-side. Ctrl-C stops after the requests in flight.
     """
+    import secrets
+
     from lmikit.bench import LongDocQA
     from lmikit.endpoint import Endpoint
 
@@ -59,7 +62,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
-                         in_flight=in_flight)
+                         in_flight=in_flight,
+                         run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
     copies = None
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
         if output_path is not None:  # the fit replays the bench on as many copies
