@@ -185,16 +185,17 @@ def long_doc_qa(documents: int, document_tokens: int, output_tokens: int, concur
     """
     _positive(documents=documents, document_tokens=document_tokens,
               output_tokens=output_tokens, concurrency=concurrency, chunk_size=chunk_size)
+    asked = documents if query_order is None else len(query_order)
+    prompt = document_tokens + QUESTION_TOKENS
+    _fits(prompt, output_tokens, _window(context_window),
+          f"--document-tokens {document_tokens:,} plus the {QUESTION_TOKENS}-token question")
+    _bounded(documents + asked, (documents + asked) * (prompt // chunk_size),
+             f"--documents {documents:,} (each sent in warm-up, {asked:,} in the query round)")
+    # bounded first: a hostile --documents must not build its list before being refused
     order = list(range(documents)) if query_order is None else list(query_order)
     if not order or not all(0 <= d < documents for d in order):
         raise WorkloadError(f"query_order must name documents 0 to {documents - 1} "
                             f"(got {len(order)} entries)")
-    prompt = document_tokens + QUESTION_TOKENS
-    _fits(prompt, output_tokens, _window(context_window),
-          f"--document-tokens {document_tokens:,} plus the {QUESTION_TOKENS}-token question")
-    _bounded(documents + len(order), (documents + len(order)) * (prompt // chunk_size),
-             f"--documents {documents:,} (each sent in warm-up, {len(order):,} in the query "
-             "round)")
     ids = _Ids()
     question = ids.content()
     docs = [ids.content() for _ in range(documents)]
