@@ -175,6 +175,22 @@ def test_a_second_bench_on_a_warm_endpoint_still_starts_cold(
     assert {i.split("-")[0] for i in first} != {i.split("-")[0] for i in second}
 
 
+@pytest.mark.parametrize(("where", "why"), [
+    ("no/bench.json", "folder '{tmp}/no' does not exist"),
+    (".", "is a directory"),  # click.Path(dir_okay=False)
+])
+def test_bench_refuses_an_output_it_could_not_write_before_sending_anything(
+        served: FakeSageMaker, tmp_path: Path, where: str, why: str) -> None:
+    """A bench takes minutes; its measurements must not be lost to a path that fails after."""
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    out = tmp_path / where
+    r = lmikit("bench", str(spec), *SMALL, "--output", str(out))
+    assert r.exit_code == 2
+    assert why.format(tmp=tmp_path) in r.output
+    assert streams(served) == []
+
+
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)

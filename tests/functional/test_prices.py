@@ -362,6 +362,15 @@ def test_cli_fetch_without_a_region_or_permission_fails_clearly(cli: Any,
     assert "Traceback" not in r.output
 
 
+def test_cli_fetch_refuses_an_unwritable_output_before_asking_aws(
+        cli: Any, fake: FakePriceList, tmp_path: Path) -> None:
+    r = cli("prices", "fetch", "--region", "eu-west-1", "-o", str(tmp_path / "no" / "p.json"))
+    assert r.exit_code == 2
+    assert f"cannot write '{tmp_path / 'no' / 'p.json'}': folder '{tmp_path / 'no'}' does " \
+        "not exist" in r.output
+    assert fake.calls == []
+
+
 def test_cli_rejects_a_bad_price_file_with_its_reason(cli: Any, tmp_path: Path) -> None:
     bad = _file(tmp_path, [{**ROW, "usd_per_hour": -1}])
     for args in (["prices", "show"], ["simulate", "--model", "Qwen/Qwen3-8B", "--instance",

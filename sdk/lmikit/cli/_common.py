@@ -27,6 +27,21 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
     return accepted.spec, accepted.plan
 
 
+def check_writable(path: Path, param_hint: str) -> None:
+    """Refuse, before any work, an output file that could not be written after it: a
+    missing or read-only folder, or a folder where the file should be."""
+    import os
+
+    folder = path.parent
+    why = ("it is a folder" if path.is_dir()
+           else f"folder {str(folder)!r} does not exist" if not folder.is_dir()
+           else f"folder {str(folder)!r} is not writable" if not os.access(folder, os.W_OK)
+           else "the file is not writable" if path.exists() and not os.access(path, os.W_OK)
+           else "")
+    if why:
+        raise click.BadParameter(f"cannot write {str(path)!r}: {why}", param_hint=param_hint)
+
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lmikit.cli._common import echo_json
+from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
     from lmikit.bench import BenchResult, LongDocQA, Measurement
@@ -58,6 +58,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     from lmikit.bench import LongDocQA
     from lmikit.endpoint import Endpoint
 
+    if output_path is not None:  # the run takes minutes: refuse a file it could not write
+        check_writable(output_path, "--output")
     name, spec_region = _resolve(target, adapter)
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,

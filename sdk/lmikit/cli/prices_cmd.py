@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lmikit.catalog.price_list import API_REGIONS
-from lmikit.cli._common import echo_json
+from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
     from lmikit.catalog.price_list import Fetched
@@ -48,6 +48,8 @@ def fetch_cmd(regions: tuple[str, ...], instances: tuple[str, ...], output: Path
     from lmikit.catalog.price_list import fetch_hosting_prices
     from lmikit.catalog.prices import load_prices
 
+    if output is not None:  # checked before asking AWS, not after
+        check_writable(output, "--output")
     session = boto3.Session()
     if not regions:
         if not session.region_name:

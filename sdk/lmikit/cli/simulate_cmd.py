@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from lmikit.cli._common import echo_json
+from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
     from lmikit.catalog.prices import PriceTable
@@ -126,6 +126,8 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     spec's, else the plan's), as vLLM refuses longer ones; a workload has at most 100,000
     requests and 5,000,000 prompt chunks (docs/planner.md, "Bounds").
     """
+    if plot_path is not None:
+        check_writable(plot_path, "--plot")
     for name, applies in WORKLOAD_FLAGS.items():
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
                 and workload not in applies:

@@ -137,6 +137,13 @@ def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
     assert "prefill at 55% of" in " ".join(plain)  # the defaults, where nothing was fitted
 
 
+def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path) -> None:
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "no" / "ttft.png"))
+    assert r.exit_code == 2
+    assert "Invalid value for --plot: cannot write" in r.output and "does not exist" in r.output
+    assert "TTFT" not in r.output  # no results: nothing was simulated
+
+
 def test_plot_writes_a_chart(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "ttft.png"
