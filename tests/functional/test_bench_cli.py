@@ -191,6 +191,21 @@ def test_bench_refuses_an_output_it_could_not_write_before_sending_anything(
     assert streams(served) == []
 
 
+def test_the_copies_recorded_are_those_the_bench_ran_on(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A component scaled to zero has no copy until the first request; a count that changed
+    during the run is recorded at its largest, with a warning."""
+    from lmikit.cli.bench_cmd import _copies_during
+
+    assert _copies_during("docqa", 0, 1) == 1
+    assert _copies_during("docqa", 2, 2) == 2
+    assert _copies_during("docqa", 0, 0) is None and _copies_during("docqa", 1, None) == 1
+    assert capsys.readouterr().err == ""
+    assert _copies_during("docqa", 1, 3) == 3
+    assert "docqa went from 1 to 3 model copies during the bench; the result file records " \
+        "3" in capsys.readouterr().err
+
+
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)
@@ -253,6 +268,13 @@ def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
                 {"VariantName": "b", "CurrentInstanceCount": 1}]},
             {"EndpointName": "docqa"})
         assert _serving_copies(ep, sm) == 3
+        stub.add_response("describe_inference_component", {
+            "InferenceComponentName": ep.component, "EndpointName": "docqa",
+            "InferenceComponentArn": "arn:aws:sagemaker:us-east-1:1:inference-component/b",
+            "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/docqa",
+            "CreationTime": "2026-01-01", "LastModifiedTime": "2026-01-01",
+            "RuntimeConfig": {"DesiredCopyCount": 0, "CurrentCopyCount": 0}})
+        assert _serving_copies(ep, sm) == 0  # scaled to zero: not an error
         stub.add_client_error("describe_inference_component", "AccessDeniedException",
                               "not authorized to perform: sagemaker:DescribeInferenceComponent",
                               400)

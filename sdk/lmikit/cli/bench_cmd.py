@@ -68,16 +68,14 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
                          run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
     copies = None
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
-        if output_path is not None:  # the fit replays the bench on as many copies
-            copies = _serving_copies(ep)
+        before = _serving_copies(ep) if output_path is not None else None
         runner = _Runner(ep, workload, adapter, session_per_document)
         try:
             result = runner.run()
         finally:
             runner.close_sessions()
-        if copies is not None and (after := _serving_copies(ep)) != copies:
-            click.echo(f"warning: {name} went from {copies} to {after} model copies during the "
-                       f"bench; the result file records {copies}", err=True)
+        if before is not None:  # the fit replays the bench on as many copies
+            copies = _copies_during(name, before, _serving_copies(ep))
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
@@ -129,10 +127,24 @@ def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
         return None
 
 
+def _copies_during(name: str, before: int | None, after: int | None) -> int | None:
+    """The copies a bench ran on, from the counts before and after it: a component scaled
+    to zero has none before its first request; a count that changed is warned about."""
+    counts = [c for c in (before, after) if c]
+    if not counts:
+        return None
+    if before and after is not None and before != after:  # from zero: the first request's
+        click.echo(f"warning: {name} went from {before} to {after} model copies during the "
+                   f"bench; the result file records {max(counts)}, which --calibrate replays "
+                   "it on", err=True)
+    return max(counts)
+
+
 def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
-    """Model copies serving ``ep`` now: its base component's current copy count, or for an
-    endpoint without inference components its instances; None (with a warning) where the
-    caller may not describe them. ``sm``: a SageMaker client (default: one for ep's region)."""
+    """Model copies serving ``ep`` now (0 while scaled to zero): its base component's
+    current copy count, or for an endpoint without inference components its instances; None
+    (with a warning) where the caller may not describe them. ``sm``: a SageMaker client
+    (default: one for ep's region)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     if sm is None:
@@ -147,7 +159,7 @@ def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
             if exc.response.get("Error", {}).get("Code") != "ValidationException":
                 raise
         variants = sm.describe_endpoint(EndpointName=ep.name).get("ProductionVariants", [])
-        return sum(int(v.get("CurrentInstanceCount", 0)) for v in variants) or None
+        return sum(int(v.get("CurrentInstanceCount", 0)) for v in variants)
     except (BotoCoreError, ClientError, KeyError) as exc:
         click.echo(f"warning: cannot read how many model copies serve {ep.name} ({exc}); "
                    "the result file leaves copies out and --calibrate replays it on the "
