@@ -206,6 +206,17 @@ def test_the_copies_recorded_are_those_the_bench_ran_on(
         "3" in capsys.readouterr().err
 
 
+def test_bench_output_from_a_spec_the_planner_refuses_fails_before_sending(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    """The result file needs the spec's plan; a refusal must come before the run, not after."""
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML.replace("mode: cpu", "mode: cpu+disk").replace(
+        "ml.g6e.2xlarge", "ml.g5.2xlarge"))
+    r = lmikit("bench", str(spec), *SMALL, "--output", str(tmp_path / "b.json"))
+    assert r.exit_code != 0 and "kv_cache" in r.output, r.output
+    assert streams(served) == [] and not (tmp_path / "b.json").exists()
+
+
 def test_bench_rejects_an_adapter_the_spec_does_not_have(tmp_path: Path) -> None:
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)

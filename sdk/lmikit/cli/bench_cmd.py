@@ -58,8 +58,10 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     from lmikit.bench import LongDocQA
     from lmikit.endpoint import Endpoint
 
-    if output_path is not None:  # the run takes minutes: refuse a file it could not write
+    planned = None
+    if output_path is not None:  # the run takes minutes: refuse what would fail after it
         check_writable(output_path, "--output")
+        planned = _spec_of(target)
     name, spec_region = _resolve(target, adapter)
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,
@@ -79,7 +81,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
-        _write_bench_file(output_path, result, target, copies, session_per_document)
+        _write_bench_file(output_path, result, target, planned, copies,
+                          session_per_document)
     if as_json:
         echo_json(data)
     else:
@@ -167,26 +170,36 @@ def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
         return None
 
 
+def _spec_of(target: str) -> tuple[Any, Any] | None:
+    """(spec, plan) of a spec target, None for an endpoint name. Loaded before the run, so a
+    spec the planner refuses is said at once, not after minutes of measurements."""
+    spec_path = Path(target)
+    if not (spec_path.suffix in (".yaml", ".yml", ".json") or spec_path.is_file()):
+        return None
+    from lmikit.cli._common import load
+
+    return load(spec_path)
+
+
 def _write_bench_file(path: Path, result: BenchResult, target: str,
-                      copies: int | None = None, session_per_document: bool = False) -> None:
-    """The calibration file. A spec target names the model, instance and cache tier, and
-    gives each query request the cache outcome the deployment's caches should give it
-    (which tier, if any: a client cannot see it); an endpoint name leaves them unknown."""
+                      planned: tuple[Any, Any] | None, copies: int | None = None,
+                      session_per_document: bool = False) -> None:
+    """The calibration file. A spec target (``planned``: its spec and plan) names the
+    model, instance and cache tier, and gives each query request the cache outcome the
+    deployment's caches should give it (which tier, if any: a client cannot see it); an
+    endpoint name leaves them unknown."""
     import json
 
     from lmikit.bench import bench_file
 
     meta: dict[str, object] = {"copies": copies}
-    spec_path = Path(target)
-    if spec_path.suffix in (".yaml", ".yml", ".json") or spec_path.is_file():
-        from lmikit.cli._common import load
-
-        spec, plan = load(spec_path)
+    if planned is not None:
+        spec, plan = planned
         tier = {"none": "off"}.get(plan.tier, plan.tier)
         meta |= {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
                  "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
                  "query_outcomes": _query_outcomes(
-                     spec, spec_path, result.workload, tier, copies,
+                     spec, Path(target), result.workload, tier, copies,
                      "sticky_session" if session_per_document else spec.routing.strategy)}
     data = bench_file(result, **meta)  # type: ignore[arg-type]
     try:
