@@ -94,7 +94,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
                    "sticky_session].")
 @click.option("--kv-cache", "modes", multiple=True, type=click.Choice(MODES),
               help="LMCache tiers; repeat to compare [default: the spec's planned tier, "
-                   "else cpu].")
+                   "else cpu, or off where the host has no room for LMCache].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
@@ -145,9 +145,8 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
     for mode in modes:
-        if mode not in dep.tier_tokens:
-            raise click.BadParameter(f"{mode!r} needs local NVMe but {dep.instance_type} has "
-                                     "none; use cpu or remote", param_hint="--kv-cache")
+        if problem := dep.mode_problem(mode):
+            raise click.BadParameter(problem, param_hint="--kv-cache")
     calibration = None
     if bench_path is not None:
         from lmikit.cli._common import calibrate
@@ -200,8 +199,13 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
                                  param_hint="--region")
-    return deployment(model_id, instance_type, tp=tp, instances=instances or 1,
-                      region=region), "sticky_session", "cpu"
+    dep = deployment(model_id, instance_type, tp=tp, instances=instances or 1, region=region)
+    if "cpu" in dep.tier_tokens:
+        return dep, "sticky_session", "cpu"
+    if ctx.get_parameter_source("modes") != ParameterSource.COMMANDLINE:
+        click.echo(f"Note: simulating --kv-cache off, as the planner refuses LMCache's CPU "
+                   f"tier on {dep.instance_type} ({dep.unplannable['cpu']})", err=True)
+    return dep, "sticky_session", "off"
 
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,

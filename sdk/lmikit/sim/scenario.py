@@ -56,17 +56,30 @@ class Deployment:
     has_nvme: bool
     reserve_full_prompt: bool = True  # vLLM >= 0.19's admission rule (loop.CopyConfig)
     max_model_len: int = 0  # the plan's: vLLM refuses a longer prompt + output (0: unknown)
+    # LMCache modes the planner refuses on this deployment (e.g. a host with no memory left
+    # for a CPU tier) -> why; they are absent from tier_tokens
+    unplannable: dict[str, str] = field(default_factory=dict)
 
     def with_coefficients(self, coeff: Coefficients) -> Deployment:
         return Deployment(**{**self.__dict__, "engine": self.engine.with_coefficients(coeff)})
 
+    def mode_problem(self, mode: str) -> str | None:
+        """Why ``mode`` cannot be simulated on this deployment, or None if it can."""
+        if mode in self.tier_tokens:
+            return None
+        if mode in self.unplannable:
+            return f"kv_cache mode {mode!r} does not fit {self.instance_type}: " \
+                   f"{self.unplannable[mode]}"
+        if mode == "cpu+disk" and not self.has_nvme:
+            return (f"kv_cache mode 'cpu+disk' needs local NVMe but {self.instance_type} has "
+                    "none; use 'cpu' or 'remote'")
+        return f"unknown kv_cache mode {mode!r}; valid: {', '.join(KV_MODES)}"
+
     def copies(self, mode: str) -> list[CopyConfig]:
         """One :class:`CopyConfig` per routed copy for ``mode``."""
-        if mode not in self.tier_tokens:
-            if mode == "cpu+disk" and not self.has_nvme:
-                raise PlanError(f"kv_cache mode 'cpu+disk' needs local NVMe but "
-                                f"{self.instance_type} has none; use 'cpu' or 'remote'")
-            raise PlanError(f"unknown kv_cache mode {mode!r}; valid: {', '.join(KV_MODES)}")
+        problem = self.mode_problem(mode)
+        if problem:
+            raise PlanError(problem)
         cpu, disk = self.tier_tokens[mode]
         cfg = CopyConfig(self.engine, self.gpu_tokens, self.chunk_size, self.max_batch_size,
                          cpu_tokens=cpu, disk_tokens=disk, remote=mode == "remote",
@@ -105,11 +118,16 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     base = plan(model_id, instance_type, mode="off", **common)
     inst = get_instance(instance_type)
     tiers: dict[str, tuple[int, int]] = {"off": (0, 0)}
+    unplannable: dict[str, str] = {}
     for mode in ("cpu", "cpu+disk", "remote"):
         if mode == "cpu+disk" and not inst.has_nvme:
             continue
-        p = plan(model_id, instance_type, mode=mode, cpu_size_gb=cpu_size_gb,
-                 disk_size_gb=disk_size_gb if mode == "cpu+disk" else "auto", **common)
+        try:
+            p = plan(model_id, instance_type, mode=mode, cpu_size_gb=cpu_size_gb,
+                     disk_size_gb=disk_size_gb if mode == "cpu+disk" else "auto", **common)
+        except PlanError as exc:  # e.g. no host memory left for LMCache: off still simulates
+            unplannable[mode] = str(exc)
+            continue
         tiers[mode] = (p.cpu_capacity_tokens, p.disk_capacity_tokens)
     engine = engine_for(model_id, instance_type, tp, kv_dtype_bytes=1 if kv_cache_dtype == "fp8"
                         else 2, weight_bytes=base.weight_bytes, config_path=config_path,
@@ -122,7 +140,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
         prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH_BYTES,
         concurrency_threshold=concurrency_threshold or max_batch_size,
         has_nvme=inst.has_nvme, reserve_full_prompt=reserve_full_prompt,
-        max_model_len=base.max_model_len)
+        max_model_len=base.max_model_len, unplannable=unplannable)
 
 
 def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,

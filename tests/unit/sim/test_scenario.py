@@ -28,6 +28,19 @@ def test_disk_mode_needs_nvme_and_unknown_modes_are_refused() -> None:
         d.copies("tape")
 
 
+def test_a_host_without_room_for_lmcache_still_simulates_without_it() -> None:
+    """A 7B on ml.g5.2xlarge (32 GiB) leaves no host memory for a CPU tier once the weights
+    and worker are reserved: the planner refuses every LMCache mode, and 'off' still runs."""
+    d = deployment("Qwen/Qwen2.5-7B-Instruct", "ml.g5.2xlarge")
+    assert set(d.tier_tokens) == {"off"}
+    assert set(d.unplannable) == {"cpu", "cpu+disk", "remote"}
+    with pytest.raises(PlanError, match="kv_cache mode 'cpu' does not fit ml.g5.2xlarge: no "
+                                        "host memory is left for an LMCache CPU tier"):
+        d.copies("cpu")
+    (r,) = simulate(d, rag(100, 256, 2, 1.0, 8, 2, requests=20), ["sticky_session"], ["off"])
+    assert r.kv_cache == "off" and r.requests == 20
+
+
 def test_same_seed_same_results_and_another_seed_may_differ() -> None:
     d = deployment("Qwen/Qwen3-8B", P4DE, instances=4)
     w = rag(300, 256, 3, 1.0, 16, 16, requests=300, seed=1)

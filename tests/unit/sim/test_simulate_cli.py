@@ -137,6 +137,20 @@ def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
     assert "prefill at 55% of" in " ".join(plain)  # the defaults, where nothing was fitted
 
 
+def test_what_if_on_a_host_without_room_for_lmcache_defaults_to_off() -> None:
+    small = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--instance", "ml.g5.2xlarge",
+             "--workload", "rag", "--requests", "20"]
+    r = lmikit("simulate", *small, "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["kv_cache"] for x in json.loads(r.stdout)["results"]] == ["off"]
+    assert "Note: simulating --kv-cache off, as the planner refuses LMCache's CPU tier on " \
+        "ml.g5.2xlarge" in r.stderr
+    r = lmikit("simulate", *small, "--kv-cache", "off", "--kv-cache", "cpu")
+    assert r.exit_code == 2
+    assert "Invalid value for --kv-cache: kv_cache mode 'cpu' does not fit ml.g5.2xlarge" \
+        in r.output
+
+
 def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path) -> None:
     r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "no" / "ttft.png"))
     assert r.exit_code == 2
