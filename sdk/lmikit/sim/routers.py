@@ -6,8 +6,10 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
 
 - ``random``: each request goes to a randomly chosen copy.
 - ``least_outstanding``: to the copy with the fewest requests in flight.
-- ``sticky_session``: a session's requests go to the copy that opened it; a new session is
-  placed as the variant's default strategy (random) places it.
+- ``sticky_session``: a session's requests go to the copy that opened it; the request that
+  opens one (``NEW_SESSION``) is routed as any other request, by the variant's
+  ``RoutingStrategy``, which lmikit renders ``LEAST_OUTSTANDING_REQUESTS`` for sticky
+  sessions (:mod:`lmikit.render.sagemaker`).
 - ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body,
   or their ``PrefixAwareId``) go to the same copy; when it has ``ConcurrencyThreshold``
   requests in flight, to another copy under the threshold; when every copy is at it, to the
@@ -102,14 +104,14 @@ class LeastOutstanding:
 class StickySession:
     name = "sticky_session"
 
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
+    def __init__(self, rng: random.Random | None = None) -> None:
         self.placed: dict[int, int] = {}
+        self._new = LeastOutstanding()  # the variant's strategy places a new session
 
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         where = self.placed.get(req.session)
         if where is None:
-            where = self.placed[req.session] = self.rng.randrange(len(fleet))
+            where = self.placed[req.session] = self._new.pick(req, fleet)
         return where
 
 

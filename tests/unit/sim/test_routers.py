@@ -56,6 +56,18 @@ def test_sticky_session_pins_a_session_to_its_first_copy() -> None:
     assert all(r.pick(R(session=7), fleet) == first for _ in range(20))
 
 
+def test_a_new_session_lands_as_least_outstanding_places_a_request() -> None:
+    """SageMaker routes the NEW_SESSION request by the variant's RoutingStrategy, and
+    lmikit renders LEAST_OUTSTANDING_REQUESTS for sticky sessions."""
+    from lmikit.render.sagemaker import ROUTING
+
+    assert ROUTING["sticky_session"] == "LEAST_OUTSTANDING_REQUESTS"
+    r = StickySession()
+    assert r.pick(R(session=1), [C(5), C(2), C(9)]) == 1
+    assert r.pick(R(session=2), [C(5), C(7), C(0)]) == 2
+    assert r.pick(R(session=1), [C(5), C(7), C(0)]) == 1  # pinned where it opened
+
+
 def test_prefix_aware_hashes_the_prefix_length_worth_of_chunks() -> None:
     # 4096 bytes / 4 bytes per token = 1024 tokens = the 4th 256-token chunk key
     r = PrefixAware(4096, concurrency_threshold=8, chunk_size=256)
