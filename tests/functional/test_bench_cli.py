@@ -191,6 +191,16 @@ def test_bench_refuses_an_output_it_could_not_write_before_sending_anything(
     assert streams(served) == []
 
 
+def test_bench_labels_assume_the_routing_its_requests_get() -> None:
+    from lmikit.cli.bench_cmd import _bench_routing
+
+    assert _bench_routing("sticky_session", True) == "sticky_session"
+    # without a session, SageMaker routes by the variant's strategy: least outstanding
+    assert _bench_routing("sticky_session", False) == "least_outstanding"
+    assert _bench_routing("prefix_aware", False) == "prefix_aware"
+    assert _bench_routing("prefix_aware", True) == "sticky_session"
+
+
 def test_the_copies_recorded_are_those_the_bench_ran_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A component scaled to zero has no copy until the first request; a count that changed

@@ -130,6 +130,15 @@ def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
         return None
 
 
+def _bench_routing(strategy: str, session_per_document: bool) -> str:
+    """How the bench's requests are routed: a session per document pins it; without
+    sessions a sticky-session endpoint routes each request by its variant strategy, which
+    lmikit renders least-outstanding (:data:`lmikit.render.sagemaker.ROUTING`)."""
+    if session_per_document:
+        return "sticky_session"
+    return "least_outstanding" if strategy == "sticky_session" else strategy
+
+
 def _copies_during(name: str, before: int | None, after: int | None) -> int | None:
     """The copies a bench ran on, from the counts before and after it: a component scaled
     to zero has none before its first request; a count that changed is warned about."""
@@ -200,7 +209,7 @@ def _write_bench_file(path: Path, result: BenchResult, target: str,
                  "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
                  "query_outcomes": _query_outcomes(
                      spec, Path(target), result.workload, tier, copies,
-                     "sticky_session" if session_per_document else spec.routing.strategy)}
+                     _bench_routing(spec.routing.strategy, session_per_document))}
     data = bench_file(result, **meta)  # type: ignore[arg-type]
     try:
         path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

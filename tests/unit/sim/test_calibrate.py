@@ -119,6 +119,17 @@ def test_expected_outcomes_take_the_query_order() -> None:
     assert tiers == ["cpu", "gpu"] * 12
 
 
+def test_expected_outcomes_follow_the_routing_across_copies() -> None:
+    """On two copies a document's repeat hits only where it lands on the copy that holds it:
+    always with a session per document, not always when each request is routed anew."""
+    two = replace(DEP, instances=2)
+    work = long_doc_qa(5, 2_000, 8, 1)  # 5: the idle copies' tie-break turns by one
+    pinned = calibrate.expected_outcomes(two, work, "cpu", "sticky_session")
+    anew = calibrate.expected_outcomes(two, work, "cpu", "least_outstanding")
+    assert all(t == "gpu" for t, _ in pinned)
+    assert any(t is None for t, _ in anew)
+
+
 def test_unknown_outcomes_are_load_but_not_ttft_evidence() -> None:
     truth = Coefficients(prefill_mfu=0.4, request_overhead_s=0.09)
     bench = synthetic_bench(DEP.with_coefficients(truth), long_doc_qa(6, 4_000, 8, 2), "cpu")
