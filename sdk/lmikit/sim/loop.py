@@ -491,13 +491,16 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     clocked = router if hasattr(router, "now") else None
     on_finish = getattr(router, "finished", None)
     start_phase(0, 0.0)
-    t = 0.0
+    t = last = 0.0  # last: the time of the last event that changed anything
     touched: _Copy | None = None
     while events:
         if touched is not None:
             touched.sync()
             touched.peak = max(touched.peak, touched.kv_usage)
         t, _, kind, obj, version = heapq.heappop(events)
+        if kind == DECODE and isinstance(obj, _Copy) and version != obj.version:
+            continue  # a decode end since rescheduled: nothing happens at t
+        last = t
         if kind == ARRIVE:
             assert isinstance(obj, Request)
             r = obj
@@ -567,8 +570,6 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             assert isinstance(obj, _Copy)
             c = obj
             touched = c
-            if version != c.version:
-                continue
             advance(c, t)
             done = []
             while c.running and c.running[0][0] <= c.D + 1e-6:
@@ -582,9 +583,9 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             if not preempt(c):
                 admit(c, t)
             reschedule(c, t)
-    res.makespan_s = t
+    res.makespan_s = last  # not a stale event's time, which may lie past the work's end
     for i, c in enumerate(fleet):
-        advance(c, t)
+        advance(c, last)
         res.busy_s[i] = c.busy
     res.peak_kv_usage = [c.peak for c in fleet]
     res.evictions = {"gpu": sum(c.gpu.evictions for c in fleet)}

@@ -291,6 +291,11 @@ def test_random_workloads_finish_in_order_and_overfill_the_pool_by_at_most_a_chu
         out = run(trace(*reqs), [cfg] * rng.choice([1, 2]), RandomRouter(random.Random(seed)))
         assert all(a <= t <= e for a, t, e in zip(out.arrival, out.ttft, out.end, strict=True))
         assert max(out.peak_kv_usage) <= 1 + 1 / (pool // 256) + 1e-9, seed
+        # the run ends with the last request's last token (a finish lands request_overhead_s
+        # after it), not at a rescheduled decode's stale time, so no copy is busier than it
+        overhead = eng.coeff.request_overhead_s
+        assert out.makespan_s == pytest.approx(max(out.end) - overhead), seed
+        assert all(b <= out.makespan_s + 1e-9 for b in out.busy_s), seed
 
 
 class _Recorder:
