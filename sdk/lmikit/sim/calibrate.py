@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError
 from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.loop import run
+from lmikit.sim.loop import RunResult, run
 from lmikit.sim.routers import LeastOutstanding
 from lmikit.sim.workloads import (
     MAX_PROMPT_CHUNKS,
@@ -370,19 +370,16 @@ def expected_outcomes(dep: Deployment, workload: Workload, mode: str,
     cannot see which tier answered: which one does is a matter of capacities (the plan's GPU
     pool and LMCache tiers), LRU order and routing, which this runs; timing hardly moves it.
     """
-    from lmikit.sim.routers import make_router
+    out = run(workload, dep.copies(mode), dep.router(routing, random.Random(0)),
+              random.Random(1))
+    return [_served_most(out, r.id)
+            for p in workload.phases if p.measured for s in p.sessions for r in s]
 
-    router = make_router(routing, random.Random(0), chunk_size=dep.chunk_size,
-                         prefix_length_bytes=dep.prefix_length_bytes,
-                         concurrency_threshold=dep.concurrency_threshold,
-                         busy_at=dep.max_batch_size)
-    out = run(workload, dep.copies(mode), router, random.Random(1))
-    outcomes: list[tuple[str | None, int]] = []
-    for r in (r for p in workload.phases if p.measured for s in p.sessions for r in s):
-        cached = {t: v[r.id] for t, v in out.served.items() if v[r.id]}
-        outcomes.append((max(cached, key=lambda t: cached[t]) if cached else None,
-                         sum(cached.values())))
-    return outcomes
+
+def _served_most(out: RunResult, request_id: int) -> tuple[str | None, int]:
+    """(the tier that served most of a request's cached tokens, or None; cached tokens)."""
+    cached = {t: v[request_id] for t, v in out.served.items() if v[request_id]}
+    return (max(cached, key=lambda t: cached[t]) if cached else None), sum(cached.values())
 
 
 def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile:
@@ -394,11 +391,10 @@ def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile
     for p in workload.phases:
         for s in p.sessions:
             for r in s:
-                cached = {t: v[r.id] for t, v in out.served.items() if v[r.id]}
-                tier = max(cached, key=lambda t: cached[t]) if cached else None
+                tier, cached = _served_most(out, r.id)
                 records.append(BenchRecord(
                     p.name, out.arrival[r.id], out.ttft[r.id] - out.arrival[r.id],
                     out.end[r.id] - out.arrival[r.id], r.prompt_tokens, r.output_tokens,
-                    hit=bool(cached), tier=tier, cached_tokens=sum(cached.values()) or None))
+                    hit=tier is not None, tier=tier, cached_tokens=cached or None))
     return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records,
                      dep.instances)

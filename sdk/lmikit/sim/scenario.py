@@ -26,7 +26,7 @@ from lmikit.errors import PlanError, SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import EngineModel, engine_for
 from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import ROUTINGS, make_router
+from lmikit.sim.routers import ROUTINGS, Router, make_router
 from lmikit.sim.workloads import Workload
 
 if TYPE_CHECKING:
@@ -74,6 +74,14 @@ class Deployment:
             return (f"kv_cache mode 'cpu+disk' needs local NVMe but {self.instance_type} has "
                     "none; use 'cpu' or 'remote'")
         return f"unknown kv_cache mode {mode!r}; valid: {', '.join(KV_MODES)}"
+
+    def router(self, routing: str, rng: random.Random) -> Router:
+        """The ``routing`` strategy over this deployment's copies, with its prefix length,
+        concurrency threshold and batch size."""
+        return make_router(routing, rng, chunk_size=self.chunk_size,
+                           prefix_length_bytes=self.prefix_length_bytes,
+                           concurrency_threshold=self.concurrency_threshold,
+                           busy_at=self.max_batch_size)
 
     def copies(self, mode: str) -> list[CopyConfig]:
         """One :class:`CopyConfig` per routed copy for ``mode``."""
@@ -266,12 +274,8 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
             if progress is not None:
                 progress(done, len(routings) * len(kv_modes), routing, mode)
             done += 1
-            copies = dep.copies(mode)
-            router = make_router(routing, random.Random(seed), chunk_size=dep.chunk_size,
-                                 prefix_length_bytes=dep.prefix_length_bytes,
-                                 concurrency_threshold=dep.concurrency_threshold,
-                                 busy_at=dep.max_batch_size)
-            out = run(workload, copies, router, random.Random(seed + 1))
+            out = run(workload, dep.copies(mode), dep.router(routing, random.Random(seed)),
+                      random.Random(seed + 1))
             results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd,
                                      prices))
     return results
