@@ -29,12 +29,12 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
 
 def check_writable(path: Path, param_hint: str) -> None:
     """Refuse, before any work, an output file that could not be written after it: a
-    missing or read-only folder, or a folder where the file should be."""
+    missing or read-only folder, or a read-only file (a folder given as the file is
+    refused by the option's ``click.Path(dir_okay=False)``)."""
     import os
 
     folder = path.parent
-    why = ("it is a folder" if path.is_dir()
-           else f"folder {str(folder)!r} does not exist" if not folder.is_dir()
+    why = (f"folder {str(folder)!r} does not exist" if not folder.is_dir()
            else f"folder {str(folder)!r} is not writable" if not os.access(folder, os.W_OK)
            else "the file is not writable" if path.exists() and not os.access(path, os.W_OK)
            else "")

@@ -58,26 +58,34 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     from lmikit.bench import LongDocQA
     from lmikit.endpoint import Endpoint
 
+    spec_path = _spec_path(target)
     planned = None
     if output_path is not None:  # the run takes minutes: refuse what would fail after it
         check_writable(output_path, "--output")
-        planned = _spec_of(target)
-    name, spec_region = _resolve(target, adapter)
+        if spec_path is not None:  # the file names the spec's model, instance and tiers
+            from lmikit.cli._common import load
+
+            planned = load(spec_path)
+    name, spec_region = _resolve(target, adapter, planned[0] if planned else None)
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
                          in_flight=in_flight,
                          run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
-    copies = None
+    copies = before = sm = None
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
-        before = _serving_copies(ep) if output_path is not None else None
+        if output_path is not None:
+            import boto3
+
+            sm = boto3.Session(region_name=ep.region).client("sagemaker", region_name=ep.region)
+            before = _serving_copies(ep, sm)
         runner = _Runner(ep, workload, adapter, session_per_document)
         try:
             result = runner.run()
         finally:
             runner.close_sessions()
         if before is not None:  # the fit replays the bench on as many copies
-            copies = _copies_during(name, before, _serving_copies(ep))
+            copies = _copies_during(name, before, _serving_copies(ep, sm))
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
@@ -89,14 +97,22 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
         _print_table(result, name, adapter)
 
 
-def _resolve(target: str, adapter: str | None) -> tuple[str, str | None]:
-    """A spec file gives the endpoint name and region; anything else is an endpoint name."""
+def _spec_path(target: str) -> Path | None:
+    """The target as a spec file, or None for an endpoint name."""
     path = Path(target)
-    if not (path.suffix in (".yaml", ".yml", ".json") or path.is_file()):
-        return target, None
-    from lmikit.loader import load_spec
+    return path if path.suffix in (".yaml", ".yml", ".json") or path.is_file() else None
 
-    spec = load_spec(path)
+
+def _resolve(target: str, adapter: str | None, spec: Any = None) -> tuple[str, str | None]:
+    """A spec file gives the endpoint name and region (``spec``: already loaded); anything
+    else is an endpoint name."""
+    path = _spec_path(target)
+    if path is None:
+        return target, None
+    if spec is None:
+        from lmikit.loader import load_spec
+
+        spec = load_spec(path)
     if adapter and adapter not in {a.name for a in spec.adapters}:
         raise click.BadParameter(f"{adapter!r} is not an adapter of {spec.name} "
                                  f"({', '.join(a.name for a in spec.adapters) or 'none'})",
@@ -152,17 +168,12 @@ def _copies_during(name: str, before: int | None, after: int | None) -> int | No
     return max(counts)
 
 
-def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
+def _serving_copies(ep: Endpoint, sm: Any) -> int | None:
     """Model copies serving ``ep`` now (0 while scaled to zero): its base component's
     current copy count, or for an endpoint without inference components its instances; None
-    (with a warning) where the caller may not describe them. ``sm``: a SageMaker client
-    (default: one for ep's region)."""
+    (with a warning) where the caller may not describe them. ``sm``: a SageMaker client."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    if sm is None:
-        import boto3
-
-        sm = boto3.Session(region_name=ep.region).client("sagemaker", region_name=ep.region)
     try:
         try:
             ic = sm.describe_inference_component(InferenceComponentName=ep.component)
@@ -177,17 +188,6 @@ def _serving_copies(ep: Endpoint, sm: Any = None) -> int | None:
                    "the result file leaves copies out and --calibrate replays it on the "
                    "simulated deployment's", err=True)
         return None
-
-
-def _spec_of(target: str) -> tuple[Any, Any] | None:
-    """(spec, plan) of a spec target, None for an endpoint name. Loaded before the run, so a
-    spec the planner refuses is said at once, not after minutes of measurements."""
-    spec_path = Path(target)
-    if not (spec_path.suffix in (".yaml", ".yml", ".json") or spec_path.is_file()):
-        return None
-    from lmikit.cli._common import load
-
-    return load(spec_path)
 
 
 def _write_bench_file(path: Path, result: BenchResult, target: str,
