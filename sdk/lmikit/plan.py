@@ -29,6 +29,20 @@ Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
 
 
 @dataclass(frozen=True)
+class Costs:
+    """Coefficients the TTFT block is costed with instead of the simulator's defaults.
+
+    ``source`` names what they were fitted to (a ``lmikit bench --output`` file) and
+    ``fitted`` which of them the fit set; the plan's assumptions mark those, and state the
+    rest as the defaults they are.
+    """
+
+    coefficients: Coefficients
+    source: str
+    fitted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PlanInputs:
     model_id: str
     instance_type: str
@@ -51,6 +65,7 @@ class PlanInputs:
     max_model_len: int | None = None
     config_path: str | None = None
     weights_source: str = "hub"
+    costs: Costs | None = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +111,10 @@ class Plan:
         return data
 
 
-def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
+def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
+              costs: Costs | None = None) -> Plan:
     """Plan a loaded spec; ``base_dir`` resolves ``model.config_path`` (the spec's folder).
+    ``costs``: predict TTFT with fitted coefficients (``lmikit plan --calibrate``).
 
     Raises :class:`lmikit.errors.SpecError` on ``engine.lmi_version`` when the pinned LMI is
     older than a feature the spec uses (see :mod:`lmikit.lmi_versions`)."""
@@ -128,6 +145,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
         max_model_len=spec.engine.max_model_len,
         config_path=config_path,
         weights_source=su.weights_source(spec),
+        costs=costs,
     ))
     check_adapter_sources(spec, result.uses_lmcache)
     # Refuse an LMI version older than a feature or the model needs (engine.lmi_version).
@@ -138,7 +156,8 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None) -> Plan:
 
 def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
          context_tokens: int = 0, request_tokens: int = 10_000, **kwargs: Any) -> Plan:
-    """What-if planning without a spec."""
+    """What-if planning without a spec; ``kwargs`` are :class:`PlanInputs` fields
+    (``costs=Costs(...)`` predicts TTFT with fitted coefficients)."""
     for name, value, low in (("tp", tp, 1), ("copies", copies, 1),
                              ("context_tokens", context_tokens, 0),
                              ("request_tokens", request_tokens, 1)):
@@ -375,28 +394,21 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
 
 def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
              weight_bytes: int, remote: bool = False) -> Predicted:
-    """One request alone on an idle copy, costed by the simulator's engine model."""
-    from lmikit.sim.engine import engine_for
+    """One request alone on an idle copy, costed by the simulator's engine model (with
+    ``i.costs``' coefficients where given). ``remote``: the plan uses a remote tier, so a
+    remote hit (a prefix another copy stored) is costed too."""
+    from lmikit.sim.engine import engine_for, single_request
 
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
                         weight_bytes=weight_bytes,
                         config_path=i.config_path)
-    return predicted_from(engine, i.request_tokens, i.suffix_tokens, i.chunk_size,
-                          inst.has_nvme, remote=remote)
-
-
-def predicted_from(engine: Any, request_tokens: int, suffix_tokens: int, chunk_size: int,
-                   has_nvme: bool, remote: bool = False) -> Predicted:
-    """The plan's TTFT block from an engine model (``lmikit plan --calibrate`` passes a
-    calibrated one). ``remote``: the plan uses a remote tier, so a remote hit (a prefix
-    another copy stored) is costed too."""
-    from lmikit.sim.engine import single_request
-
-    one = single_request(engine, request_tokens, suffix_tokens, chunk_size)
+    if i.costs is not None:
+        engine = engine.with_coefficients(i.costs.coefficients)
+    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
-            "disk": one.hit_s["disk"] if has_nvme else None}
+            "disk": one.hit_s["disk"] if inst.has_nvme else None}
     if remote:
         hits["remote"] = one.hit_s["remote"]
 
@@ -472,7 +484,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
         "workers; never on a non-NVMe or >90% full filesystem",
-        *cost_assumptions(inst, remote=tier == "remote"),
+        *(cost_assumptions(inst, i.costs.coefficients, i.costs.source, tier == "remote",
+                           i.costs.fitted) if i.costs is not None
+          else cost_assumptions(inst, remote=tier == "remote")),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "

@@ -164,3 +164,28 @@ def test_example_tiers_are_as_documented():
     assert tiers == {"chat-qwen1.5b-small.yaml": "none", "docqa-qwen7b.yaml": "cpu",
                      "rag-qwen72b-nvme.yaml": "cpu+disk",
                      "regulated-llama8b-inmemory.yaml": "cpu"}
+
+
+def test_fitted_costs_reprice_the_ttft_block_and_are_stated() -> None:
+    """Prefill time is FLOPs / (peak x MFU): halving ``prefill_mfu`` doubles what a miss
+    spends prefilling and leaves the per-request overhead and tokenizing as they were."""
+    from lmikit.plan import Costs
+    from lmikit.sim.coefficients import Coefficients
+
+    default = Coefficients()
+    half = Coefficients(prefill_mfu=default.prefill_mfu / 2)
+    args = ("meta-llama/Llama-3.1-8B-Instruct", "ml.g5.4xlarge")
+    plain = plan(*args, request_tokens=8_000)
+    fitted = plan(*args, request_tokens=8_000,
+                  costs=Costs(half, "run1.json", ("prefill_mfu",)))
+    fixed = default.request_overhead_s + 8_000 * default.tokenize_s_per_token
+    assert fitted.predicted.ttft_miss_s - fixed == pytest.approx(
+        2 * (plain.predicted.ttft_miss_s - fixed), rel=1e-3)
+    line = next(a for a in fitted.assumptions if a.startswith("prefill at"))
+    assert line.startswith(f"prefill at {half.prefill_mfu:.0%} (fitted to run1.json) of ")
+    assert line.count("fitted") == 1  # the overhead and tokenizing are still the defaults
+    # nothing but the TTFT block and its cost lines moves: sizing does not rest on them
+    assert (fitted.tier, fitted.lmcache, fitted.gpu_kv_capacity_tokens) == (
+        plain.tier, plain.lmcache, plain.gpu_kv_capacity_tokens)
+    changed = [a for a, b in zip(plain.assumptions, fitted.assumptions, strict=True) if a != b]
+    assert changed == [next(a for a in plain.assumptions if a.startswith("prefill at"))]

@@ -54,7 +54,8 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
                       context_tokens=context_tokens, request_tokens=request_tokens)
     calibration = None
     if bench_path is not None:
-        result, calibration = _calibrated(result, loaded, spec, bench_path, request_tokens)
+        result, calibration = _calibrated(result, loaded, spec, bench_path,
+                                          context_tokens, request_tokens)
     if as_json:
         data = result.to_dict()
         if calibration is not None:
@@ -67,38 +68,24 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
 
 
 def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
-                request_tokens: int) -> tuple[Any, Any]:
-    """The plan with its TTFT block predicted by coefficients fitted to a bench file."""
-    import dataclasses
-
-    from lmikit.catalog.instances import get_instance
+                context_tokens: int, request_tokens: int) -> tuple[Any, Any]:
+    """The plan again, its TTFT block costed with coefficients fitted to a bench file."""
     from lmikit.cli._common import calibrate
-    from lmikit.plan import cost_assumptions, predicted_from
+    from lmikit.plan import Costs, plan, plan_spec
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:
         dep = deployment_from_spec(loaded, spec.parent)
-        tokens = loaded.workload.typical_request_tokens
-        suffix = loaded.workload.unique_suffix_tokens
     else:
         dep = deployment(result.model_id, result.instance_type, tp=result.tp,
                          copies=result.copies)
-        tokens, suffix = request_tokens, min(100, request_tokens)
     calibration = calibrate(dep, bench_path)
-    engine = dep.engine.with_coefficients(calibration.coefficients)
-    inst = get_instance(dep.instance_type)
-    remote = result.tier == "remote"
-    predicted = predicted_from(engine, tokens, suffix, dep.chunk_size, inst.has_nvme,
-                               remote=remote)
-    # the TTFT block now rests on the fitted coefficients: say so where the defaults stood
-    default, fitted = (cost_assumptions(inst, remote=remote), cost_assumptions(
-        inst, calibration.coefficients, bench_path.name, remote=remote,
-        fitted=calibration.fitted))
-    assumptions = list(result.assumptions)
-    at = assumptions.index(default[0])
-    assumptions[at:at + len(default)] = fitted
-    return (dataclasses.replace(result, predicted=predicted, assumptions=assumptions),
-            calibration)
+    costs = Costs(calibration.coefficients, bench_path.name, tuple(calibration.fitted))
+    if loaded is not None and spec is not None:
+        return plan_spec(loaded, spec.parent, costs=costs), calibration
+    return plan(result.model_id, result.instance_type, tp=result.tp, copies=result.copies,
+                context_tokens=context_tokens, request_tokens=request_tokens,
+                costs=costs), calibration
 
 
 def _tokens(n: int) -> str:

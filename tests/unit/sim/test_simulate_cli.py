@@ -220,3 +220,30 @@ def test_plan_of_a_remote_tier_spec_prints_the_remote_hit(tmp_path: Path) -> Non
     assert out.exit_code == 0, out.output
     assert "TTFT on a remote hit" in out.output
     assert "TTFT on a remote hit" not in lmikit("plan", str(DEFAULT_SPEC)).output
+
+
+def test_calibrated_spec_plan_costs_the_spec_with_the_fitted_engine(tmp_path: Path) -> None:
+    """``plan SPEC --calibrate`` prices the spec's own request (its typical tokens and
+    suffix) with the simulator's engine for that spec, fitted coefficients in."""
+    from lmikit.loader import load_spec
+    from lmikit.sim.engine import single_request
+    from lmikit.sim.scenario import deployment_from_spec
+
+    spec = load_spec(DEFAULT_SPEC)
+    dep = deployment_from_spec(spec, DEFAULT_SPEC.parent)
+    bench = synthetic_bench(dep.with_coefficients(Coefficients(prefill_mfu=0.35)),
+                            long_doc_qa(6, 8_000, 8, 2), "cpu")
+    path = tmp_path / "run2.json"
+    path.write_text(json.dumps(bench.to_dict()))
+    r = lmikit("plan", str(DEFAULT_SPEC), "--calibrate", str(path), "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    fitted = Coefficients(**data["calibration"]["coefficients"])
+    one = single_request(dep.engine.with_coefficients(fitted),
+                         spec.workload.typical_request_tokens,
+                         spec.workload.unique_suffix_tokens, dep.chunk_size)
+    assert data["predicted"]["ttft_miss_s"] == pytest.approx(one.miss_s, rel=1e-3)
+    assert data["predicted"]["ttft_hit_s"]["cpu"] == pytest.approx(one.hit_s["cpu"], rel=1e-3)
+    assert fitted.prefill_mfu == pytest.approx(0.35, rel=0.05)
+    assert any(a.startswith(f"prefill at {fitted.prefill_mfu:.0%} (fitted to run2.json)")
+               for a in data["assumptions"])
