@@ -399,7 +399,7 @@ def test_cli_simulate_region_is_for_the_what_if_form_only(cli: Any) -> None:
     r = cli("simulate", "examples/docqa-qwen7b.yaml", "--region", "eu-west-1", "--workload",
             "long-doc-qa")
     assert r.exit_code == 2
-    assert "give either SPEC or --model/--instance/--tp/--region, not both" in r.output
+    assert "give either SPEC or --model/--instance/--region, not both" in r.output
     r = cli("simulate", "--model", "Qwen/Qwen3-8B", "--instance", "ml.g5.4xlarge", "--region",
             "Ireland", "--workload", "long-doc-qa")
     assert r.exit_code == 2

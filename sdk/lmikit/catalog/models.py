@@ -172,8 +172,9 @@ def catalog_entry(model_id: str) -> dict[str, Any]:
     close = difflib.get_close_matches(model_id, list(entries), n=2, cutoff=0.6)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
     raise CatalogError(
-        f"model {model_id!r} is not in lmikit's catalog.{hint} Set model.config_path to its "
-        "config.json (planning never downloads it). Catalog models: " + ", ".join(sorted(entries))
+        f"model {model_id!r} is not in lmikit's catalog.{hint} Give its config.json (a spec's "
+        "model.config_path, or --config with --model; planning never downloads it). Catalog "
+        "models: " + ", ".join(sorted(entries))
     )
 
 

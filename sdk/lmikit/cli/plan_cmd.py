@@ -6,8 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from lmikit.cli._common import echo_json, targets_option
+
+# what the what-if form takes and a SPEC states itself
+WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path")
 
 
 @click.command("plan")
@@ -22,13 +26,19 @@ from lmikit.cli._common import echo_json, targets_option
               show_default=True, help="Reused working set in tokens one copy keeps hot.")
 @click.option("--request-tokens", type=click.IntRange(1), default=10_000, show_default=True,
               help="Prompt length of a typical request.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True,
+                                                         path_type=Path),
+              help="The model's config.json, for a model not in lmikit's catalog (what-if "
+                   "form; a SPEC names its own model.config_path).")
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
               help="Predict TTFT with coefficients fitted to this lmikit bench --output file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @targets_option
-def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
-             copies: int, context_tokens: int, request_tokens: int, bench_path: Path | None,
+@click.pass_context
+def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
+             instance_type: str | None, tp: int, copies: int, context_tokens: int,
+             request_tokens: int, config_path: Path | None, bench_path: Path | None,
              as_json: bool, targets: tuple[str, ...]) -> None:
     """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT.
 
@@ -38,9 +48,15 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
     from lmikit.plan import plan
 
     loaded = None
+    config = str(config_path) if config_path is not None else None
     if spec is not None:
-        if model_id or instance_type:
-            raise click.UsageError("give either SPEC or --model/--instance, not both")
+        flags = {p.name: p.opts[0] for p in ctx.command.params}
+        given = [flags[name] for name in WHAT_IF_ONLY
+                 if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+        if model_id or instance_type or given:
+            raise click.UsageError("give either SPEC or --model/--instance"
+                                   + "".join(f"/{g}" for g in given) + ", not both: a SPEC "
+                                   "sets these in its model, engine, instance and workload")
         from lmikit.accept import TARGETS
         from lmikit.cli._common import load
 
@@ -51,11 +67,12 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
         if targets:
             raise click.UsageError("--target applies to a SPEC, not to --model/--instance")
         result = plan(model_id, instance_type, tp=tp, copies=copies,
-                      context_tokens=context_tokens, request_tokens=request_tokens)
+                      context_tokens=context_tokens, request_tokens=request_tokens,
+                      config_path=config)
     calibration = None
     if bench_path is not None:
         result, calibration = _calibrated(result, loaded, spec, bench_path,
-                                          context_tokens, request_tokens)
+                                          context_tokens, request_tokens, config)
     if as_json:
         data = result.to_dict()
         if calibration is not None:
@@ -68,7 +85,8 @@ def plan_cmd(spec: Path | None, model_id: str | None, instance_type: str | None,
 
 
 def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
-                context_tokens: int, request_tokens: int) -> tuple[Any, Any]:
+                context_tokens: int, request_tokens: int,
+                config: str | None) -> tuple[Any, Any]:
     """The plan again, its TTFT block costed with coefficients fitted to a bench file."""
     from lmikit.cli._common import calibrate
     from lmikit.plan import Costs, plan, plan_spec
@@ -78,14 +96,14 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
         dep = deployment_from_spec(loaded, spec.parent)
     else:
         dep = deployment(result.model_id, result.instance_type, tp=result.tp,
-                         copies=result.copies)
+                         copies=result.copies, config_path=config)
     calibration = calibrate(dep, bench_path)
     costs = Costs(calibration.coefficients, bench_path.name, tuple(calibration.fitted))
     if loaded is not None and spec is not None:
         return plan_spec(loaded, spec.parent, costs=costs), calibration
     return plan(result.model_id, result.instance_type, tp=result.tp, copies=result.copies,
                 context_tokens=context_tokens, request_tokens=request_tokens,
-                costs=costs), calibration
+                config_path=config, costs=costs), calibration
 
 
 def _tokens(n: int) -> str:

@@ -58,6 +58,10 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               help="Tensor parallel degree (GPUs per copy).")
 @click.option("--region", default="us-east-1", show_default=True,
               help="Region whose price is used (what-if form; a SPEC names its own).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, exists=True,
+                                                         path_type=Path),
+              help="The model's config.json, for a model not in lmikit's catalog (what-if "
+                   "form; a SPEC names its own model.config_path).")
 @click.option("--instances", type=click.IntRange(1, 512), default=None,
               help="Model copies requests are routed across [default: the spec's "
                    "min_count x copies_per_instance, else 1].")
@@ -110,8 +114,9 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
 def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
-                 instance_type: str | None, tp: int, region: str, instances: int | None,
-                 workload: str, routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
+                 instance_type: str | None, tp: int, region: str,
+                 config_path: Path | None, instances: int | None, workload: str,
+                 routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
                  bench_path: Path | None, hourly_price: float | None,
                  prices_path: Path | None, plot_path: Path | None, as_json: bool,
                  **flags: Any) -> None:
@@ -141,7 +146,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
         prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
-                                                     region, instances, ctx)
+                                                     region, config_path, instances, ctx)
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
     for mode in modes:
@@ -176,16 +181,17 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 
 def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
-                region: str, instances: int | None, ctx: click.Context
-                ) -> tuple[Deployment, str, str]:
+                region: str, config_path: Path | None, instances: int | None,
+                ctx: click.Context) -> tuple[Deployment, str, str]:
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
-        given = [name for name in ("tp", "region")
-                 if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+        given = [f"/--{name}" for name in ("tp", "region", "config")
+                 if ctx.get_parameter_source(f"{name}_path" if name == "config" else name)
+                 == ParameterSource.COMMANDLINE]
         if model_id or instance_type or given:
-            raise click.UsageError("give either SPEC or --model/--instance/--tp/--region, "
-                                   "not both")
+            raise click.UsageError("give either SPEC or --model/--instance" + "".join(given)
+                                   + ", not both: a SPEC sets these itself")
         from lmikit.cli._common import load
 
         loaded, plan = load(spec)
@@ -199,7 +205,8 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
                                  param_hint="--region")
-    dep = deployment(model_id, instance_type, tp=tp, instances=instances or 1, region=region)
+    dep = deployment(model_id, instance_type, tp=tp, instances=instances or 1, region=region,
+                     config_path=str(config_path) if config_path is not None else None)
     if "cpu" in dep.tier_tokens:
         return dep, "sticky_session", "cpu"
     if ctx.get_parameter_source("modes") != ParameterSource.COMMANDLINE:

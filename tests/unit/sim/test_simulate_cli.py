@@ -247,3 +247,38 @@ def test_calibrated_spec_plan_costs_the_spec_with_the_fitted_engine(tmp_path: Pa
     assert fitted.prefill_mfu == pytest.approx(0.35, rel=0.05)
     assert any(a.startswith(f"prefill at {fitted.prefill_mfu:.0%} (fitted to run2.json)")
                for a in data["assumptions"])
+
+
+QWEN3_32B_CONFIG = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
+
+
+@pytest.mark.parametrize("command", [
+    ["plan"], ["simulate", "--workload", "rag", "--requests", "20"]])
+def test_what_if_takes_the_config_of_a_model_outside_the_catalog(command: list[str]) -> None:
+    """Qwen3-32B is not in the catalog; its config.json (64 layers, 8 KV heads of 128) gives
+    64 x 2 x 8 x 128 x 2 bytes = 256 KiB of KV a token, at TP 2 on an H100 pool."""
+    what_if = ["--model", "Qwen/Qwen3-32B", "--instance", "ml.p5.48xlarge", "--tp", "2"]
+    refused = lmikit(*command, *what_if)
+    assert refused.exit_code != 0
+    assert "--config with --model" in str(refused.exception or "") + refused.output
+    r = lmikit(*command, *what_if, "--config", QWEN3_32B_CONFIG, "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    if command == ["plan"]:
+        assert data["kv_bytes_per_token"] == 64 * 2 * 8 * 128 * 2
+    else:
+        assert data["deployment"]["model"] == "Qwen/Qwen3-32B"
+        assert data["deployment"]["tp"] == 2 and data["results"]
+
+
+@pytest.mark.parametrize(("command", "flags", "named"), [
+    (["plan"], ["--tp", "2"], "--tp"),
+    (["plan"], ["--context", "5000", "--request-tokens", "900"], "--context/--request-tokens"),
+    (["plan"], ["--config", QWEN3_32B_CONFIG], "--config"),
+    (["simulate", "--workload", "rag"], ["--config", QWEN3_32B_CONFIG], "--config"),
+])
+def test_a_spec_refuses_what_if_flags_it_would_ignore(command: list[str], flags: list[str],
+                                                      named: str) -> None:
+    r = lmikit(*command, str(DEFAULT_SPEC), *flags)
+    assert r.exit_code == 2
+    assert f"give either SPEC or --model/--instance/{named}, not both" in r.output
