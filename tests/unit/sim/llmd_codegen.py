@@ -104,7 +104,8 @@ published for Qwen3-32B at TP 2 on H100 at that memory share (307,328 tokens, th
 2025 73-capacity report; lmikit's planner gives 5.6% more), default ``Coefficients()``;
 outputs are
 exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
-re-tokenizes the streamed text: ``apis/completion.py``, ``process_response``).
+re-tokenizes each streamed chunk's text with the served model's tokenizer and sums the
+counts: ``reportgen/base.py``, ``summarize_requests``).
 """
 
 from __future__ import annotations
