@@ -62,9 +62,13 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
                                                          path_type=Path),
               help="The model's config.json, for a model not in lmikit's catalog (what-if "
                    "form; a SPEC names its own model.config_path).")
+@click.option("--copies", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Model copies sharing one instance, as plan's --copies (what-if form; a "
+                   "SPEC sets instance.copies_per_instance): they split its host memory, and "
+                   "cost counts whole instances.")
 @click.option("--instances", type=click.IntRange(1, 512), default=None,
               help="Model copies requests are routed across [default: the spec's "
-                   "min_count x copies_per_instance, else 1].")
+                   "min_count x copies_per_instance, else --copies].")
 @click.option("--workload", type=click.Choice(WORKLOADS), required=True, help="What users send.")
 @click.option("--documents", type=click.IntRange(1), default=46, show_default=True,
               help="long-doc-qa: distinct documents.")
@@ -115,7 +119,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.pass_context
 def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                  instance_type: str | None, tp: int, region: str,
-                 config_path: Path | None, instances: int | None, workload: str,
+                 config_path: Path | None, copies: int, instances: int | None, workload: str,
                  routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
                  bench_path: Path | None, hourly_price: float | None,
                  prices_path: Path | None, plot_path: Path | None, as_json: bool,
@@ -146,7 +150,8 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
         prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
-                                                     region, config_path, instances, ctx)
+                                                     region, config_path, copies, instances,
+                                                     ctx)
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
     for mode in modes:
@@ -168,6 +173,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
         data: dict[str, Any] = {
             "results": [r.to_dict() for r in results],
             "deployment": {"model": dep.model_id, "instance": dep.instance_type, "tp": dep.tp,
+                           "copies_per_instance": dep.copies_per_instance,
                            "instances": dep.instances, "chunk_size": dep.chunk_size,
                            "max_batch_size": dep.max_batch_size, "region": dep.region,
                            "gpu_kv_tokens": dep.gpu_tokens},
@@ -181,12 +187,12 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 
 def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
-                region: str, config_path: Path | None, instances: int | None,
+                region: str, config_path: Path | None, copies: int, instances: int | None,
                 ctx: click.Context) -> tuple[Deployment, str, str]:
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
-        given = [f"/--{name}" for name in ("tp", "region", "config")
+        given = [f"/--{name}" for name in ("tp", "copies", "region", "config")
                  if ctx.get_parameter_source(f"{name}_path" if name == "config" else name)
                  == ParameterSource.COMMANDLINE]
         if model_id or instance_type or given:
@@ -205,7 +211,8 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
                                  param_hint="--region")
-    dep = deployment(model_id, instance_type, tp=tp, instances=instances or 1, region=region,
+    dep = deployment(model_id, instance_type, tp=tp, copies=copies,
+                     instances=instances or copies, region=region,
                      config_path=str(config_path) if config_path is not None else None)
     if "cpu" in dep.tier_tokens:
         return dep, "sticky_session", "cpu"

@@ -276,9 +276,36 @@ def test_what_if_takes_the_config_of_a_model_outside_the_catalog(command: list[s
     (["plan"], ["--context", "5000", "--request-tokens", "900"], "--context/--request-tokens"),
     (["plan"], ["--config", QWEN3_32B_CONFIG], "--config"),
     (["simulate", "--workload", "rag"], ["--config", QWEN3_32B_CONFIG], "--config"),
+    (["simulate", "--workload", "rag"], ["--copies", "2"], "--copies"),
 ])
 def test_a_spec_refuses_what_if_flags_it_would_ignore(command: list[str], flags: list[str],
                                                       named: str) -> None:
     r = lmikit(*command, str(DEFAULT_SPEC), *flags)
     assert r.exit_code == 2
     assert f"give either SPEC or --model/--instance/{named}, not both" in r.output
+
+
+@pytest.mark.parametrize(("copies", "instances", "billed"), [(4, None, 1), (1, 4, 4),
+                                                             (2, 4, 2), (3, 4, 2)])
+def test_what_if_copies_share_an_instance_and_cost_counts_whole_instances(
+        copies: int, instances: int | None, billed: int) -> None:
+    """Cost per 1K tokens = USD per instance-hour x instances billed (copies over copies per
+    instance, rounded up) x the run's hours / its thousands of tokens."""
+    more = ["--instances", str(instances)] if instances else []
+    r = lmikit("simulate", "--model", "Qwen/Qwen3-8B", "--instance", "ml.g6.12xlarge",
+               "--copies", str(copies), *more, "--workload", "rag", "--requests", "40",
+               "--hourly-price", "3.6", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["deployment"]["copies_per_instance"] == copies
+    assert data["deployment"]["instances"] == (instances or copies)
+    (row,) = data["results"]
+    assert row["usd_per_1k_tokens"] == pytest.approx(
+        3.6 / 3600 * billed / row["throughput_tokens_s"] * 1000, rel=1e-3)
+
+
+def test_what_if_copies_must_fit_the_instances_gpus() -> None:
+    r = lmikit("simulate", "--model", "Qwen/Qwen3-8B", "--instance", "ml.g6.12xlarge",
+               "--tp", "2", "--copies", "3", "--workload", "rag")
+    assert r.exit_code != 0
+    assert "needs 6 GPUs but ml.g6.12xlarge has 4" in str(r.exception or "") + r.output
