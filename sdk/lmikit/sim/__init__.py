@@ -33,6 +33,7 @@ _EXPORTS = {
     "long_doc_qa": "lmikit.sim.workloads",
     "multi_turn_chat": "lmikit.sim.workloads",
     "rag": "lmikit.sim.workloads",
+    "reading_notes": "lmikit.sim.scenario",
     "simulate": "lmikit.sim.scenario",
 }
 

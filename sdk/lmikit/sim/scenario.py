@@ -279,3 +279,51 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
             results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd,
                                      prices))
     return results
+
+
+def repeated_tokens(work: Workload) -> int:
+    """Tokens of distinct prompt text the workload sends more than once (full chunks: a
+    chunk key names its whole prefix, so a key seen twice is a prefix sent twice)."""
+    seen: set[int] = set()
+    again: set[int] = set()
+    for r in work.requests:
+        for key in r.keys:
+            (again if key in seen else seen).add(key)
+    return len(again) * work.chunk_size
+
+
+def reading_notes(results: list[ScenarioResult], dep: Deployment, work: Workload) -> list[str]:
+    """Why the LMCache modes read like ``off``, where the table cannot say it by itself.
+
+    Only when no LMCache tier served a prompt token in any scenario, and only what the
+    capacities make certain: text that fits the GPU pool is held there too, so LMCache holds
+    nothing vLLM's own cache does not; text bigger than every tier, served by none, was
+    evicted before it came back.
+    """
+    with_lmcache = [r for r in results if r.kv_cache != "off"]
+    if not with_lmcache or any(r.hit_rate[t] > 0 for r in with_lmcache
+                               for t in ("cpu", "disk", "remote")):
+        return []
+    repeated = repeated_tokens(work)  # only here: a pass over every chunk key sent
+    if repeated == 0:
+        return ["no prompt began with a prefix an earlier prompt had sent, so no cache can "
+                "serve this workload: the --kv-cache modes differ only by what storing costs."]
+    gpu = dep.gpu_tokens
+    if repeated <= gpu:
+        return [f"the text this workload repeats ({repeated:,} tokens) fits vLLM's GPU prefix "
+                f"cache ({gpu:,} tokens per copy), so LMCache holds nothing the GPU pool does "
+                "not and served no prompt token: the --kv-cache modes differ only by what "
+                "storing costs. LMCache pays once the repeated text outgrows the GPU pool "
+                "(more or longer documents, more sessions)."]
+    modes = {r.kv_cache for r in with_lmcache}
+    if "remote" in modes or any(r.hit_rate["gpu"] > 0 for r in with_lmcache):
+        return []
+    lmcache = max(sum(dep.tier_tokens[m]) for m in modes)
+    if repeated <= lmcache:
+        return []
+    return [f"the text this workload repeats ({repeated:,} tokens) outgrows both vLLM's GPU "
+            f"prefix cache ({gpu:,} tokens per copy) and LMCache's tiers ({lmcache:,} per "
+            "copy), and each prefix came back only after more than that had been sent, so "
+            "every tier (least recently used first) had evicted it: no cache served a prompt "
+            "token. Give LMCache room for it (kv_cache.cpu_size_gb, a disk tier) or spread "
+            "it over more copies (--instances, with prefix-aware routing)."]

@@ -309,3 +309,53 @@ def test_what_if_copies_must_fit_the_instances_gpus() -> None:
                "--tp", "2", "--copies", "3", "--workload", "rag")
     assert r.exit_code != 0
     assert "needs 6 GPUs but ml.g6.12xlarge has 4" in str(r.exception or "") + r.output
+
+
+def _notes(*args: str) -> list[str]:
+    r = lmikit("simulate", str(DEFAULT_SPEC), "--workload", "long-doc-qa", *args, "--json")
+    assert r.exit_code == 0, r.output
+    notes: list[str] = json.loads(r.stdout)["notes"]
+    return notes
+
+
+def test_repeated_tokens_counts_each_prefix_sent_more_than_once() -> None:
+    from lmikit.sim.scenario import repeated_tokens
+
+    # 3 documents of 1,000 tokens: each sent in warm-up and query; its 3 full 256-token
+    # chunks (the question shares the last partial one) are what repeats
+    assert repeated_tokens(long_doc_qa(3, 1_000, 8, 1)) == 3 * 3 * 256
+    assert repeated_tokens(long_doc_qa(1, 200, 8, 1)) == 0  # no full chunk to repeat
+
+
+def test_a_note_says_lmcache_holds_nothing_the_gpu_pool_does_not() -> None:
+    """Docqa's copy holds 464,658 tokens of GPU KV; 12 x 4,000 tokens fit it."""
+    gpu = deployment("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge").gpu_tokens
+    (note,) = _notes("--documents", "12", "--document-tokens", "4000", "--kv-cache", "off",
+                     "--kv-cache", "cpu")
+    assert note.startswith(f"the text this workload repeats ({12 * 15 * 256:,} tokens) fits "
+                           f"vLLM's GPU prefix cache ({gpu:,} tokens per copy)")
+
+
+def test_a_note_says_a_cycle_bigger_than_every_tier_is_evicted_before_it_returns() -> None:
+    # 80 x 8,000 tokens asked in turn, twice: more than the GPU pool and the CPU tier hold,
+    # so least-recently-used tiers have dropped each document before it comes back
+    (note,) = _notes("--documents", "80", "--document-tokens", "8000", "--kv-cache", "cpu")
+    assert "outgrows both vLLM's GPU prefix cache" in note and "had evicted it" in note
+
+
+def test_no_note_where_lmcache_serves_or_is_not_simulated() -> None:
+    # 60 x 8,000 tokens: more than the GPU pool, less than the CPU tier, so LMCache serves
+    assert _notes("--documents", "60", "--document-tokens", "8000", "--kv-cache", "cpu") == []
+    assert _notes("--documents", "12", "--document-tokens", "4000", "--kv-cache", "off") == []
+
+
+def test_a_note_says_when_nothing_repeats(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_s": i, "chunk_ids": [f"u{i}-{k}" for k in
+                                                                       range(4)],
+                                         "output_tokens": 5}) + "\n" for i in range(5)))
+    r = lmikit("simulate", str(DEFAULT_SPEC), "--workload", "trace", "--trace", str(trace),
+               "--kv-cache", "cpu", "--json")
+    assert r.exit_code == 0, r.output
+    (note,) = json.loads(r.stdout)["notes"]
+    assert note.startswith("no prompt began with a prefix an earlier prompt had sent")
