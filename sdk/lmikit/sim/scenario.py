@@ -296,9 +296,9 @@ def reading_notes(results: list[ScenarioResult], dep: Deployment, work: Workload
     """Why the LMCache modes read like ``off``, where the table cannot say it by itself.
 
     Only when no LMCache tier served a prompt token in any scenario, and only what the
-    capacities make certain: text that fits the GPU pool is held there too, so LMCache holds
-    nothing vLLM's own cache does not; text bigger than every tier, served by none, was
-    evicted before it came back.
+    capacities make certain: the repeated text fits the GPU pool, which vLLM reads before
+    LMCache; or it is bigger than every tier and none served it, so it was evicted before it
+    came back; or nothing repeats.
     """
     with_lmcache = [r for r in results if r.kv_cache != "off"]
     if not with_lmcache or any(r.hit_rate[t] > 0 for r in with_lmcache
@@ -311,10 +311,10 @@ def reading_notes(results: list[ScenarioResult], dep: Deployment, work: Workload
     gpu = dep.gpu_tokens
     if repeated <= gpu:
         return [f"the text this workload repeats ({repeated:,} tokens) fits vLLM's GPU prefix "
-                f"cache ({gpu:,} tokens per copy), so LMCache holds nothing the GPU pool does "
-                "not and served no prompt token: the --kv-cache modes differ only by what "
-                "storing costs. LMCache pays once the repeated text outgrows the GPU pool "
-                "(more or longer documents, more sessions)."]
+                f"cache ({gpu:,} tokens per copy), which vLLM reads before asking LMCache, and "
+                "no LMCache tier served a prompt token: the --kv-cache modes differ only by "
+                "what storing costs. LMCache pays once the repeated text outgrows the GPU "
+                "pool (more or longer documents, more sessions)."]
     modes = {r.kv_cache for r in with_lmcache}
     if "remote" in modes or any(r.hit_rate["gpu"] > 0 for r in with_lmcache):
         return []

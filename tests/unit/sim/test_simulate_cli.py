@@ -327,7 +327,7 @@ def test_repeated_tokens_counts_each_prefix_sent_more_than_once() -> None:
     assert repeated_tokens(long_doc_qa(1, 200, 8, 1)) == 0  # no full chunk to repeat
 
 
-def test_a_note_says_lmcache_holds_nothing_the_gpu_pool_does_not() -> None:
+def test_a_note_says_the_repeated_text_fits_the_gpu_pool() -> None:
     """Docqa's copy holds 464,658 tokens of GPU KV; 12 x 4,000 tokens fit it."""
     gpu = deployment("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge").gpu_tokens
     (note,) = _notes("--documents", "12", "--document-tokens", "4000", "--kv-cache", "off",
