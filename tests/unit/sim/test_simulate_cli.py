@@ -359,3 +359,20 @@ def test_a_note_says_when_nothing_repeats(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     (note,) = json.loads(r.stdout)["notes"]
     assert note.startswith("no prompt began with a prefix an earlier prompt had sent")
+
+
+def test_a_calibrated_what_if_plan_of_a_model_outside_the_catalog_reads_its_config(
+        tmp_path: Path) -> None:
+    """The fit builds its own deployment of the model: it needs --config as the plan does."""
+    what_if = ["--model", "Qwen/Qwen3-32B", "--instance", "ml.p5.48xlarge", "--tp", "2",
+               "--config", QWEN3_32B_CONFIG]
+    dep = deployment("Qwen/Qwen3-32B", "ml.p5.48xlarge", tp=2, config_path=QWEN3_32B_CONFIG)
+    bench = synthetic_bench(dep.with_coefficients(Coefficients(prefill_mfu=0.4)),
+                            long_doc_qa(6, 4_000, 8, 2), "cpu")
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench.to_dict()))
+    r = lmikit("plan", *what_if, "--calibrate", str(path), "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["calibration"]["coefficients"]["prefill_mfu"] == pytest.approx(0.4, rel=0.05)
+    assert data["kv_bytes_per_token"] == 64 * 2 * 8 * 128 * 2
