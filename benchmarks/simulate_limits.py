@@ -11,6 +11,8 @@ call took (imports excluded) and the process's peak resident memory:
   that rejection sampling alone would take for ever to finish);
 - the largest long-doc-qa workload accepted (100,000 requests, 5,000,000 prompt chunks), one
   scenario on 8 copies with ``kv_aware`` routing and a CPU tier;
+- the repeated text ``lmikit simulate``'s reading notes count over that same workload (the
+  seconds are the count's alone; the memory includes the workload);
 - the largest trace accepted in requests (100,000 lines of chunk ids), loaded;
 - a calibration fit on a 1,000-request bench file, and the time that projects to at
   ``MAX_BENCH_REQUESTS`` (a fit replays the file up to 1,500 times; its cost is linear in
@@ -51,6 +53,13 @@ CHILD = textwrap.dedent("""
             work = w.long_doc_qa(docs, tokens, 16, 64, context_window=window)
             (r,) = sim.simulate(dep, work, ["kv_aware"], ["cpu"])
             return f"{r.requests:,} measured, p50 TTFT {r.ttft_p50_s:.3f} s"
+        elif case == "repeated text at the chunk bound (notes)":
+            from lmikit.sim.scenario import repeated_tokens
+            docs, tokens = w.MAX_REQUESTS // 2, 50 * 256 - w.QUESTION_TOKENS
+            work = w.long_doc_qa(docs, tokens, 16, 64, context_window=window)
+            start = time.perf_counter()
+            repeated = repeated_tokens(work)
+            return f"{repeated:,} tokens repeated", time.perf_counter() - start
         elif case == "trace of 100,000 requests, loaded":
             path = folder + "/trace.jsonl"
             with open(path, "w") as f:
@@ -84,7 +93,8 @@ CHILD = textwrap.dedent("""
 
 CASES = ["refuse: 10^8 documents", "refuse: 10^11-token document", "refuse: 10^8-chunk corpus",
          "rag: whole Zipf-10 corpus per request", "long-doc-qa at the bounds, 1 scenario",
-         "trace of 100,000 requests, loaded", "fit on 1,000 bench requests"]
+         "repeated text at the chunk bound (notes)", "trace of 100,000 requests, loaded",
+         "fit on 1,000 bench requests"]
 
 
 def main() -> int:

@@ -283,13 +283,29 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
 
 def repeated_tokens(work: Workload) -> int:
     """Tokens of distinct prompt text the workload sends more than once (full chunks: a
-    chunk key names its whole prefix, so a key seen twice is a prefix sent twice)."""
-    seen: set[int] = set()
-    again: set[int] = set()
-    for r in work.requests:
-        for key in r.keys:
-            (again if key in seen else seen).add(key)
-    return len(again) * work.chunk_size
+    chunk key names its whole prefix, so a key seen twice is a prefix sent twice).
+
+    Keys are Python hashes, so they fit int64: sorted in place, each run of equal keys
+    longer than one is one repeated chunk. That holds 9 bytes a key where sets of Python
+    ints hold about 40 (``benchmarks/simulate_limits.py`` measures it at the
+    5,000,000-chunk bound).
+
+    >>> from lmikit.sim.workloads import Request, Workload, Phase
+    >>> reqs = [Request(i, keys, 0, 1, i) for i, keys in enumerate([(1, 2), (1, 2), (1, 3)])]
+    >>> repeated_tokens(Workload("w", [Phase("p", [reqs])], 256))  # keys 1 and 2
+    512
+    """
+    import numpy as np
+
+    requests = work.requests
+    keys = np.fromiter((k for r in requests for k in r.keys), dtype=np.int64,
+                       count=sum(len(r.keys) for r in requests))
+    if keys.size < 2:
+        return 0
+    keys.sort()
+    same = keys[1:] == keys[:-1]  # same[i]: key i+1 repeats key i
+    runs = int(same[0]) + int(np.count_nonzero(same[1:] & ~same[:-1]))
+    return runs * work.chunk_size
 
 
 def reading_notes(results: list[ScenarioResult], dep: Deployment, work: Workload) -> list[str]:
