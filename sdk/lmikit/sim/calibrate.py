@@ -386,7 +386,7 @@ def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile
     """A bench file as ``dep`` (with its coefficients) would produce it: for tests."""
     from lmikit.sim.routers import StickySession
 
-    out = run(workload, dep.copies(mode), StickySession(random.Random(0)))
+    out = run(workload, dep.copies(mode), StickySession())
     records = []
     for p in workload.phases:
         for s in p.sessions:

@@ -104,7 +104,7 @@ class LeastOutstanding:
 class StickySession:
     name = "sticky_session"
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self) -> None:
         self.placed: dict[int, int] = {}
         self._new = LeastOutstanding()  # the variant's strategy places a new session
 
@@ -277,7 +277,7 @@ def make_router(name: str, rng: random.Random, *, chunk_size: int, prefix_length
     if name == "least_outstanding":
         return LeastOutstanding()
     if name == "sticky_session":
-        return StickySession(rng)
+        return StickySession()
     if name == "prefix_aware":
         return PrefixAware(prefix_length_bytes, concurrency_threshold, chunk_size)
     if name == "kv_aware":

@@ -156,7 +156,7 @@ def stats(out: RunResult, reqs: list[Request]) -> Stats:
 @cache
 def result(test: str, system: int, mode: str) -> Stats:
     work = workload(groups(test, system), system)
-    out = run(work, _deployment().copies(mode), StickySession(random.Random(0)))
+    out = run(work, _deployment().copies(mode), StickySession())
     return stats(out, [s[0] for s in work.phases[1].sessions])
 
 

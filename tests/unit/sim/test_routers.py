@@ -49,7 +49,7 @@ def test_least_outstanding_picks_the_fewest_in_flight() -> None:
 
 
 def test_sticky_session_pins_a_session_to_its_first_copy() -> None:
-    r = StickySession(random.Random(3))
+    r = StickySession()
     fleet = [C(), C(), C(), C()]
     first = r.pick(R(session=7), fleet)
     fleet[first].outstanding = 100
