@@ -66,7 +66,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             from lmikit.cli._common import load
 
             planned = load(spec_path)
-    name, spec_region = _resolve(target, adapter, planned[0] if planned else None)
+    name, spec_region = _resolve(target, spec_path, adapter, planned[0] if planned else None)
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
@@ -89,7 +89,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
             **result.to_dict()}
     if output_path is not None:
-        _write_bench_file(output_path, result, target, planned, copies,
+        _write_bench_file(output_path, result, spec_path, planned, copies,
                           session_per_document)
     if as_json:
         echo_json(data)
@@ -103,16 +103,16 @@ def _spec_path(target: str) -> Path | None:
     return path if path.suffix in (".yaml", ".yml", ".json") or path.is_file() else None
 
 
-def _resolve(target: str, adapter: str | None, spec: Any = None) -> tuple[str, str | None]:
-    """A spec file gives the endpoint name and region (``spec``: already loaded); anything
-    else is an endpoint name."""
-    path = _spec_path(target)
-    if path is None:
+def _resolve(target: str, spec_path: Path | None, adapter: str | None,
+             spec: Any = None) -> tuple[str, str | None]:
+    """A spec file (``spec_path``; ``spec``: already loaded) gives the endpoint name and
+    region; anything else is an endpoint name."""
+    if spec_path is None:
         return target, None
     if spec is None:
         from lmikit.loader import load_spec
 
-        spec = load_spec(path)
+        spec = load_spec(spec_path)
     if adapter and adapter not in {a.name for a in spec.adapters}:
         raise click.BadParameter(f"{adapter!r} is not an adapter of {spec.name} "
                                  f"({', '.join(a.name for a in spec.adapters) or 'none'})",
@@ -124,16 +124,13 @@ def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
                     copies: int | None, routing: str) -> list[tuple[str | None, int]] | None:
     """Where each query request should find its document: the simulator's caches for the
     spec (the plan's capacities, LRU, the routing) fed the bench's rounds in its order."""
-    import dataclasses
-
     from lmikit.errors import LmikitError
     from lmikit.sim.calibrate import expected_outcomes
     from lmikit.sim.scenario import deployment_from_spec
     from lmikit.sim.workloads import long_doc_qa
 
     try:
-        dep = deployment_from_spec(spec, spec_path.parent)
-        dep = dataclasses.replace(dep, instances=copies or dep.instances)
+        dep = deployment_from_spec(spec, spec_path.parent, instances=copies)
         work = long_doc_qa(workload.num_documents, workload.document_tokens,
                            workload.output_tokens, workload.in_flight, dep.chunk_size,
                            query_order=[d for d, _ in workload.query_prompts()])
@@ -190,7 +187,7 @@ def _serving_copies(ep: Endpoint, sm: Any) -> int | None:
         return None
 
 
-def _write_bench_file(path: Path, result: BenchResult, target: str,
+def _write_bench_file(path: Path, result: BenchResult, spec_path: Path | None,
                       planned: tuple[Any, Any] | None, copies: int | None = None,
                       session_per_document: bool = False) -> None:
     """The calibration file. A spec target (``planned``: its spec and plan) names the
@@ -202,13 +199,13 @@ def _write_bench_file(path: Path, result: BenchResult, target: str,
     from lmikit.bench import bench_file
 
     meta: dict[str, object] = {"copies": copies}
-    if planned is not None:
+    if planned is not None and spec_path is not None:
         spec, plan = planned
         tier = {"none": "off"}.get(plan.tier, plan.tier)
         meta |= {"model": plan.model_id, "instance": plan.instance_type, "tp": plan.tp,
                  "chunk_size": spec.kv_cache.chunk_size, "kv_cache": tier,
                  "query_outcomes": _query_outcomes(
-                     spec, Path(target), result.workload, tier, copies,
+                     spec, spec_path, result.workload, tier, copies,
                      _bench_routing(spec.routing.strategy, session_per_document))}
     data = bench_file(result, **meta)  # type: ignore[arg-type]
     try:
