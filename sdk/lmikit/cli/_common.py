@@ -27,6 +27,21 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
     return accepted.spec, accepted.plan
 
 
+def refuse_beside_spec(ctx: click.Context, what_if: Iterable[str], model_given: bool) -> None:
+    """Refuse the what-if form beside a SPEC, which states each of its settings itself:
+    ``model_given`` (--model or --instance) or any option named in ``what_if`` (parameter
+    names) given on the command line, each one named."""
+    from click.core import ParameterSource
+
+    flags = {p.name: p.opts[0] for p in ctx.command.params}
+    given = [flags[name] for name in what_if
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if model_given or given:
+        raise click.UsageError("give either SPEC or --model/--instance"
+                               + "".join(f"/{g}" for g in given)
+                               + ", not both: a SPEC sets these itself")
+
+
 def check_writable(path: Path, param_hint: str) -> None:
     """Refuse, before any work, an output file that could not be written after it: a
     missing or read-only folder, or a read-only file (a folder given as the file is

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from lmikit.cli._common import echo_json, targets_option
+from lmikit.cli._common import echo_json, refuse_beside_spec, targets_option
 
 # what the what-if form takes and a SPEC states itself
 WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path")
@@ -50,13 +49,7 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     loaded = None
     config = str(config_path) if config_path is not None else None
     if spec is not None:
-        flags = {p.name: p.opts[0] for p in ctx.command.params}
-        given = [flags[name] for name in WHAT_IF_ONLY
-                 if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
-        if model_id or instance_type or given:
-            raise click.UsageError("give either SPEC or --model/--instance"
-                                   + "".join(f"/{g}" for g in given) + ", not both: a SPEC "
-                                   "sets these in its model, engine, instance and workload")
+        refuse_beside_spec(ctx, WHAT_IF_ONLY, bool(model_id or instance_type))
         from lmikit.accept import TARGETS
         from lmikit.cli._common import load
 
@@ -88,22 +81,24 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
                 context_tokens: int, request_tokens: int,
                 config: str | None) -> tuple[Any, Any]:
     """The plan again, its TTFT block costed with coefficients fitted to a bench file."""
+    from functools import partial
+
     from lmikit.cli._common import calibrate
     from lmikit.plan import Costs, plan, plan_spec
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:
         dep = deployment_from_spec(loaded, spec.parent)
+        replan = partial(plan_spec, loaded, spec.parent)
     else:
         dep = deployment(result.model_id, result.instance_type, tp=result.tp,
                          copies=result.copies, config_path=config)
+        replan = partial(plan, result.model_id, result.instance_type, tp=result.tp,
+                         copies=result.copies, context_tokens=context_tokens,
+                         request_tokens=request_tokens, config_path=config)
     calibration = calibrate(dep, bench_path)
-    costs = Costs(calibration.coefficients, bench_path.name, tuple(calibration.fitted))
-    if loaded is not None and spec is not None:
-        return plan_spec(loaded, spec.parent, costs=costs), calibration
-    return plan(result.model_id, result.instance_type, tp=result.tp, copies=result.copies,
-                context_tokens=context_tokens, request_tokens=request_tokens,
-                config_path=config, costs=costs), calibration
+    return replan(costs=Costs(calibration.coefficients, bench_path.name,
+                              tuple(calibration.fitted))), calibration
 
 
 def _tokens(n: int) -> str:

@@ -195,13 +195,10 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
-        given = [f"/--{name}" for name in ("tp", "copies", "region", "config")
-                 if ctx.get_parameter_source(f"{name}_path" if name == "config" else name)
-                 == ParameterSource.COMMANDLINE]
-        if model_id or instance_type or given:
-            raise click.UsageError("give either SPEC or --model/--instance" + "".join(given)
-                                   + ", not both: a SPEC sets these itself")
-        from lmikit.cli._common import load
+        from lmikit.cli._common import load, refuse_beside_spec
+
+        refuse_beside_spec(ctx, ("tp", "copies", "region", "config_path"),
+                           bool(model_id or instance_type))
 
         loaded, plan = load(spec)
         dep = deployment_from_spec(loaded, spec.parent, instances=instances)
