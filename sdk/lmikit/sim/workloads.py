@@ -202,9 +202,9 @@ def long_doc_qa(documents: int, document_tokens: int, output_tokens: int, concur
     keys = [chunk_keys([(doc, document_tokens), (question, QUESTION_TOKENS)], chunk_size)
             for doc in docs]
 
-    def round_(name: str, asked: list[int], measured: bool) -> Phase:
+    def round_(name: str, which: list[int], measured: bool) -> Phase:
         sessions = [[Request(ids.request(), keys[i], prompt, output_tokens, session=i)]
-                    for i in asked]
+                    for i in which]
         return Phase(name, sessions, concurrency, measured=measured)
 
     return Workload("long-doc-qa", [round_("warmup", list(range(documents)), False),
