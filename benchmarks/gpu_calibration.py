@@ -20,8 +20,11 @@ What is measured, each after two untimed passes, as the median of ``--repeats``:
 - decode: every ``nn.Linear`` of the model applied to ``--batches`` tokens, captured once
   in a CUDA graph and replayed (so kernel launches cost nothing), as a decode step reads
   every weight once. The efficiency printed is those weights' bytes over (time x the
-  catalog GPU's datasheet memory bandwidth): weight reads alone, in transformers' unfused
-  layout, to compare with the simulator's whole-step ``decode_hbm_efficiency``.
+  catalog GPU's datasheet memory bandwidth): weight reads alone, to compare with the
+  simulator's whole-step ``decode_hbm_efficiency``. Each batch is read in both layouts
+  (``--layouts``): transformers' unfused one (q, k, v, gate, up, each its own matrix) and
+  vLLM's fused one (q/k/v stacked into one matrix and gate/up into another, as vLLM loads
+  them), which is what vLLM reads.
 - copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
   such chunks back to back, GPU -> pinned host and then back (LMCache's store, then its
   retrieve), ``non_blocking=True`` then synchronize: the catalog's effective
@@ -47,6 +50,7 @@ from typing import Any
 
 from lmikit.catalog.models import catalog_entry, get_model
 from lmikit.sim.gpu_calibration import (
+    LAYOUTS,
     LMCACHE_CHUNK_TOKENS,
     CopyPoint,
     DecodePoint,
@@ -127,12 +131,12 @@ def build_model(model_id: str, device: str) -> Any:
     return model.eval()
 
 
-def measure_model(model_id: str, lengths: Sequence[int], batches: Sequence[int], device: str,
-                  repeats: int, sync: Callable[[], None]
+def measure_model(model_id: str, lengths: Sequence[int], batches: Sequence[int],
+                  layouts: Sequence[str], device: str, repeats: int, sync: Callable[[], None]
                   ) -> tuple[list[PrefillPoint], list[DecodePoint]]:
     model = build_model(model_id, device)
     prefill = measure_prefill(model, model_id, lengths, device, repeats, sync)
-    decode = measure_decode(model, model_id, batches, device, repeats, sync)
+    decode = measure_decode(model, model_id, batches, layouts, device, repeats, sync)
     return prefill, decode
 
 
@@ -156,42 +160,69 @@ def measure_prefill(model: Any, model_id: str, lengths: Sequence[int], device: s
     return points
 
 
-def measure_decode(model: Any, model_id: str, batches: Sequence[int], device: str,
-                   repeats: int, sync: Callable[[], None]) -> list[DecodePoint]:
-    """Every linear layer's weights applied to ``batch`` tokens, as one decode step reads
-    them, replayed from a CUDA graph (on the CPU, called directly)."""
+# vLLM's packed_modules_mapping for Llama, Qwen2 and Qwen3 (vllm/model_executor/models/
+# llama.py, qwen2.py, qwen3.py): the matrices it loads into one, each read as one GEMV
+PACKED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def decode_weights(model: Any, layout: str) -> list[Any]:
+    """The weight matrices a decode step multiplies, in ``layout``: ``unfused`` as
+    transformers holds them, ``fused`` with each module's q/k/v and gate/up stacked into one
+    matrix as vLLM loads them (new tensors; the unfused ones stay in the model)."""
     import torch
 
-    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    weight_bytes = sum(m.weight.numel() * m.weight.element_size() for m in linears)
+    if layout == "unfused":
+        return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    weights, packed = [], set()
+    for module in model.modules():
+        for names in PACKED:
+            parts = [getattr(module, n, None) for n in names]
+            if all(isinstance(p, torch.nn.Linear) for p in parts):
+                weights.append(torch.cat([p.weight for p in parts], dim=0))
+                packed.update(id(p) for p in parts)
+    weights += [m.weight for m in model.modules()
+                if isinstance(m, torch.nn.Linear) and id(m) not in packed]
+    return weights
+
+
+def measure_decode(model: Any, model_id: str, batches: Sequence[int], layouts: Sequence[str],
+                   device: str, repeats: int, sync: Callable[[], None]) -> list[DecodePoint]:
+    """Every linear layer's weights applied to ``batch`` tokens, as one decode step reads
+    them, in each layout, replayed from a CUDA graph (on the CPU, called directly)."""
+    import torch
+
     points = []
-    for batch in batches:
-        inputs = {width: torch.randn(batch, width, dtype=model.dtype, device=device)
-                  for width in {m.in_features for m in linears}}  # one per input width
+    for layout in layouts:
+        weights = decode_weights(model, layout)
+        weight_bytes = sum(w.numel() * w.element_size() for w in weights)
+        for batch in batches:
+            inputs = {width: torch.randn(batch, width, dtype=model.dtype, device=device)
+                      for width in {w.shape[1] for w in weights}}  # one per input width
 
-        def step(inputs: dict[int, Any] = inputs) -> None:
-            with torch.inference_mode():
-                for m in linears:
-                    torch.nn.functional.linear(inputs[m.in_features], m.weight)
+            def step(inputs: dict[int, Any] = inputs, weights: list[Any] = weights) -> None:
+                with torch.inference_mode():
+                    for w in weights:
+                        torch.nn.functional.linear(inputs[w.shape[1]], w)
 
-        run = step
-        if device == "cuda":
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm cuBLAS up off the capture
-                step()
-                step()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                step()
-            run = graph.replay
-        seconds = median_seconds(run, sync, repeats)
-        points.append(DecodePoint(model_id, batch, weight_bytes, seconds))
-        print(f"  decode  {model_id} batch {batch:>3}: {seconds * 1000:9.3f} ms for "
-              f"{weight_bytes / 1e9:.2f} GB of weights ({weight_bytes / seconds / 1e9:,.0f} "
-              "GB/s)", flush=True)
-        del inputs
+            run = step
+            if device == "cuda":
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):  # warm cuBLAS up off the capture
+                    step()
+                    step()
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    step()
+                run = graph.replay
+            seconds = median_seconds(run, sync, repeats)
+            points.append(DecodePoint(model_id, batch, weight_bytes, seconds, layout))
+            print(f"  decode  {model_id} {layout:7s} batch {batch:>3}: {seconds * 1000:9.3f} "
+                  f"ms for {len(weights)} matrices, {weight_bytes / 1e9:.2f} GB "
+                  f"({weight_bytes / seconds / 1e9:,.0f} GB/s)", flush=True)
+            del inputs, run
+        del weights
     return points
 
 
@@ -266,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tokens", nargs="+", type=int, default=list(DEFAULT_TOKENS))
     parser.add_argument("--batches", nargs="+", type=int, default=list(DEFAULT_BATCHES),
                         help="decode batch sizes")
+    parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS),
+                        help="decode weight layouts: transformers' unfused, vLLM's fused")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--output", type=Path, help="write the record (JSON) here")
@@ -289,8 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     copies: list[CopyPoint] = []
     decode: list[DecodePoint] = []
     for model_id, lengths in plan(args.models, args.tokens, memory_gib):
-        passes, steps = measure_model(model_id, lengths, args.batches, args.device,
-                                      args.repeats, sync)
+        passes, steps = measure_model(model_id, lengths, args.batches, args.layouts,
+                                      args.device, args.repeats, sync)
         prefill += passes
         decode += steps
         if args.device == "cuda":  # the model is gone: free its memory for the next one
@@ -306,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prefill_mfu {p['model_id']} {p['tokens']:>6}: {mfu}")
     for d in summary["decode"]:
         eff = "-" if d["hbm_efficiency"] is None else f"{d['hbm_efficiency']:.3f}"
-        print(f"decode hbm_efficiency {d['model_id']} batch {d['batch']:>3}: {eff}")
+        print(f"decode hbm_efficiency {d['model_id']} {d['layout']:7s} batch {d['batch']:>3}: "
+              f"{eff}")
     for c in summary["copies"]:
         print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk "
               f"({c['chunk_bytes'] / 1e6:.2f} MB): {c['gbps']:.2f} GB/s")

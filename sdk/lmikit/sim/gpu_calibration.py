@@ -16,9 +16,11 @@ simulator coefficients stand for, and writes one record in this module's format:
 - **decode**: every linear layer of a catalog model applied to ``batch`` tokens once, as a
   decode step does, replayed from a CUDA graph so kernel launches cost nothing.
   :func:`decode_hbm_efficiency` is the bytes of those weights over (time x the catalog
-  GPU's datasheet memory bandwidth): what reading the weights alone reaches in
-  transformers' layout (q, k, v, gate and up as separate matrices; vLLM fuses them into
-  fewer, larger reads), to hold the simulator's whole-step ``decode_hbm_efficiency`` to.
+  GPU's datasheet memory bandwidth): what reading the weights alone reaches, to hold the
+  simulator's whole-step ``decode_hbm_efficiency`` to. Each point names its ``layout``:
+  ``unfused`` is transformers' (q, k, v, gate and up as separate matrices), ``fused`` is
+  vLLM's (q, k and v as one matrix, gate and up as another: the ``packed_modules_mapping``
+  of ``vllm/model_executor/models/llama.py`` and ``qwen2.py``), fewer and larger reads.
 - **copies**: ``chunks`` back-to-back copies of one LMCache chunk of a model's KV (256 tokens
   x its KV bytes per token) between pinned host memory and the GPU. :func:`copy_gbps` is
   the catalog's ``host_to_gpu_gbps`` measured (an *effective* pinned ``cudaMemcpy``
@@ -55,6 +57,7 @@ FORMAT = "lmikit-gpu-calibration/v1"
 MAX_FILE_BYTES = 1_000_000  # a record is a few kilobytes
 MAX_POINTS = 1_000
 DIRECTIONS = ("host_to_gpu", "gpu_to_host")
+LAYOUTS = ("unfused", "fused")  # transformers' separate q/k/v and gate/up, or vLLM's packed
 LMCACHE_CHUNK_TOKENS = 256  # LMCache's default chunk_size (lmcache/v1/config.py)
 MEASURED_DIR = Path(__file__).parent / "calibration"  # the records lmikit ships
 
@@ -86,12 +89,13 @@ class PrefillPoint:
 @dataclass(frozen=True)
 class DecodePoint:
     """Every linear layer's bf16 weights (``weight_bytes`` in all) applied to ``batch``
-    tokens: the median time of one pass."""
+    tokens: the median time of one pass, in one of :data:`LAYOUTS`."""
 
     model_id: str
     batch: int
     weight_bytes: int
     seconds: float
+    layout: str = "unfused"  # records before the fused layout was measured hold unfused only
 
 
 @dataclass(frozen=True)
@@ -260,19 +264,23 @@ def from_dict(data: Any, where: str = "GPU calibration") -> GpuCalibration:
         copies.append(CopyPoint(direction, _count(row.get("chunk_bytes"), f"{at}.chunk_bytes"),
                                 _count(row.get("chunks"), f"{at}.chunks"),
                                 _seconds(row.get("seconds"), f"{at}.seconds")))
-    decode = tuple(
-        DecodePoint(_model(row, f"{where}: decode[{i}]"),
-                    _count(row.get("batch"), f"{where}: decode[{i}].batch"),
-                    _count(row.get("weight_bytes"), f"{where}: decode[{i}].weight_bytes"),
-                    _seconds(row.get("seconds"), f"{where}: decode[{i}].seconds"))
-        for i, row in enumerate(_rows(data, "decode", where)))
+    decode = []
+    for i, row in enumerate(_rows(data, "decode", where)):
+        at = f"{where}: decode[{i}]"
+        layout = row.get("layout", "unfused")
+        if layout not in LAYOUTS:
+            raise SimulationError(f"{at}.layout must be one of {', '.join(LAYOUTS)} "
+                                  f"(got {layout!r})")
+        decode.append(DecodePoint(_model(row, at), _count(row.get("batch"), f"{at}.batch"),
+                                  _count(row.get("weight_bytes"), f"{at}.weight_bytes"),
+                                  _seconds(row.get("seconds"), f"{at}.seconds"), layout))
     if not prefill and not copies and not decode:
         raise SimulationError(f"{where}: holds no prefill, decode or copy measurement")
     measured_at = data.get("measured_at")
     if not isinstance(measured_at, str) or not measured_at:
         raise SimulationError(f"{where}: measured_at must be the date of the measurement "
                               f"(got {measured_at!r})")
-    return GpuCalibration(measured_at, hardware, prefill, tuple(copies), decode)
+    return GpuCalibration(measured_at, hardware, prefill, tuple(copies), tuple(decode))
 
 
 def _object(value: Any, at: str) -> dict[str, Any]:
