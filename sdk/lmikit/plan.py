@@ -433,7 +433,7 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     used, each of the ``fitted`` ones marked as fitted to ``source``; the others are
     defaults the bench had no evidence for.
     """
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim.coefficients import Coefficients, hbm_gbps
 
     c = coeff if coeff is not None else Coefficients()
 
@@ -443,7 +443,9 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     return [
         f"prefill at {c.prefill_mfu:.0%}{mark('prefill_mfu')} of "
         f"{inst.gpu.bf16_dense_tflops:g} dense bf16 TFLOPS per GPU, with the causal attention "
-        f"term; fixed overhead {c.request_overhead_s * 1000:.0f} ms"
+        "term, and never shorter than a read of the weights and cached KV per step at "
+        f"{c.decode_hbm_efficiency:.0%}{mark('decode_hbm_efficiency')} of "
+        f"{hbm_gbps(inst.gpu.name):g} GB/s; fixed overhead {c.request_overhead_s * 1000:.0f} ms"
         f"{mark('request_overhead_s')} per request, plus vLLM tokenizing the whole prompt at "
         f"{c.tokenize_s_per_token * 1e6:.1f} us per token{mark('tokenize_s_per_token')}, hit "
         "or miss",

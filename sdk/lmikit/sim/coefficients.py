@@ -95,7 +95,7 @@ class Coefficients:
 PROVENANCE: dict[str, str] = {
     "prefill_mfu": "share of dense bf16 peak reached by vLLM prefill (compute-bound GEMMs at "
                    "thousands of tokens per pass reach 50-60% MFU); measured with transformers "
-                   "for 7-8B models at 4K-32K tokens: 0.52-0.60 on an H100 SXM, 0.54-0.61 on "
+                   "for 7-8B models at 4K-32K tokens: 0.52-0.60 on an H100 SXM, 0.53-0.61 on "
                    "an H200 (lmikit/sim/calibration)",
     "request_overhead_s": "per request beyond prefill and tokenizing: HTTP, scheduling, "
                           "sampling and streaming the first token; a public vLLM 0.23.0 run "

@@ -6,7 +6,10 @@ event loop both call it, so ``lmikit plan`` and ``lmikit simulate`` agree by con
 Rules (each has a unit test):
 
 - prefill of ``new`` tokens after ``ctx`` cached ones is compute-bound:
-  :func:`lmikit.sizing.prefill_flops` / (dense bf16 peak x TP x ``prefill_mfu``);
+  :func:`lmikit.sizing.prefill_flops` / (dense bf16 peak x TP x ``prefill_mfu``), and never
+  shorter than its steps' reads: each step of at most ``prefill_chunk_tokens`` reads every
+  weight and the cached KV it attends to once, as a decode step does, so a short suffix
+  after a hit costs at least one pass over the weights;
 - a decode step is memory-bound: (weights + KV of every running sequence) per GPU / (HBM
   bandwidth x ``decode_hbm_efficiency``) + ``decode_step_overhead_s``, or the compute time of
   the step if that is longer: the weights are read once per step for the whole batch, so
@@ -53,9 +56,15 @@ class EngineModel:
     coeff: Coefficients = field(default_factory=Coefficients)
 
     def prefill_s(self, new_tokens: int, context_tokens: int) -> float:
-        """Seconds of GPU time to prefill ``new_tokens`` after ``context_tokens`` cached."""
+        """Seconds of GPU time to prefill ``new_tokens`` after ``context_tokens`` cached:
+        its FLOPs, or its steps' passes over weights and KV if those take longer."""
         if new_tokens <= 0:
             return 0.0
+        steps = -(-new_tokens // self.coeff.prefill_chunk_tokens)
+        return max(self._prefill_compute_s(new_tokens, context_tokens),
+                   steps * self._step_memory_s(context_tokens))
+
+    def _prefill_compute_s(self, new_tokens: int, context_tokens: int) -> float:
         flops = sizing.prefill_flops(self.active_params, self.layers, self.attention_dim,
                                      new_tokens, context_tokens)
         return flops / (self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
@@ -87,12 +96,12 @@ class EngineModel:
         KV) + steps x the per-step overhead. Returns (seconds, steps); with no batch it
         is :meth:`prefill_s` alone.
         """
-        prefill = self.prefill_s(new_tokens, context_tokens)
         if batch <= 0:
-            return prefill, 0
+            return self.prefill_s(new_tokens, context_tokens), 0
         room = max(1, self.coeff.prefill_chunk_tokens - batch)
         steps = max(1, -(-new_tokens // room))
-        compute = prefill + steps * self._decode_compute_s(batch)
+        compute = (self._prefill_compute_s(new_tokens, context_tokens)
+                   + steps * self._decode_compute_s(batch))
         memory = steps * self._step_memory_s(batch_context_tokens)
         return max(compute, memory) + steps * self.coeff.decode_step_overhead_s, steps
 

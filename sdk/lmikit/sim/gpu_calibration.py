@@ -10,7 +10,8 @@ simulator coefficients stand for, and writes one record in this module's format:
   as vLLM's prefill does. :func:`prefill_mfu` turns a time into the simulator's
   ``prefill_mfu``: :func:`lmikit.sizing.prefill_flops` over (time x the catalog GPU's dense
   bf16 peak), the same FLOP count the engine model divides by that coefficient, so a
-  measured MFU reproduces the measured time exactly. vLLM's kernels and per-step work
+  measured MFU reproduces the measured time exactly (for prompts whose FLOPs outlast one
+  pass over the weights, as every measured length does). vLLM's kernels and per-step work
   (paged KV writes, scheduling, sampling) are not plain ``transformers``', so the figure
   estimates vLLM's rather than bounding it.
 - **decode**: every linear layer of a catalog model applied to ``batch`` tokens once, as a

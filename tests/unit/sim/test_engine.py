@@ -27,6 +27,28 @@ def test_prefill_of_a_suffix_attends_to_the_cached_context() -> None:
     assert m.prefill_s(0, 30_000) == 0
 
 
+def test_a_short_prefill_takes_at_least_one_pass_over_weights_and_cached_kv() -> None:
+    # Rule: a prefill step reads every weight and the cached KV it attends to once, so
+    # prefilling N tokens after C cached takes at least ceil(N / prefill_chunk_tokens) x
+    # (weights + C x KV per token) / TP / (HBM bandwidth x decode_hbm_efficiency), however
+    # few FLOPs it does. A 16-token suffix after a 10,000-token hit does ~0.35 TFLOP, which
+    # two A100s do in ~1 ms at prefill_mfu, while each reads its ~9 GB share of weights and
+    # KV in ~9 ms at half its bandwidth.
+    c = Coefficients(decode_hbm_efficiency=0.5, prefill_chunk_tokens=1_000)
+    m = engine_for("Qwen/Qwen3-8B", P4DE, tp=2, coeff=c)
+    one_pass = (m.weight_bytes + 10_000 * m.kv_bytes_per_token) / 2 / (2039e9 * 0.5)
+    flops = sizing.prefill_flops(m.active_params, m.layers, m.attention_dim, 16, 10_000)
+    assert flops / (2 * 312e12 * c.prefill_mfu) < one_pass / 2
+    assert m.prefill_s(16, 10_000) == pytest.approx(one_pass)
+    assert m.prefill_s(2_500, 10_000) >= 3 * one_pass  # three steps of 1,000 tokens
+    # beside a running batch the mixed step already reads them: the same floor at batch 1
+    mixed, steps = m.mixed_prefill_s(16, 10_000, 1, 10_000)
+    assert steps == 1 and mixed == pytest.approx(one_pass + m.coeff.decode_step_overhead_s)
+    # a long prompt is still bound by its FLOPs
+    flops = sizing.prefill_flops(m.active_params, m.layers, m.attention_dim, 8_000, 0)
+    assert m.prefill_s(8_000, 0) == pytest.approx(flops / (2 * 312e12 * c.prefill_mfu))
+
+
 def test_decode_step_is_weights_plus_kv_over_bandwidth() -> None:
     c = Coefficients(decode_hbm_efficiency=0.5, decode_step_overhead_s=0.001)
     m = engine_for("Qwen/Qwen3-8B", P4DE, tp=2, coeff=c)

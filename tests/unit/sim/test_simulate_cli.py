@@ -133,7 +133,10 @@ def test_calibrated_plan_states_the_fitted_coefficients_not_the_defaults(
     assert "disk_read_efficiency" not in data["calibration"]["fitted"]
     assert f"{fitted['tokenize_s_per_token'] * 1e6:.1f} us per token, hit or miss" in prefill
     assert retrieve.endswith("with O_DIRECT, not overlapped with the host->GPU copy")
-    assert prefill.count("fitted") == 2 and retrieve.count("fitted") == 1
+    # the floor a short prefill cannot go below is a read of the weights at the fitted rate
+    assert "decode_hbm_efficiency" in data["calibration"]["fitted"]
+    assert f"per step at {fitted['decode_hbm_efficiency']:.0%}{mark} of 600 GB/s" in prefill
+    assert prefill.count("fitted") == 3 and retrieve.count("fitted") == 1
     assert "prefill at 55% of" in " ".join(plain)  # the defaults, where nothing was fitted
 
 
