@@ -9,6 +9,8 @@ figures in the simulator's terms and writes a record with the hardware they came
 
     python benchmarks/gpu_calibration.py --output gpu-calibration.json
     python benchmarks/gpu_calibration.py --models Qwen/Qwen2.5-1.5B-Instruct --tokens 1024 4096
+    python benchmarks/gpu_calibration.py --contexts 0 8192 32768 --suffixes 256 2048 \
+        --suffix-models Qwen/Qwen3-8B meta-llama/Llama-3.1-70B-Instruct@8
 
 What is measured, each after two untimed passes, as the median of ``--repeats``:
 
@@ -25,6 +27,20 @@ What is measured, each after two untimed passes, as the median of ``--repeats``:
   (``--layouts``): transformers' unfused one (q, k, v, gate, up, each its own matrix) and
   vLLM's fused one (q/k/v stacked into one matrix and gate/up into another, as vLLM loads
   them), which is what vLLM reads.
+- suffix (with ``--contexts``): the prefill of ``--suffixes`` new tokens after ``contexts``
+  tokens already cached, as a partial LMCache or prefix-cache hit runs it, with vLLM's layer
+  shapes built from the model's config (``MODEL@TP`` in ``--suffix-models`` measures one
+  tensor-parallel rank's share: heads, KV heads and the MLP width divided by TP, no
+  all-reduce): RMSNorm, one fused q/k/v GEMM, the new keys and values written into a
+  per-layer KV buffer, attention of the new queries over the cached keys and (causally)
+  over the new ones with each of PyTorch SDPA's ``--attention`` kernels: ``flash``
+  (FlashAttention-2, what vLLM runs on Ampere and Ada) and ``cudnn`` (cuDNN's fused
+  attention, which on Hopper stands in for the FlashAttention-3 vLLM runs there) (two calls, as a
+  lower-right causal mask over cached + new keys splits into; rotary embeddings and the
+  softmax merge of the two are elementwise and left out), the output projection, one fused
+  gate/up GEMM, SiLU x up, the down projection, then the last position's logits, replayed
+  from a CUDA graph (vLLM captures its steps in graphs too). Every layer has its own weights
+  and KV buffer, so nothing is served from L2 that vLLM would read from HBM.
 - copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
   such chunks back to back, GPU -> pinned host and then back (LMCache's store, then its
   retrieve), ``non_blocking=True`` then synchronize: the catalog's effective
@@ -37,6 +53,7 @@ itself on a machine without a GPU; its times say nothing about a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import platform
@@ -50,6 +67,7 @@ from typing import Any
 
 from lmikit.catalog.models import catalog_entry, get_model
 from lmikit.sim.gpu_calibration import (
+    KERNELS,
     LAYOUTS,
     LMCACHE_CHUNK_TOKENS,
     CopyPoint,
@@ -57,6 +75,7 @@ from lmikit.sim.gpu_calibration import (
     GpuCalibration,
     Hardware,
     PrefillPoint,
+    SuffixPoint,
     catalog_gpu_for,
     copy_gbps,
     from_dict,
@@ -67,6 +86,7 @@ DEFAULT_MODELS = ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen3-8B")
 DEFAULT_TOKENS = (1024, 4096, 16384)
 COPY_CHUNKS = (1, 40)
 DEFAULT_BATCHES = (1, 32)  # decode: one sequence, and a batch still far from compute-bound
+DEFAULT_SUFFIXES = (256, 2048)  # a question after a cached document; a long new turn
 # catalog model types that transformers' AutoModelForCausalLM builds as dense decoders
 BUILDABLE = {"qwen2", "qwen3", "llama", "mistral"}
 
@@ -204,18 +224,7 @@ def measure_decode(model: Any, model_id: str, batches: Sequence[int], layouts: S
                     for w in weights:
                         torch.nn.functional.linear(inputs[w.shape[1]], w)
 
-            run = step
-            if device == "cuda":
-                side = torch.cuda.Stream()
-                side.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(side):  # warm cuBLAS up off the capture
-                    step()
-                    step()
-                torch.cuda.current_stream().wait_stream(side)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    step()
-                run = graph.replay
+            run = _graphed(step) if device == "cuda" else step
             seconds = median_seconds(run, sync, repeats)
             points.append(DecodePoint(model_id, batch, weight_bytes, seconds, layout))
             print(f"  decode  {model_id} {layout:7s} batch {batch:>3}: {seconds * 1000:9.3f} "
@@ -224,6 +233,23 @@ def measure_decode(model: Any, model_id: str, batches: Sequence[int], layouts: S
             del inputs, run
         del weights
     return points
+
+
+def _graphed(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` captured once in a CUDA graph (after two warm-up calls off the capture): its
+    replay, which costs no kernel launches."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
 
 
 def measure_copies(chunk_bytes: int, repeats: int, sync: Callable[[], None]
@@ -251,6 +277,121 @@ def measure_copies(chunk_bytes: int, repeats: int, sync: Callable[[], None]
             print(f"  copy {direction:11s} {chunks:>3} x {chunk_bytes / 1e6:7.2f} MB: "
                   f"{copy_gbps(point):6.2f} GB/s", flush=True)
         del host, gpu
+    return points
+
+
+def parse_suffix_model(text: str) -> tuple[str, int]:
+    """``MODEL`` or ``MODEL@TP`` -> (model, tensor-parallel size), checked against the
+    model's heads and MLP width, which TP must divide.
+
+    >>> parse_suffix_model("meta-llama/Llama-3.1-70B-Instruct@8")
+    ('meta-llama/Llama-3.1-70B-Instruct', 8)
+    """
+    model_id, _, tp_text = text.partition("@")
+    tp = int(tp_text) if tp_text.isdigit() else (1 if not tp_text else 0)
+    config = catalog_entry(model_id)["config"]
+    if config.get("model_type") not in BUILDABLE:
+        raise SystemExit(f"--suffix-models: {model_id!r} has model_type "
+                         f"{config.get('model_type')!r}; this script builds "
+                         f"{', '.join(sorted(BUILDABLE))} models")
+    shared = [config["num_attention_heads"], config["num_key_value_heads"],
+              config["intermediate_size"]]
+    if tp < 1 or any(n % tp for n in shared):
+        raise SystemExit(f"--suffix-models: {text!r}: TP must be a positive whole number "
+                         f"dividing the model's heads, KV heads and MLP width {shared}")
+    return model_id, tp
+
+
+def measure_suffix(model_id: str, tp: int, contexts: Sequence[int], suffixes: Sequence[int],
+                   kernels: Sequence[str], device: str, repeats: int,
+                   sync: Callable[[], None], gpu_memory_gib: float) -> list[SuffixPoint]:
+    """Prefill ``suffixes`` new tokens after each of ``contexts`` cached ones, with one
+    tensor-parallel rank's share of the model's layers (module docstring, "suffix")."""
+    import torch
+    import torch.nn.functional as F
+
+    config = catalog_entry(model_id)["config"]
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    d = config.get("head_dim") or hidden // config["num_attention_heads"]
+    hq, hkv = config["num_attention_heads"] // tp, config["num_key_value_heads"] // tp
+    inter = config["intermediate_size"] // tp
+    vocab = config["vocab_size"] // tp
+    eps = float(config.get("rms_norm_eps", 1e-6))
+    dtype = torch.bfloat16
+    longest = max(contexts) + max(suffixes)
+    kv_bytes = 2 * layers * hkv * d * 2 * longest
+    weight_bytes = 2 * (layers * (hidden * (hq + 2 * hkv) * d + hq * d * hidden
+                                  + 3 * hidden * inter) + vocab * hidden)
+    if device == "cuda" and kv_bytes + weight_bytes > 0.8 * gpu_memory_gib * 2**30:
+        print(f"  suffix  {model_id}@{tp}: {(kv_bytes + weight_bytes) / 2**30:.1f} GiB of "
+              "weights and KV does not fit 80% of the GPU; skipped", flush=True)
+        return []
+    torch.manual_seed(0)
+
+    def w(*shape: int) -> Any:
+        return torch.randn(*shape, dtype=dtype, device=device) * 0.02
+
+    stack = [{"qkv": w((hq + 2 * hkv) * d, hidden), "o": w(hidden, hq * d),
+              "gate_up": w(2 * inter, hidden), "down": w(hidden, inter),
+              "norm1": torch.ones(hidden, dtype=dtype, device=device),
+              "norm2": torch.ones(hidden, dtype=dtype, device=device),
+              "k": torch.zeros(1, hkv, longest, d, dtype=dtype, device=device),
+              "v": torch.zeros(1, hkv, longest, d, dtype=dtype, device=device)}
+             for _ in range(layers)]
+    head = w(vocab, hidden)
+    final_norm = torch.ones(hidden, dtype=dtype, device=device)
+    backends: dict[str, Any] = {}
+    if device == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backend: Any = None
+
+    def forward(x: Any, ctx: int) -> None:
+        s = x.shape[0]
+        with torch.inference_mode(), (sdpa_kernel([backend]) if backend is not None
+                                      else contextlib.nullcontext()):
+            for layer in stack:
+                h = F.rms_norm(x, (hidden,), layer["norm1"], eps)
+                q, k, v = F.linear(h, layer["qkv"]).split([hq * d, hkv * d, hkv * d], dim=-1)
+                q = q.view(1, s, hq, d).transpose(1, 2)
+                k = k.view(1, s, hkv, d).transpose(1, 2)
+                v = v.view(1, s, hkv, d).transpose(1, 2)
+                layer["k"][:, :, ctx:ctx + s].copy_(k)
+                layer["v"][:, :, ctx:ctx + s].copy_(v)
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                if ctx:
+                    out = out + F.scaled_dot_product_attention(
+                        q, layer["k"][:, :, :ctx], layer["v"][:, :, :ctx], enable_gqa=True)
+                x = x + F.linear(out.transpose(1, 2).reshape(s, hq * d), layer["o"])
+                h = F.rms_norm(x, (hidden,), layer["norm2"], eps)
+                gate, up = F.linear(h, layer["gate_up"]).chunk(2, dim=-1)
+                x = x + F.linear(F.silu(gate) * up, layer["down"])
+            F.linear(F.rms_norm(x[-1:], (hidden,), final_norm, eps), head)
+
+    points = []
+    for kernel in kernels:
+        backend = backends.get(kernel)
+        for ctx in contexts:
+            for n in suffixes:
+                x = torch.randn(n, hidden, dtype=dtype, device=device)
+
+                def once(x: Any = x, ctx: int = ctx) -> None:
+                    forward(x, ctx)
+
+                try:
+                    run = _graphed(once) if device == "cuda" else once  # as measure_decode
+                    seconds = median_seconds(run, sync, repeats)
+                except RuntimeError as exc:  # this PyTorch has no such kernel for the shapes
+                    print(f"  suffix  {model_id}@{tp} {kernel}: refused ({exc}); skipped",
+                          flush=True)
+                    break
+                points.append(SuffixPoint(model_id, tp, ctx, n, seconds, kernel))
+                print(f"  suffix  {model_id}@{tp} {kernel:5s} {n:>5} new after {ctx:>6} "
+                      f"cached: {seconds * 1000:9.2f} ms", flush=True)
+            else:
+                continue
+            break
     return points
 
 
@@ -293,18 +434,33 @@ def hardware(device: str) -> Hardware:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--models", nargs="*", default=list(DEFAULT_MODELS),
+                        help="prefill, decode and copy models (none: measure suffixes only)")
     parser.add_argument("--tokens", nargs="+", type=int, default=list(DEFAULT_TOKENS))
     parser.add_argument("--batches", nargs="+", type=int, default=list(DEFAULT_BATCHES),
                         help="decode batch sizes")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS),
                         help="decode weight layouts: transformers' unfused, vLLM's fused")
+    parser.add_argument("--contexts", nargs="+", type=int, default=[],
+                        help="suffix prefill: cached tokens before the new ones (none: skip)")
+    parser.add_argument("--suffixes", nargs="+", type=int, default=list(DEFAULT_SUFFIXES),
+                        help="suffix prefill: new tokens after each context")
+    parser.add_argument("--suffix-models", nargs="+", metavar="MODEL[@TP]",
+                        help="suffix prefill models, one TP rank's share with @TP "
+                             "(default: --models at TP 1)")
+    parser.add_argument("--attention", nargs="+", choices=KERNELS, default=list(KERNELS),
+                        help="suffix prefill: PyTorch SDPA attention kernels to time "
+                             "(FlashAttention-2, cuDNN's fused attention)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--output", type=Path, help="write the record (JSON) here")
     args = parser.parse_args(argv)
     if args.repeats < 1 or any(n < 1 for n in args.tokens) or any(b < 1 for b in args.batches):
         parser.error("--repeats, --tokens and --batches must be positive")
+    if any(n < 0 for n in args.contexts) or any(n < 1 for n in args.suffixes):
+        parser.error("--contexts must be 0 or more and --suffixes positive")
+    suffix_models = [parse_suffix_model(m) for m in (args.suffix_models or args.models)] \
+        if args.contexts else []
 
     import torch
 
@@ -318,6 +474,12 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{hw.driver or '-'}, CUDA {hw.cuda or '-'}, PCIe {hw.pcie or '-'}, torch {hw.torch}, "
           f"transformers {hw.transformers}; CPU {hw.cpu}", flush=True)
     memory_gib = hw.gpu_memory_mib / 1024 if args.device == "cuda" else 8.0
+    suffix: list[SuffixPoint] = []
+    for model_id, tp in suffix_models:
+        suffix += measure_suffix(model_id, tp, args.contexts, args.suffixes, args.attention,
+                                 args.device, args.repeats, sync, memory_gib)
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
     prefill: list[PrefillPoint] = []
     copies: list[CopyPoint] = []
     decode: list[DecodePoint] = []
@@ -330,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.cuda.empty_cache()
             copies += measure_copies(kv_chunk_bytes(model_id), args.repeats, sync)
     record = GpuCalibration(datetime.date.today().isoformat(), hw, tuple(prefill),
-                            tuple(copies), tuple(decode))
+                            tuple(copies), tuple(decode), tuple(suffix))
     data = record.to_dict()
     from_dict(data)  # the record reads back as lmikit reads it
     summary = record.summary()
@@ -341,6 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         eff = "-" if d["hbm_efficiency"] is None else f"{d['hbm_efficiency']:.3f}"
         print(f"decode hbm_efficiency {d['model_id']} {d['layout']:7s} batch {d['batch']:>3}: "
               f"{eff}")
+    for p in summary["suffix"]:
+        modelled = "-" if p["modelled_seconds"] is None else \
+            f"{p['modelled_seconds'] * 1000:.2f} ms modelled"
+        print(f"suffix {p['model_id']}@{p['tp']} {p['kernel']:5s} {p['new_tokens']:>5} after "
+              f"{p['context_tokens']:>6}: {p['seconds'] * 1000:.2f} ms measured, {modelled}")
     for c in summary["copies"]:
         print(f"{c['direction']} {c['chunks']} x {LMCACHE_CHUNK_TOKENS}-token chunk "
               f"({c['chunk_bytes'] / 1e6:.2f} MB): {c['gbps']:.2f} GB/s")

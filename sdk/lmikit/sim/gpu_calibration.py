@@ -28,6 +28,12 @@ simulator coefficients stand for, and writes one record in this module's format:
   figure); LMCache's own gather and scatter kernels come on top
   (``cpu_retrieve_efficiency``), so it bounds the retrieve rate from above.
 
+- **suffix**: the prefill of ``new_tokens`` after ``context_tokens`` already cached (a partial
+  hit), with vLLM's layer shapes and PyTorch's FlashAttention kernel, on one tensor-parallel
+  rank's share of the model (``tp``). :func:`suffix_modelled_seconds` is what the engine
+  model predicts for it with the default coefficients (no all-reduce, as measured), so the
+  record holds the engine's "attention cost grows with context" rule to a measurement.
+
 Each record names the hardware it came from (GPU, driver, CUDA, PyTorch, transformers, CPU,
 PCIe link), since a figure measured on one host says nothing certain about another.
 Standard library only, like the rest of ``lmikit.sim``.
@@ -53,12 +59,15 @@ from typing import Any
 from lmikit import sizing
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError
+from lmikit.sim.coefficients import Coefficients
 
 FORMAT = "lmikit-gpu-calibration/v1"
 MAX_FILE_BYTES = 1_000_000  # a record is a few kilobytes
 MAX_POINTS = 1_000
 DIRECTIONS = ("host_to_gpu", "gpu_to_host")
 LAYOUTS = ("unfused", "fused")  # transformers' separate q/k/v and gate/up, or vLLM's packed
+# attention kernels a suffix prefill is timed with: PyTorch SDPA's FlashAttention-2 and cuDNN
+KERNELS = ("flash", "cudnn")
 LMCACHE_CHUNK_TOKENS = 256  # LMCache's default chunk_size (lmcache/v1/config.py)
 MEASURED_DIR = Path(__file__).parent / "calibration"  # the records lmikit ships
 
@@ -100,6 +109,18 @@ class DecodePoint:
 
 
 @dataclass(frozen=True)
+class SuffixPoint:
+    """``new_tokens`` prefilled after ``context_tokens`` cached, on one rank of ``tp``."""
+
+    model_id: str
+    tp: int
+    context_tokens: int
+    new_tokens: int
+    seconds: float
+    kernel: str = "flash"  # the attention kernel timed, one of KERNELS
+
+
+@dataclass(frozen=True)
 class CopyPoint:
     """``chunks`` copies of ``chunk_bytes`` each, one after another: the median total time."""
 
@@ -116,13 +137,15 @@ class GpuCalibration:
     prefill: tuple[PrefillPoint, ...]
     copies: tuple[CopyPoint, ...]
     decode: tuple[DecodePoint, ...] = ()  # records before decode was measured hold none
+    suffix: tuple[SuffixPoint, ...] = ()  # nor before suffix prefills were
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "measured_at": self.measured_at,
                 "hardware": asdict(self.hardware),
                 "prefill": [asdict(p) for p in self.prefill],
                 "copies": [asdict(c) for c in self.copies],
-                "decode": [asdict(d) for d in self.decode]}
+                "decode": [asdict(d) for d in self.decode],
+                "suffix": [asdict(p) for p in self.suffix]}
 
     def summary(self) -> dict[str, Any]:
         """The figures in the simulator's terms: MFU per prefill point and memory-bandwidth
@@ -137,6 +160,9 @@ class GpuCalibration:
             "copies": [{**asdict(c), "gbps": copy_gbps(c)} for c in self.copies],
             "decode": [{**asdict(d), "hbm_efficiency": None if hbm is None
                         else round(decode_hbm_efficiency(d, hbm), 4)} for d in self.decode],
+            "suffix": [{**asdict(p), "modelled_seconds": None if peak is None
+                        else round(suffix_modelled_seconds(p, self.hardware.catalog_gpu), 6)}
+                       for p in self.suffix],
         }
 
 
@@ -153,6 +179,27 @@ def prefill_mfu(point: PrefillPoint, peak_tflops: float) -> float:
 def decode_hbm_efficiency(point: DecodePoint, hbm_gbps: float) -> float:
     """Share of ``hbm_gbps`` (GB/s) that reading ``point``'s weights once reached."""
     return point.weight_bytes / point.seconds / (hbm_gbps * 1e9)
+
+
+def suffix_modelled_seconds(point: SuffixPoint, catalog_gpu: str,
+                            coeff: Coefficients | None = None) -> float:
+    """The engine model's :meth:`~lmikit.sim.engine.EngineModel.prefill_s` for ``point`` on
+    ``catalog_gpu`` (default coefficients unless given): the same rank share, no all-reduce."""
+    from lmikit.catalog.models import get_model
+    from lmikit.sim.engine import EngineModel
+
+    geo = get_model(point.model_id)
+    peak, hbm = _peak_tflops(catalog_gpu), _hbm_gbps(catalog_gpu)
+    if peak is None or hbm is None:
+        raise SimulationError(f"catalog_gpu {catalog_gpu!r} is not a catalog GPU; valid: "
+                              + ", ".join(n for n, *_ in _NAMES))
+    engine = EngineModel(
+        active_params=geo.active_params, layers=geo.num_layers,
+        attention_dim=geo.attention_dim, tp=point.tp, tflops_per_gpu=peak, hbm_gbps=hbm,
+        weight_bytes=geo.weight_bytes_for("bfloat16"),
+        kv_bytes_per_token=geo.kv_bytes_per_token(2) * geo.kv_replication(point.tp),
+        host_to_gpu_gbps=0.0, nvme_read_gbps=0.0, coeff=coeff or Coefficients())
+    return engine.prefill_s(point.new_tokens, point.context_tokens)
 
 
 def copy_gbps(point: CopyPoint) -> float:
@@ -275,13 +322,29 @@ def from_dict(data: Any, where: str = "GPU calibration") -> GpuCalibration:
         decode.append(DecodePoint(_model(row, at), _count(row.get("batch"), f"{at}.batch"),
                                   _count(row.get("weight_bytes"), f"{at}.weight_bytes"),
                                   _seconds(row.get("seconds"), f"{at}.seconds"), layout))
-    if not prefill and not copies and not decode:
-        raise SimulationError(f"{where}: holds no prefill, decode or copy measurement")
+    suffix = []
+    for i, row in enumerate(_rows(data, "suffix", where)):
+        at = f"{where}: suffix[{i}]"
+        context = row.get("context_tokens")
+        if isinstance(context, bool) or not isinstance(context, int) \
+                or not 0 <= context <= 1 << 40:
+            raise SimulationError(f"{at}.context_tokens must be a whole number from 0 to "
+                                  f"{1 << 40} (got {context!r})")
+        kernel = row.get("kernel", "flash")
+        if kernel not in KERNELS:
+            raise SimulationError(f"{at}.kernel must be one of {', '.join(KERNELS)} "
+                                  f"(got {kernel!r})")
+        suffix.append(SuffixPoint(_model(row, at), _count(row.get("tp"), f"{at}.tp"), context,
+                                  _count(row.get("new_tokens"), f"{at}.new_tokens"),
+                                  _seconds(row.get("seconds"), f"{at}.seconds"), kernel))
+    if not prefill and not copies and not decode and not suffix:
+        raise SimulationError(f"{where}: holds no prefill, decode, suffix or copy measurement")
     measured_at = data.get("measured_at")
     if not isinstance(measured_at, str) or not measured_at:
         raise SimulationError(f"{where}: measured_at must be the date of the measurement "
                               f"(got {measured_at!r})")
-    return GpuCalibration(measured_at, hardware, prefill, tuple(copies), tuple(decode))
+    return GpuCalibration(measured_at, hardware, prefill, tuple(copies), tuple(decode),
+                          tuple(suffix))
 
 
 def _object(value: Any, at: str) -> dict[str, Any]:

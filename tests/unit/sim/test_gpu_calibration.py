@@ -18,6 +18,7 @@ from lmikit.catalog.instances import INSTANCES
 from lmikit.catalog.models import get_model
 from lmikit.errors import SimulationError
 from lmikit.sim import gpu_calibration as gc
+from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import engine_for
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu_calibration.py"
@@ -162,8 +163,17 @@ def test_a_record_of_a_gpu_outside_the_catalog_has_no_mfu() -> None:
     ({"decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 1, "weight_bytes": 1,
                   "seconds": 1, "layout": "packed"}]},
      r"decode\[0\].layout must be one of unfused, fused \(got 'packed'\)"),
+    ({"suffix": [{"model_id": "Qwen/Qwen3-8B", "tp": 1, "context_tokens": -1,
+                  "new_tokens": 1, "seconds": 1}]},
+     r"suffix\[0\].context_tokens must be a whole number from 0 .*\(got -1\)"),
+    ({"suffix": [{"model_id": "Qwen/Qwen3-8B", "tp": 0, "context_tokens": 0,
+                  "new_tokens": 1, "seconds": 1}]},
+     r"suffix\[0\].tp must be a whole number from 1 .*\(got 0\)"),
+    ({"suffix": [{"model_id": "Qwen/Qwen3-8B", "tp": 1, "context_tokens": 0,
+                  "new_tokens": 1, "seconds": 1, "kernel": "fa3"}]},
+     r"suffix\[0\].kernel must be one of flash, cudnn \(got 'fa3'\)"),
     ({"prefill": [], "copies": [], "decode": []},
-     "holds no prefill, decode or copy measurement"),
+     "holds no prefill, decode, suffix or copy measurement"),
     ({"measured_at": 3}, "measured_at must be the date"),
     ({"prefill": [{}] * (gc.MAX_POINTS + 1)}, "at most 1000 measurements"),
 ])
@@ -292,3 +302,103 @@ def test_the_fused_layout_reads_the_same_weights_faster(record) -> None:
         for model_id, u in unfused.items():
             assert fused[model_id]["weight_bytes"] == u["weight_bytes"]
             assert fused[model_id]["seconds"] < u["seconds"], (model_id, batch)
+
+
+# Suffix prefills: new tokens after a cached context, as a partial hit prefills them.
+SUFFIX_RANKS = (("Qwen/Qwen3-8B", 1), ("meta-llama/Llama-3.1-8B-Instruct", 1),
+                ("meta-llama/Llama-3.1-70B-Instruct", 4), ("meta-llama/Llama-3.1-70B-Instruct", 8))
+LONG_SUFFIX = 2048
+
+
+def _suffix(record: gc.GpuCalibration) -> dict[tuple, float]:
+    return {(p.model_id, p.tp, p.kernel, p.context_tokens, p.new_tokens): p.seconds
+            for p in record.suffix}
+
+
+def _attention_share(record: gc.GpuCalibration, model_id: str, tp: int, kernel: str,
+                     context: int) -> float:
+    """Share of the GPU's dense peak the attention over ``context`` cached tokens reached:
+    the FLOPs ``sizing.prefill_flops`` adds for that context (on one rank) over the time
+    it added to a 2,048-token suffix."""
+    t = _suffix(record)
+    geo = get_model(model_id)
+    added = (sizing.prefill_flops(0, geo.num_layers, geo.attention_dim, LONG_SUFFIX, context)
+             - sizing.prefill_flops(0, geo.num_layers, geo.attention_dim, LONG_SUFFIX, 0)) / tp
+    seconds = t[(model_id, tp, kernel, context, LONG_SUFFIX)] \
+        - t[(model_id, tp, kernel, 0, LONG_SUFFIX)]
+    peak = {r.gpu.name: r.gpu.bf16_dense_tflops for r in INSTANCES.values()}[
+        record.hardware.catalog_gpu]
+    return added / (seconds * peak * 1e12)
+
+
+def test_a_suffix_point_round_trips_and_one_from_before_kernels_is_flash() -> None:
+    row = {"model_id": "Qwen/Qwen3-8B", "tp": 1, "context_tokens": 8192, "new_tokens": 256,
+           "seconds": 0.0137}
+    record = gc.from_dict(_record(suffix=[row, {**row, "kernel": "cudnn"}]))
+    assert [p.kernel for p in record.suffix] == ["flash", "cudnn"]
+    assert gc.from_dict(record.to_dict()) == record
+    # the summary adds the engine model's prediction for the same rank on the record's GPU
+    predicted = record.summary()["suffix"][0]["modelled_seconds"]
+    engine = engine_for("Qwen/Qwen3-8B", "ml.p5.48xlarge")
+    assert predicted == pytest.approx(engine.prefill_s(256, 8192), abs=1e-6)
+
+
+def test_the_modelled_suffix_of_a_tp_rank_is_the_engines_prefill_at_that_tp() -> None:
+    point = gc.SuffixPoint("meta-llama/Llama-3.1-70B-Instruct", 8, 32_768, 2048, 1.0)
+    engine = engine_for("meta-llama/Llama-3.1-70B-Instruct", "ml.p5.48xlarge", tp=8)
+    assert gc.suffix_modelled_seconds(point, H100) == pytest.approx(
+        engine.prefill_s(2048, 32_768), rel=1e-12)
+    with pytest.raises(SimulationError, match="not a catalog GPU"):
+        gc.suffix_modelled_seconds(point, "NVIDIA H100 PCIe")
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_each_record_times_suffixes_for_the_ranks_the_docs_quote(record) -> None:
+    t = _suffix(record)
+    kernels = ("flash", "cudnn") if _gpu(record) == H100 else ("flash",)
+    for model_id, tp in SUFFIX_RANKS:
+        for kernel in kernels:
+            for context in (0, 8192, 32_768, 65_536):
+                for new in (32, 256, LONG_SUFFIX):
+                    assert (model_id, tp, kernel, context, new) in t
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_attention_over_the_cache_grows_linearly_with_the_context(record) -> None:
+    # Rule (the engine's, from sizing.prefill_flops): each new token attends to every cached
+    # one, so a suffix's time grows by a fixed cost per cached token. Measured: the share of
+    # peak that growth implies is the same within 15% at 8K, 32K and 64K cached tokens, for
+    # every model rank and kernel.
+    for model_id, tp in SUFFIX_RANKS:
+        for kernel in {p.kernel for p in record.suffix}:
+            shares = [_attention_share(record, model_id, tp, kernel, c)
+                      for c in (8192, 32_768, 65_536)]
+            middle = sorted(shares)[1]
+            assert all(abs(s / middle - 1) <= 0.15 for s in shares), (model_id, tp, kernel,
+                                                                       shares)
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_default_prefill_mfu_lies_between_fa2_and_cudnn_attention_rates(record) -> None:
+    # What the records show about the one MFU the engine applies to attention too:
+    # PyTorch's FlashAttention-2 reaches less of a Hopper GPU's peak (0.31-0.41; its paper
+    # gives 35% on the H100), cuDNN's fused attention more (0.69-0.77; FlashAttention-3,
+    # which vLLM runs on Hopper, publishes up to 75% in 16-bit); the default sits between
+    # them, at every model rank and context.
+    default = Coefficients().prefill_mfu
+    for model_id, tp in SUFFIX_RANKS:
+        for context in (8192, 32_768, 65_536):
+            assert _attention_share(record, model_id, tp, "flash", context) < default
+            if _gpu(record) == H100:
+                assert _attention_share(record, model_id, tp, "cudnn", context) > default
+
+
+@pytest.mark.parametrize("record", MEASURED, ids=_gpu)
+def test_a_short_suffix_never_ran_faster_than_the_engines_memory_floor(record) -> None:
+    # Rule (the engine's prefill floor): a step reads every weight and the cached KV once,
+    # at decode_hbm_efficiency. A floor set too high would predict a short suffix slower than
+    # the GPU ran it; on both GPUs every 32- and 256-token suffix took at least the modelled
+    # time, after any context, with either kernel.
+    for p in record.summary()["suffix"]:
+        if p["new_tokens"] <= 256:
+            assert p["seconds"] >= p["modelled_seconds"], p
