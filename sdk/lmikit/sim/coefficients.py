@@ -95,8 +95,10 @@ class Coefficients:
 PROVENANCE: dict[str, str] = {
     "prefill_mfu": "share of dense bf16 peak reached by vLLM prefill (compute-bound GEMMs at "
                    "thousands of tokens per pass reach 50-60% MFU); measured with transformers "
-                   "for 7-8B models at 4K-32K tokens: 0.52-0.60 on an H100 SXM, 0.53-0.61 on "
-                   "an H200 (lmikit/sim/calibration)",
+                   "for 7-8B models at 4K-32K tokens: 0.52-0.61 on an H100 SXM, 0.54-0.61 on "
+                   "an H200; attention over a cached context, vLLM's layer shapes: 0.31-0.41 "
+                   "with FlashAttention-2, 0.69-0.77 with cuDNN on an H100 SXM "
+                   "(lmikit/sim/calibration)",
     "request_overhead_s": "per request beyond prefill and tokenizing: HTTP, scheduling, "
                           "sampling and streaming the first token; a public vLLM 0.23.0 run "
                           "(Qwen2.5-0.5B-Instruct on one L4, 256-token prompts, concurrency "
@@ -109,7 +111,7 @@ PROVENANCE: dict[str, str] = {
     "decode_hbm_efficiency": "share of datasheet memory bandwidth a decode step reaches "
                              "(weights + KV read once per step); reading 7-8B models' "
                              "weights once in vLLM's fused layout (q/k/v and gate/up "
-                             "stacked) measured 0.78-0.80 on an H100 SXM and 0.74-0.75 on "
+                             "stacked) measured 0.78-0.80 on an H100 SXM and 0.75-0.79 on "
                              "an H200 at batch 1 (lmikit/sim/calibration)",
     "decode_step_overhead_s": "CPU-side scheduling and launch per decode step (CUDA graphs "
                               "on); an effective figure for tensor-parallel H100 engines, "
