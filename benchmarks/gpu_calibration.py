@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import itertools
 import json
 import platform
 import statistics
@@ -345,9 +346,8 @@ def measure_suffix(model_id: str, tp: int, contexts: Sequence[int], suffixes: Se
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-    backend: Any = None
 
-    def forward(x: Any, ctx: int) -> None:
+    def forward(x: Any, ctx: int, backend: Any) -> None:
         s = x.shape[0]
         with torch.inference_mode(), (sdpa_kernel([backend]) if backend is not None
                                       else contextlib.nullcontext()):
@@ -369,30 +369,28 @@ def measure_suffix(model_id: str, tp: int, contexts: Sequence[int], suffixes: Se
                 x = x + F.linear(F.silu(gate) * up, layer["down"])
             F.linear(F.rms_norm(x[-1:], (hidden,), final_norm, eps), head)
 
-    points = []
-    for kernel in kernels:
-        backend = backends.get(kernel)
-        for ctx in contexts:
-            for n in suffixes:
-                x = torch.randn(n, hidden, dtype=dtype, device=device)
+    def time_kernel(kernel: str) -> list[SuffixPoint]:
+        """Every (context, suffix) with one attention kernel; none if PyTorch refuses it."""
+        points = []
+        for ctx, n in itertools.product(contexts, suffixes):
+            x = torch.randn(n, hidden, dtype=dtype, device=device)
 
-                def once(x: Any = x, ctx: int = ctx) -> None:
-                    forward(x, ctx)
+            def once(x: Any = x, ctx: int = ctx) -> None:
+                forward(x, ctx, backends.get(kernel))
 
-                try:
-                    run = _graphed(once) if device == "cuda" else once  # as measure_decode
-                    seconds = median_seconds(run, sync, repeats)
-                except RuntimeError as exc:  # this PyTorch has no such kernel for the shapes
-                    print(f"  suffix  {model_id}@{tp} {kernel}: refused ({exc}); skipped",
-                          flush=True)
-                    break
-                points.append(SuffixPoint(model_id, tp, ctx, n, seconds, kernel))
-                print(f"  suffix  {model_id}@{tp} {kernel:5s} {n:>5} new after {ctx:>6} "
-                      f"cached: {seconds * 1000:9.2f} ms", flush=True)
-            else:
-                continue
-            break
-    return points
+            try:
+                run = _graphed(once) if device == "cuda" else once  # as measure_decode
+                seconds = median_seconds(run, sync, repeats)
+            except RuntimeError as exc:  # this PyTorch has no such kernel for the shapes
+                print(f"  suffix  {model_id}@{tp} {kernel}: refused ({exc}); skipped",
+                      flush=True)
+                return []
+            points.append(SuffixPoint(model_id, tp, ctx, n, seconds, kernel))
+            print(f"  suffix  {model_id}@{tp} {kernel:5s} {n:>5} new after {ctx:>6} "
+                  f"cached: {seconds * 1000:9.2f} ms", flush=True)
+        return points
+
+    return [p for kernel in kernels for p in time_kernel(kernel)]
 
 
 def _smi(query: str) -> str:

@@ -219,6 +219,20 @@ def test_the_script_refuses_a_model_it_cannot_build() -> None:
         _script().plan(["deepseek-ai/DeepSeek-V3.2"], [1024], 80.0)
 
 
+def test_the_script_takes_a_suffix_model_at_a_tp_that_divides_its_heads() -> None:
+    parse = _script().parse_suffix_model
+    assert parse("Qwen/Qwen3-8B") == ("Qwen/Qwen3-8B", 1)
+    assert parse("meta-llama/Llama-3.1-70B-Instruct@8") == ("meta-llama/Llama-3.1-70B-Instruct",
+                                                            8)
+    # Qwen3-8B has 8 KV heads: a rank of TP 16 would hold half a head
+    for bad in ("Qwen/Qwen3-8B@16", "Qwen/Qwen3-8B@0", "Qwen/Qwen3-8B@two"):
+        with pytest.raises(SystemExit, match=f"{bad!r}: TP must be a positive whole number "
+                                             r"dividing .* \[32, 8, 12288\]"):
+            parse(bad)
+    with pytest.raises(SystemExit, match="deepseek_v32"):
+        parse("deepseek-ai/DeepSeek-V3.2@8")
+
+
 # The records lmikit ships (lmikit/sim/calibration/), measured with the script above on an
 # H100 SXM and an H200, each on a host with a PCIe Gen5 x16 link.
 MEASURED = gc.measured()
