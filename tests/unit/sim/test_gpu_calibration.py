@@ -403,7 +403,7 @@ def test_default_prefill_mfu_lies_between_fa2_and_cudnn_attention_rates(record) 
     for model_id, tp in SUFFIX_RANKS:
         for context in (8192, 32_768, 65_536):
             assert _attention_share(record, model_id, tp, "flash", context) < default
-            if _gpu(record) == H100:
+            if any(p.kernel == "cudnn" for p in record.suffix):
                 assert _attention_share(record, model_id, tp, "cudnn", context) > default
 
 
