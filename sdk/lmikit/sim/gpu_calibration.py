@@ -29,7 +29,8 @@ simulator coefficients stand for, and writes one record in this module's format:
   (``cpu_retrieve_efficiency``), so it bounds the retrieve rate from above.
 
 - **suffix**: the prefill of ``new_tokens`` after ``context_tokens`` already cached (a partial
-  hit), with vLLM's layer shapes and PyTorch's FlashAttention kernel, on one tensor-parallel
+  hit), with vLLM's layer shapes and one of PyTorch SDPA's attention kernels (``kernel``, one
+  of :data:`KERNELS`: FlashAttention-2 or cuDNN's fused attention), on one tensor-parallel
   rank's share of the model (``tp``). :func:`suffix_modelled_seconds` is what the engine
   model predicts for it with the default coefficients (no all-reduce, as measured), so the
   record holds the engine's "attention cost grows with context" rule to a measurement.
