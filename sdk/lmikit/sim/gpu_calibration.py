@@ -185,21 +185,18 @@ def decode_hbm_efficiency(point: DecodePoint, hbm_gbps: float) -> float:
 def suffix_modelled_seconds(point: SuffixPoint, catalog_gpu: str,
                             coeff: Coefficients | None = None) -> float:
     """The engine model's :meth:`~lmikit.sim.engine.EngineModel.prefill_s` for ``point`` on
-    ``catalog_gpu`` (default coefficients unless given): the same rank share, no all-reduce."""
+    ``catalog_gpu`` (default coefficients unless given): the same rank share, no all-reduce,
+    bf16 weights as the script builds them. The engine is :func:`~lmikit.sim.engine.engine_for`
+    on a catalog instance with that GPU; a prefill does not depend on which one."""
     from lmikit.catalog.models import get_model
-    from lmikit.sim.engine import EngineModel
+    from lmikit.sim.engine import engine_for
 
-    geo = get_model(point.model_id)
-    peak, hbm = _peak_tflops(catalog_gpu), _hbm_gbps(catalog_gpu)
-    if peak is None or hbm is None:
+    instance = _catalog_instance(catalog_gpu)
+    if instance is None:
         raise SimulationError(f"catalog_gpu {catalog_gpu!r} is not a catalog GPU; valid: "
                               + ", ".join(n for n, *_ in _NAMES))
-    engine = EngineModel(
-        active_params=geo.active_params, layers=geo.num_layers,
-        attention_dim=geo.attention_dim, tp=point.tp, tflops_per_gpu=peak, hbm_gbps=hbm,
-        weight_bytes=geo.weight_bytes_for("bfloat16"),
-        kv_bytes_per_token=geo.kv_bytes_per_token(2) * geo.kv_replication(point.tp),
-        host_to_gpu_gbps=0.0, nvme_read_gbps=0.0, coeff=coeff or Coefficients())
+    engine = engine_for(point.model_id, instance, point.tp, coeff=coeff,
+                        weight_bytes=get_model(point.model_id).weight_bytes_for("bfloat16"))
     return engine.prefill_s(point.new_tokens, point.context_tokens)
 
 
@@ -247,13 +244,19 @@ def catalog_gpu_for(device_name: str, memory_mib: int) -> str:
     return ""
 
 
-def _peak_tflops(catalog_gpu: str) -> float | None:
+def _catalog_instance(catalog_gpu: str) -> str | None:
+    """The first catalog instance type whose GPU is ``catalog_gpu``, or None."""
     from lmikit.catalog.instances import INSTANCES
 
-    for inst in INSTANCES.values():
-        if inst.gpu.name == catalog_gpu:
-            return inst.gpu.bf16_dense_tflops
-    return None
+    return next((name for name, inst in INSTANCES.items() if inst.gpu.name == catalog_gpu),
+                None)
+
+
+def _peak_tflops(catalog_gpu: str) -> float | None:
+    from lmikit.catalog.instances import get_instance
+
+    instance = _catalog_instance(catalog_gpu)
+    return None if instance is None else get_instance(instance).gpu.bf16_dense_tflops
 
 
 def _hbm_gbps(catalog_gpu: str) -> float | None:
