@@ -62,7 +62,8 @@ class Coefficients:
     request_overhead_s: float = sizing.REQUEST_OVERHEAD_S
     tokenize_s_per_token: float = TOKEN_BYTES / TOKENIZE_BYTES_PER_S
     decode_hbm_efficiency: float = 0.75
-    decode_step_overhead_s: float = 0.004
+    decode_step_overhead_s: float = 0.0007
+    tp_decode_step_overhead_s: float = 0.004
     cpu_retrieve_efficiency: float = 0.7
     cpu_store_efficiency: float = 0.7
     disk_read_efficiency: float = 1.0
@@ -113,10 +114,19 @@ PROVENANCE: dict[str, str] = {
                              "weights once in vLLM's fused layout (q/k/v and gate/up "
                              "stacked) measured 0.78-0.80 on an H100 SXM and 0.75-0.79 on "
                              "an H200 at batch 1 (lmikit/sim/calibration)",
-    "decode_step_overhead_s": "CPU-side scheduling and launch per decode step (CUDA graphs "
-                              "on); an effective figure for tensor-parallel H100 engines, "
-                              "whose all-reduces it absorbs: public vLLM 0.23.0 runs at TP 1 "
-                              "give ~1.4 ms (docs/planner.md)",
+    "decode_step_overhead_s": "per decode step of a one-GPU engine beyond its memory pass: "
+                              "CPU-side scheduling, sampling and launch (CUDA graphs on); a "
+                              "public vLLM 0.23.0 run (Qwen2.5-0.5B-Instruct on one L4, "
+                              "concurrency 1) measured 5.1 ms inter-token latency, 0.7 ms "
+                              "more than its 0.99 GB of weights at 300 GB/s x "
+                              "decode_hbm_efficiency (ai.wmx.dev 'Benchmark results')",
+    "tp_decode_step_overhead_s": "the same per decode step of a tensor-parallel engine (TP 2 "
+                                 "and above), whose two all-reduces per layer it absorbs: "
+                                 "vLLM's custom all-reduce takes 9-45 us a call on H100s by "
+                                 "message size and TP degree (sglang pull request #2904), "
+                                 "1-4 ms a step at TP 2-4; an effective figure for the "
+                                 "tensor-parallel H100 runs of docs/planner.md's accuracy "
+                                 "table",
     "cpu_retrieve_efficiency": "LMCache CPU->GPU retrieve over the instance's effective pinned "
                                "host->GPU copy bandwidth: a public LMCache run on a PCIe Gen4 "
                                "host logged 13-22 GB/s store and retrieve (kvgate.vercel.app) "

@@ -11,9 +11,11 @@ Rules (each has a unit test):
   weight and the cached KV it attends to once, as a decode step does, so a short suffix
   after a hit costs at least one pass over the weights;
 - a decode step is memory-bound: (weights + KV of every running sequence) per GPU / (HBM
-  bandwidth x ``decode_hbm_efficiency``) + ``decode_step_overhead_s``, or the compute time of
-  the step if that is longer: the weights are read once per step for the whole batch, so
-  decode throughput grows almost linearly with the batch until compute-bound;
+  bandwidth x ``decode_hbm_efficiency``) + the step overhead, or the compute time of the
+  step if that is longer: the weights are read once per step for the whole batch, so
+  decode throughput grows almost linearly with the batch until compute-bound. The step
+  overhead is ``decode_step_overhead_s`` on one GPU and ``tp_decode_step_overhead_s`` at
+  TP 2 and above, where each step also waits for two all-reduces per layer;
 - a prefill beside running sequences shares vLLM's mixed steps with them
   (:meth:`EngineModel.mixed_prefill_s`): one pass over weights and KV per step serves both;
 - a CPU hit copies the matched KV to the GPUs (each rank its share, in parallel) at
@@ -78,12 +80,19 @@ class EngineModel:
         return 2.0 * self.active_params * batch / (
             self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
 
+    @property
+    def step_overhead_s(self) -> float:
+        """Fixed cost of one engine step: one GPU's, or a tensor-parallel engine's, whose
+        steps also wait for all-reduces."""
+        return (self.coeff.decode_step_overhead_s if self.tp == 1
+                else self.coeff.tp_decode_step_overhead_s)
+
     def decode_step_s(self, batch: int, context_tokens: int) -> float:
         """One decode step for ``batch`` sequences holding ``context_tokens`` of KV in all."""
         if batch <= 0:
             return 0.0
         return (max(self._step_memory_s(context_tokens), self._decode_compute_s(batch))
-                + self.coeff.decode_step_overhead_s)
+                + self.step_overhead_s)
 
     def mixed_prefill_s(self, new_tokens: int, context_tokens: int, batch: int,
                         batch_context_tokens: int) -> tuple[float, int]:
@@ -103,7 +112,7 @@ class EngineModel:
         compute = (self._prefill_compute_s(new_tokens, context_tokens)
                    + steps * self._decode_compute_s(batch))
         memory = steps * self._step_memory_s(batch_context_tokens)
-        return max(compute, memory) + steps * self.coeff.decode_step_overhead_s, steps
+        return max(compute, memory) + steps * self.step_overhead_s, steps
 
     def _to_gpu_s(self, tokens: int, efficiency: float) -> float:
         per_gpu = tokens * self.kv_bytes_per_token / self.tp
