@@ -489,6 +489,10 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         *(cost_assumptions(inst, i.costs.coefficients, i.costs.source, tier == "remote",
                            i.costs.fitted) if i.costs is not None
           else cost_assumptions(inst, remote=tier == "remote")),
+        *([f"tensor-parallel all-reduces cross PCIe ({inst.gpu.name} has no NVLink): 2 per "
+           f"layer per step, each GPU sending {2 * (i.tp - 1) / i.tp:g}x the step's bf16 "
+           f"activations at most at {inst.host_to_gpu_gbps:g} GB/s, a floor"]
+          if i.tp > 1 and not inst.nvlink else []),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "

@@ -139,3 +139,11 @@ def test_p4de_hardware_facts():
     inst = get_instance("p4de.24xlarge")
     assert (inst.gpu_count, inst.gpu.memory_gib, inst.host_memory_gib) == (8, 80.0, 1152)
     assert inst.has_nvme
+
+
+def test_only_the_p_families_join_their_gpus_with_nvlink():
+    # NVIDIA's A10, L4 and L40S data sheets list PCIe Gen4 x16 as the only interconnect;
+    # AWS's P4d, P5 and P6 pages describe NVSwitch/NVLink between the eight GPUs.
+    for inst in INSTANCES.values():
+        assert inst.nvlink == (inst.family in {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200"}), \
+            inst.name

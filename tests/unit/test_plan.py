@@ -189,3 +189,17 @@ def test_fitted_costs_reprice_the_ttft_block_and_are_stated() -> None:
         plain.tier, plain.lmcache, plain.gpu_kv_capacity_tokens)
     changed = [a for a, b in zip(plain.assumptions, fitted.assumptions, strict=True) if a != b]
     assert changed == [next(a for a in plain.assumptions if a.startswith("prefill at"))]
+
+
+def test_a_tensor_parallel_plan_over_pcie_says_its_all_reduces_are_a_floor():
+    pcie = plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=4)
+    line = [a for a in pcie.assumptions if a.startswith("tensor-parallel all-reduces")]
+    assert line == ["tensor-parallel all-reduces cross PCIe (NVIDIA L40S has no NVLink): 2 per "
+                    "layer per step, each GPU sending 1.5x the step's bf16 activations at most "
+                    "at 25 GB/s, a floor"]
+    for other in (plan("Qwen/Qwen2.5-7B-Instruct", "ml.p4de.24xlarge", tp=4),
+                  plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=1)):
+        assert not [a for a in other.assumptions if "all-reduces" in a]
+    # the floor is in the miss's TTFT: four L40Ss over PCIe are not four times one
+    one = plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=1)
+    assert pcie.predicted.ttft_miss_s > one.predicted.ttft_miss_s / 2

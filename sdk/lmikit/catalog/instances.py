@@ -36,6 +36,7 @@ class InstanceType:
     host_to_gpu_gbps: float
     nvme_read_gbps: float
     family_source: str
+    nvlink: bool = False  # GPUs joined by NVLink/NVSwitch; False: they talk over PCIe
 
     @property
     def family(self) -> str:
@@ -87,6 +88,7 @@ def _family(
     link: float,
     drive_read: float,
     sizes: dict[str, tuple[int, int, float, float, int]],
+    nvlink: bool = False,
 ) -> dict[str, InstanceType]:
     """sizes: name -> (gpus, vcpus, host GiB, NVMe GB total, NVMe drives)."""
     out = {}
@@ -94,12 +96,19 @@ def _family(
         out[name] = InstanceType(
             name=name, gpu=gpu, gpu_count=gpus, vcpus=vcpus, host_memory_gib=mem,
             nvme_gb=nvme, nvme_drives=drives, host_to_gpu_gbps=link,
-            nvme_read_gbps=drive_read * drives, family_source=source,
+            nvme_read_gbps=drive_read * drives, family_source=source, nvlink=nvlink,
         )
     return out
 
 
 INSTANCES: dict[str, InstanceType] = {}
+
+# GPU-to-GPU links. The g5, g6 and g6e GPUs (A10G, L4, L40S) have no NVLink (NVIDIA's A10,
+# L4 and L40S data sheets list PCIe Gen4 x16 as their only interconnect), so a
+# tensor-parallel engine on them all-reduces over PCIe; the p4d/p4de A100s are joined by
+# NVSwitch (AWS "Amazon EC2 P4d instances deep dive", 2020-11-03: "8 x 40 GB NVIDIA Tesla
+# A100 GPUs with NVSwitch"), the p5/p5e/p5en H100s and H200s by 900 GB/s NVSwitch and the
+# p6-b200 B200s by 1.8 TB/s NVLink (the P5 and P6 pages).
 
 # g5: AWS "Amazon EC2 G5 instances" product page (A10G, PCIe Gen4, local NVMe per size).
 # NVMe drives here read ~2 GB/s each with O_DIRECT.
@@ -138,8 +147,10 @@ INSTANCES |= _family(L40S, "https://aws.amazon.com/ec2/instance-types/g6e/", _GE
 # p4d/p4de: AWS "Amazon EC2 P4 instances" page: 8x A100, 96 vCPU, 1152 GiB, 8x 1000 GB NVMe,
 # PCIe Gen4 host link.
 _P4 = "https://aws.amazon.com/ec2/instance-types/p4/"
-INSTANCES |= _family(A100_40, _P4, _GEN4, 2.0, {"ml.p4d.24xlarge": (8, 96, 1152, 8000, 8)})
-INSTANCES |= _family(A100_80, _P4, _GEN4, 2.0, {"ml.p4de.24xlarge": (8, 96, 1152, 8000, 8)})
+INSTANCES |= _family(A100_40, _P4, _GEN4, 2.0, {"ml.p4d.24xlarge": (8, 96, 1152, 8000, 8)},
+                     nvlink=True)
+INSTANCES |= _family(A100_80, _P4, _GEN4, 2.0, {"ml.p4de.24xlarge": (8, 96, 1152, 8000, 8)},
+                     nvlink=True)
 # p5/p5e: AWS "Amazon EC2 P5 instances" page: 8x H100/H200, 192 vCPU, 2048 GiB,
 # 8x 3.84 TB NVMe; 3rd-gen AMD EPYC hosts, so the CPU<->GPU path runs at PCIe Gen4.
 # p5.4xlarge: 1x H100, 16 vCPU, 256 GiB, 1x 3.84 TB NVMe.
@@ -147,15 +158,17 @@ _P5 = "https://aws.amazon.com/ec2/instance-types/p5/"
 INSTANCES |= _family(H100, _P5, _GEN4, 3.0, {
     "ml.p5.48xlarge": (8, 192, 2048, 30720, 8),
     "ml.p5.4xlarge": (1, 16, 256, 3840, 1),
-})
-INSTANCES |= _family(H200, _P5, _GEN4, 3.0, {"ml.p5e.48xlarge": (8, 192, 2048, 30720, 8)})
+}, nvlink=True)
+INSTANCES |= _family(H200, _P5, _GEN4, 3.0, {"ml.p5e.48xlarge": (8, 192, 2048, 30720, 8)},
+                     nvlink=True)
 # p5en: same page: H200 with Intel Sapphire Rapids and PCIe Gen5 between CPU and GPU.
-INSTANCES |= _family(H200, _P5, _GEN5, 3.0, {"ml.p5en.48xlarge": (8, 192, 2048, 30720, 8)})
+INSTANCES |= _family(H200, _P5, _GEN5, 3.0, {"ml.p5en.48xlarge": (8, 192, 2048, 30720, 8)},
+                     nvlink=True)
 # p6-b200: AWS "Amazon EC2 P6 instances" page: 8x B200, 192 vCPU, 2048 GiB,
 # 8x 3.84 TB NVMe, Intel Emerald Rapids with PCIe Gen5.
 INSTANCES |= _family(B200, "https://aws.amazon.com/ec2/instance-types/p6/", _GEN5, 3.0, {
     "ml.p6-b200.48xlarge": (8, 192, 2048, 30720, 8),
-})
+}, nvlink=True)
 
 
 def ml_name(name: str) -> str:

@@ -18,6 +18,12 @@ Rules (each has a unit test):
   TP 2 and above, where each step also waits for two all-reduces per layer;
 - a prefill beside running sequences shares vLLM's mixed steps with them
   (:meth:`EngineModel.mixed_prefill_s`): one pass over weights and KV per step serves both;
+- a tensor-parallel engine whose GPUs have no NVLink (``pcie_allreduce_gbps`` set) also
+  waits for its all-reduces to cross PCIe: two per layer, each of the step's tokens x
+  ``hidden_size`` bf16 activations, of which every GPU must send 2 (TP - 1) / TP through its
+  own link (the bandwidth lower bound of any all-reduce), at most at the link's rate, so this
+  is a floor. Over NVLink they are not costed separately (the prefill's are left out, the
+  decode's are in ``tp_decode_step_overhead_s``);
 - a CPU hit copies the matched KV to the GPUs (each rank its share, in parallel) at
   ``host_to_gpu_gbps x cpu_retrieve_efficiency``; a disk hit reads it from NVMe first (not
   overlapped); a remote hit fetches it at ``remote_gbps`` plus one round trip, then copies it;
@@ -33,6 +39,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from lmikit import sizing
@@ -56,6 +63,17 @@ class EngineModel:
     host_to_gpu_gbps: float
     nvme_read_gbps: float
     coeff: Coefficients = field(default_factory=Coefficients)
+    hidden_size: int = 0
+    pcie_allreduce_gbps: float = 0.0  # >0: TP all-reduces cross PCIe at most this fast
+
+    def allreduce_s(self, tokens: int) -> float:
+        """Seconds a step of ``tokens`` waits for its all-reduces over PCIe (0 on one GPU or
+        over NVLink): 2 per layer of ``tokens x hidden_size`` bf16 values, each GPU sending
+        2 (TP - 1) / TP of them through its link."""
+        if self.tp == 1 or self.pcie_allreduce_gbps <= 0 or tokens <= 0:
+            return 0.0
+        per_gpu = 2 * self.layers * tokens * self.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
+        return per_gpu / (self.pcie_allreduce_gbps * 1e9)
 
     def prefill_s(self, new_tokens: int, context_tokens: int) -> float:
         """Seconds of GPU time to prefill ``new_tokens`` after ``context_tokens`` cached:
@@ -63,8 +81,9 @@ class EngineModel:
         if new_tokens <= 0:
             return 0.0
         steps = -(-new_tokens // self.coeff.prefill_chunk_tokens)
-        return max(self._prefill_compute_s(new_tokens, context_tokens),
-                   steps * self._step_memory_s(context_tokens))
+        return (max(self._prefill_compute_s(new_tokens, context_tokens),
+                    steps * self._step_memory_s(context_tokens))
+                + self.allreduce_s(new_tokens))
 
     def _prefill_compute_s(self, new_tokens: int, context_tokens: int) -> float:
         flops = sizing.prefill_flops(self.active_params, self.layers, self.attention_dim,
@@ -92,7 +111,7 @@ class EngineModel:
         if batch <= 0:
             return 0.0
         return (max(self._step_memory_s(context_tokens), self._decode_compute_s(batch))
-                + self.step_overhead_s)
+                + self.step_overhead_s + self.allreduce_s(batch))
 
     def mixed_prefill_s(self, new_tokens: int, context_tokens: int, batch: int,
                         batch_context_tokens: int) -> tuple[float, int]:
@@ -112,7 +131,8 @@ class EngineModel:
         compute = (self._prefill_compute_s(new_tokens, context_tokens)
                    + steps * self._decode_compute_s(batch))
         memory = steps * self._step_memory_s(batch_context_tokens)
-        return max(compute, memory) + steps * self.step_overhead_s, steps
+        return (max(compute, memory) + steps * self.step_overhead_s
+                + self.allreduce_s(new_tokens + steps * batch), steps)
 
     def _to_gpu_s(self, tokens: int, efficiency: float) -> float:
         per_gpu = tokens * self.kv_bytes_per_token / self.tp
@@ -141,10 +161,7 @@ class EngineModel:
         return self._to_gpu_s(tokens, self.coeff.cpu_store_efficiency)
 
     def with_coefficients(self, coeff: Coefficients) -> EngineModel:
-        return EngineModel(self.active_params, self.layers, self.attention_dim, self.tp,
-                           self.tflops_per_gpu, self.hbm_gbps, self.weight_bytes,
-                           self.kv_bytes_per_token, self.host_to_gpu_gbps,
-                           self.nvme_read_gbps, coeff)
+        return dataclasses.replace(self, coeff=coeff)
 
 
 def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
@@ -164,7 +181,8 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
         weight_bytes=weight_bytes if weight_bytes is not None else geo.weight_bytes,
         kv_bytes_per_token=geo.kv_bytes_per_token(kv_dtype_bytes) * geo.kv_replication(tp),
         host_to_gpu_gbps=inst.host_to_gpu_gbps, nvme_read_gbps=inst.nvme_read_gbps,
-        coeff=coeff or Coefficients(),
+        coeff=coeff or Coefficients(), hidden_size=geo.hidden_size,
+        pcie_allreduce_gbps=0.0 if inst.nvlink else inst.host_to_gpu_gbps,
     )
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -102,6 +103,31 @@ def test_one_gpu_decode_step_matches_public_vllm_runs(tmp_path: Path) -> None:
         assert 1 / 1.25 < predicted / measured < 1.25, (predicted, measured)
     tp_figure = l4.with_coefficients(c.replace(decode_step_overhead_s=c.tp_decode_step_overhead_s))
     assert tp_figure.decode_step_s(1, 256 + 64) / 5.1e-3 > 1.6
+
+
+def test_tensor_parallel_all_reduces_over_pcie_are_costed_at_the_link_rate() -> None:
+    # Rule: on an instance whose GPUs have no NVLink, a tensor-parallel step of T tokens
+    # also waits for 2 all-reduces per layer of T x hidden_size bf16 values, of which each
+    # GPU sends 2 (TP - 1) / TP through its own PCIe link (no all-reduce sends less), at
+    # the catalog's host<->GPU rate (25 GB/s on Gen4): a floor. Qwen2.5-7B: 28 layers,
+    # hidden 3,584.
+    g = engine_for("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=4)
+    per_token = 2 * 28 * 3_584 * 2 * 2 * 3 / 4  # bytes each GPU sends per token of a step
+    bare = dataclasses.replace(g, pcie_allreduce_gbps=0.0)
+    assert g.allreduce_s(8_192) == pytest.approx(8_192 * per_token / 25e9)
+    assert g.prefill_s(8_192, 0) == pytest.approx(bare.prefill_s(8_192, 0)
+                                                  + 8_192 * per_token / 25e9)
+    assert g.decode_step_s(64, 64_000) == pytest.approx(bare.decode_step_s(64, 64_000)
+                                                        + 64 * per_token / 25e9)
+    mixed, steps = g.mixed_prefill_s(20_000, 0, 100, 300_000)
+    assert mixed == pytest.approx(bare.mixed_prefill_s(20_000, 0, 100, 300_000)[0]
+                                  + (20_000 + steps * 100) * per_token / 25e9)
+    # so TP 4 over PCIe prefills 8K tokens less than twice as fast as one L40S, not 4x
+    one = engine_for("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge")
+    assert 1.5 < one.prefill_s(8_192, 0) / g.prefill_s(8_192, 0) < 2
+    # one GPU, or GPUs joined by NVSwitch: nothing added
+    assert one.allreduce_s(8_192) == 0
+    assert engine_for("Qwen/Qwen2.5-7B-Instruct", P4DE, tp=4).allreduce_s(8_192) == 0
 
 
 def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trip() -> None:

@@ -379,3 +379,20 @@ def test_a_calibrated_what_if_plan_of_a_model_outside_the_catalog_reads_its_conf
     data = json.loads(r.stdout)
     assert data["calibration"]["coefficients"]["prefill_mfu"] == pytest.approx(0.4, rel=0.05)
     assert data["kv_bytes_per_token"] == 64 * 2 * 8 * 128 * 2
+
+
+def test_tensor_parallel_over_pcie_is_noted_as_a_floor() -> None:
+    def notes(instance: str, tp: str) -> list[str]:
+        r = lmikit("simulate", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance", instance,
+                   "--tp", tp, "--workload", "long-doc-qa", "--documents", "4",
+                   "--kv-cache", "off", "--json")
+        assert r.exit_code == 0, r.output
+        got: list[str] = json.loads(r.stdout)["notes"]
+        return got
+
+    assert notes("ml.g6e.12xlarge", "4") == [
+        "ml.g6e.12xlarge's GPUs have no NVLink: the all-reduces of its 4 tensor-parallel ranks "
+        "are costed at their floor over PCIe (25 GB/s a GPU), so prefill and decode times are "
+        "lower bounds; measure them with lmikit bench."]
+    assert notes("ml.p4de.24xlarge", "4") == []
+    assert notes("ml.g6e.12xlarge", "1") == []
