@@ -493,6 +493,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            f"layer per step, each GPU sending {2 * (i.tp - 1) / i.tp:g}x the step's bf16 "
            f"activations at most at {inst.host_to_gpu_gbps:g} GB/s, a floor"]
           if i.tp > 1 and not inst.nvlink else []),
+        *(["tensor-parallel all-reduces over NVLink are not costed in the prefill; a decode "
+           "step's are in its fixed overhead (docs/planner.md, the decode step at tensor "
+           "parallel 1 and above)"] if i.tp > 1 and inst.nvlink else []),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "
