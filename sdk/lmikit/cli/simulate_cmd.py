@@ -181,9 +181,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
             "coefficients": dep.engine.coeff.to_dict(), "seed": seed}
         if calibration is not None:
             data["calibration"] = calibration.to_dict()
-        from lmikit.sim.scenario import engine_notes, reading_notes
-
-        data["notes"] = engine_notes(dep) + reading_notes(results, dep, work)
+        data["notes"] = _notes(results, dep, work)
         echo_json(data)
     else:
         _print(results, dep, work, calibration)
@@ -266,6 +264,13 @@ def _secs(x: float) -> str:
     return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
 
 
+def _notes(results: list[ScenarioResult], dep: Deployment, work: Workload) -> list[str]:
+    """What the table cannot say by itself: what the engine only bounds, then the caches."""
+    from lmikit.sim.scenario import engine_notes, reading_notes
+
+    return engine_notes(dep) + reading_notes(results, dep, work)
+
+
 def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
            calibration: Any) -> None:
     from rich.console import Console
@@ -290,9 +295,7 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
                   "-" if r.usd_per_1k_tokens is None else f"${r.usd_per_1k_tokens:.4f}")
     console.print(t)
     console.print(f"Price: {results[0].price_source}", highlight=False)
-    from lmikit.sim.scenario import engine_notes, reading_notes
-
-    for note in engine_notes(dep) + reading_notes(results, dep, work):
+    for note in _notes(results, dep, work):
         console.print(f"Note: {note}", highlight=False)
     if calibration is not None:
         for line in calibration.summary():

@@ -66,11 +66,16 @@ class EngineModel:
     hidden_size: int = 0
     pcie_allreduce_gbps: float = 0.0  # >0: TP all-reduces cross PCIe at most this fast
 
+    @property
+    def allreduces_cross_pcie(self) -> bool:
+        """Tensor parallel on GPUs without NVLink: its all-reduces are costed over PCIe."""
+        return self.tp > 1 and self.pcie_allreduce_gbps > 0
+
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` waits for its all-reduces over PCIe (0 on one GPU or
         over NVLink): 2 per layer of ``tokens x hidden_size`` bf16 values, each GPU sending
         2 (TP - 1) / TP of them through its link."""
-        if self.tp == 1 or self.pcie_allreduce_gbps <= 0 or tokens <= 0:
+        if not self.allreduces_cross_pcie or tokens <= 0:
             return 0.0
         per_gpu = 2 * self.layers * tokens * self.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
         return per_gpu / (self.pcie_allreduce_gbps * 1e9)

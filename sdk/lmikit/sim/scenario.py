@@ -311,7 +311,7 @@ def repeated_tokens(work: Workload) -> int:
 def engine_notes(dep: Deployment) -> list[str]:
     """What the engine model only bounds for this deployment: tensor parallel over PCIe."""
     e = dep.engine
-    if e.tp > 1 and e.pcie_allreduce_gbps > 0:
+    if e.allreduces_cross_pcie:
         return [f"{dep.instance_type}'s GPUs have no NVLink: the all-reduces of its {e.tp} "
                 "tensor-parallel ranks are costed at their floor over PCIe "
                 f"({e.pcie_allreduce_gbps:g} GB/s a GPU), so prefill and decode times are lower "
