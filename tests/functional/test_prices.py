@@ -383,16 +383,24 @@ def test_cli_rejects_a_bad_price_file_with_its_reason(cli: Any, tmp_path: Path) 
 
 
 def test_cli_render_grafana_prices_from_the_file(cli: Any, tmp_path: Path) -> None:
-    spec = "examples/docqa-qwen7b.yaml"  # ml.g6e.2xlarge in us-east-1: not in lmikit's table
+    spec = "examples/rag-qwen72b-nvme.yaml"  # ml.p4de.24xlarge in us-west-2: not in the table
     plain = cli("render", spec, "-t", "grafana")
     assert plain.exit_code == 0, plain.output
-    assert "$n/a/h: no list price for ml.g6e.2xlarge in us-east-1" in plain.output
-    table = _file(tmp_path, [{**ROW, "region": "us-east-1", "instance_type": "ml.g6e.2xlarge",
-                              "usd_per_hour": 2.5, "usage_type": "USE1-Host:ml.g6e.2xlarge"}])
+    assert "$n/a/h: no list price for ml.p4de.24xlarge in us-west-2" in plain.output
+    table = _file(tmp_path, [{**ROW, "region": "us-west-2", "instance_type": "ml.p4de.24xlarge",
+                              "usd_per_hour": 47.5,
+                              "usage_type": "USW2-Host:ml.p4de.24xlarge"}])
     priced = cli("render", spec, "-t", "grafana", "--prices", str(table))
     assert priced.exit_code == 0, priced.output
+    assert "$47.5/h: AWS Price List Query API" in priced.output
+    assert "usage type USW2-Host:ml.p4de.24xlarge" in priced.output
+    # the file comes first where the shipped table also lists the type
+    docqa = "examples/docqa-qwen7b.yaml"  # ml.g6e.2xlarge in us-east-1
+    assert "$2.8026/h: AWS Price List bulk file" in cli("render", docqa, "-t", "grafana").output
+    table = _file(tmp_path, [{**ROW, "region": "us-east-1", "instance_type": "ml.g6e.2xlarge",
+                              "usd_per_hour": 2.5, "usage_type": "USE1-Host:ml.g6e.2xlarge"}])
+    priced = cli("render", docqa, "-t", "grafana", "--prices", str(table))
     assert "$2.5/h: AWS Price List Query API" in priced.output
-    assert "usage type USE1-Host:ml.g6e.2xlarge" in priced.output
 
 
 def test_cli_simulate_region_is_for_the_what_if_form_only(cli: Any) -> None:
@@ -409,9 +417,11 @@ def test_cli_simulate_region_is_for_the_what_if_form_only(cli: Any) -> None:
 def test_shipped_table_is_what_docs_planner_says() -> None:
     g5 = {f"ml.g5.{s}" for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge",
                                  "24xlarge", "48xlarge")}
-    g6 = {f"ml.g6.{s}" for s in ("2xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")}
+    g6 = {f"ml.g6.{s}" for s in ("xlarge", "2xlarge", "12xlarge", "16xlarge", "24xlarge",
+                                 "48xlarge")}
+    g6e = {f"ml.g6e.{s}" for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")}
     assert {region for region, _ in PRICES} == {"us-east-1"}
-    assert {name for _, name in PRICES} == g5 | g6 | {"ml.p4d.24xlarge", "ml.p5.48xlarge"}
+    assert {name for _, name in PRICES} == g5 | g6 | g6e | {"ml.p4d.24xlarge", "ml.p5.48xlarge"}
     assert all(p.source and p.as_of for p in PRICES.values())
 
 

@@ -55,14 +55,14 @@ def test_plan_cost_uses_table_price_with_source() -> None:
 
 
 def test_plan_cost_without_known_price_says_so() -> None:
-    spec, plan = load_example("docqa-qwen7b")
+    spec, plan = load_example("rag-qwen72b-nvme")  # ml.p4de.24xlarge in us-west-2
     cost = plan_cost(spec, plan)
     assert cost.usd_per_1k_tokens is None
     assert "no list price" in cost.price_source
 
 
 def test_given_price_adds_live_cost_panel() -> None:
-    spec, plan = load_example("docqa-qwen7b")
+    spec, plan = load_example("rag-qwen72b-nvme")  # no listed price
     titles = [p["title"] for p in grafana_dashboard(spec, plan, hourly_price_usd=3.0)["panels"]]
     assert "Cost per 1K tokens (live estimate)" in titles
     titles = [p["title"] for p in grafana_dashboard(spec, plan)["panels"]]

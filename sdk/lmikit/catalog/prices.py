@@ -2,8 +2,9 @@
 
 Standard library only. Only prices with a public source are listed; anything else has no
 price (callers say so, or take one from the user). No public copy of AWS's price list
-was found for ml.g6.xlarge-8xlarge, ml.g6e.*, ml.p4de, ml.p5e, ml.p5en, ml.p5.4xlarge or
-ml.p6-b200, nor for any region other than us-east-1: those stay unpriced here.
+was found for ml.g6.4xlarge, ml.g6.8xlarge, ml.g6e.16xlarge-48xlarge, ml.p4de, ml.p5e,
+ml.p5en, ml.p5.4xlarge or ml.p6-b200, nor for any region other than us-east-1: those stay
+unpriced here.
 
 For every other type and region, ``lmikit prices fetch`` reads AWS's own price list
 (:mod:`lmikit.catalog.price_list`) into a *price file*, a :class:`PriceTable` that
@@ -58,6 +59,26 @@ _FMBENCH_USD = {
     "ml.g6.12xlarge": 5.752, "ml.g6.16xlarge": 4.246, "ml.g6.24xlarge": 8.344,
     "ml.g6.48xlarge": 16.688, "ml.p5.48xlarge": 113.068,
 }
+# AWS's Price List for AmazonSageMaker in us-east-1, its real-time hosting rows (usage type
+# USE1-Host:<type>), as two public documents quote it. Neither copy of the list was read here.
+# 1. A research note of 2026-10-06 on SageMaker JumpStart speech-to-text models, which read
+#    the bulk file https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/
+#    current/us-east-1/index.csv at version 20261005212151 (published 2026-10-05T21:21:51Z)
+#    and quotes its rows to four decimals. Its ml.g5.2xlarge, ml.g6.2xlarge and
+#    ml.g6.16xlarge rows (1.515, 1.222, 4.246) are the fmbench figures above.
+# 2. A cost model for image-generation hosting, rates "captured 2026-08-17T23:40:00Z from the
+#    AWS Pricing API" (`aws pricing get-products --service-code AmazonSageMaker`) and used
+#    for real-time and asynchronous endpoints; mostly to the cent. Its ml.g6e.2xlarge and
+#    ml.g6e.12xlarge (2.80, 13.12) are the bulk file's rounded; its ml.g5.xlarge and
+#    ml.g5.2xlarge (1.408, 1.515) are fmbench's.
+_BULK = ("AWS Price List bulk file AmazonSageMaker us-east-1, version 20261005212151, usage "
+         "type USE1-Host:{name}, as quoted by a public 2026-10-06 research note")
+_BULK_DATE = "2026-10-05"
+_BULK_USD = {"ml.g6.xlarge": 1.1267, "ml.g6e.2xlarge": 2.8026, "ml.g6e.12xlarge": 13.1158}
+_QUERY = ("AWS Price List Query API (AmazonSageMaker, us-east-1, real-time hosting), read "
+          "2026-08-17, as quoted by a public image-generation cost model")
+_QUERY_DATE = "2026-08-17"
+_QUERY_USD = {"ml.g6e.xlarge": 2.61, "ml.g6e.4xlarge": 3.76, "ml.g6e.8xlarge": 5.6607}
 PRICES: dict[tuple[str, str], Price] = {
     ("us-east-1", "ml.g5.xlarge"): Price(
         1.41, "us-east-1", "2025-10", "zircon.tech 'Real cost of running AI models on "
@@ -66,6 +87,10 @@ PRICES: dict[tuple[str, str], Price] = {
     ("us-east-1", "ml.p4d.24xlarge"): Price(37.69, "us-east-1", "2026-03-15", _WRING),
     **{("us-east-1", name): Price(usd, "us-east-1", _FMBENCH_DATE, _FMBENCH)
        for name, usd in _FMBENCH_USD.items()},
+    **{("us-east-1", name): Price(usd, "us-east-1", _BULK_DATE, _BULK.format(name=name))
+       for name, usd in _BULK_USD.items()},
+    **{("us-east-1", name): Price(usd, "us-east-1", _QUERY_DATE, _QUERY)
+       for name, usd in _QUERY_USD.items()},
 }
 
 

@@ -111,7 +111,20 @@ def test_us_east_1_gpu_prices_agree_where_two_sources_list_one() -> None:
         listed = hourly_price(name, "us-east-1")
         assert listed is not None and "fmbench" not in listed.source
     assert hourly_price("ml.p5.48xlarge", "us-east-1").usd == 113.068  # type: ignore[union-attr]
-    assert hourly_price("ml.g6e.2xlarge", "us-east-1") is None  # no public copy found
+    assert hourly_price("ml.g6e.48xlarge", "us-east-1") is None  # no public copy found
+
+
+def test_g6e_prices_agree_where_both_quotes_of_aws_price_list_list_one() -> None:
+    # the cost model (Query API, 2026-08-17) rounds these two to the cent; the research note
+    # quotes the bulk file of 2026-10-05 to four decimals
+    cost_model = {"ml.g6e.2xlarge": 2.80, "ml.g6e.12xlarge": 13.12}
+    for name, usd in cost_model.items():
+        listed = hourly_price(name, "us-east-1")
+        assert listed is not None and "20261005212151" in listed.source
+        assert round(listed.usd, 2) == usd
+    sizes = ("xlarge", "2xlarge", "4xlarge", "8xlarge")  # one L40S each, more host
+    usd = [hourly_price(f"ml.g6e.{size}", "us-east-1").usd for size in sizes]  # type: ignore[union-attr]
+    assert usd == sorted(usd) and len(set(usd)) == len(usd)
 
 
 def test_deployment_knows_the_max_model_len_vllm_would_run_with() -> None:
