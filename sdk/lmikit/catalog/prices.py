@@ -273,6 +273,19 @@ def price_or_reason(instance_type: str, region: str, hourly_price_usd: float | N
             + "; `lmikit prices fetch` reads it from AWS")
 
 
+def usd_text(usd: float, digits: int = 3) -> str:
+    """A small cost in dollars with ``digits`` significant figures and at least four decimals,
+    so that costs per 1K tokens that differ are printed differently.
+
+    >>> usd_text(0.0000561), usd_text(0.01234567), usd_text(2.5), usd_text(0.0)
+    ('$0.0000561', '$0.0123', '$2.5000', '$0.0000')
+    """
+    if usd <= 0 or not math.isfinite(usd):
+        return f"${usd:.4f}"
+    decimals = max(4, digits - 1 - math.floor(math.log10(usd)))
+    return f"${usd:.{decimals}f}"
+
+
 def listed(table: PriceTable | None = None, regions: Iterable[str] | None = None,
            ) -> list[tuple[str, str, Price]]:
     """Every (region, instance type, price) lmikit would use, the price file's first."""

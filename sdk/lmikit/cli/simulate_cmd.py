@@ -276,6 +276,8 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
     from rich.console import Console
     from rich.table import Table
 
+    from lmikit.catalog.prices import usd_text
+
     console = Console()
     if not console.is_terminal:  # a pipe or file: do not squeeze the table to 80 columns
         console = Console(width=130)
@@ -292,7 +294,7 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
                   f"{r.throughput_tokens_s:,.0f}",
                   "/".join(f"{h[k] * 100:.0f}" for k in ("gpu", "cpu", "disk", "remote")),
                   f"{h['miss']:.0%}", f"{util:.0%}",
-                  "-" if r.usd_per_1k_tokens is None else f"${r.usd_per_1k_tokens:.4f}")
+                  "-" if r.usd_per_1k_tokens is None else usd_text(r.usd_per_1k_tokens))
     console.print(t)
     console.print(f"Price: {results[0].price_source}", highlight=False)
     for note in _notes(results, dep, work):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog.prices import PriceTable, price_or_reason
+from lmikit.catalog.prices import PriceTable, price_or_reason, usd_text
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
@@ -232,7 +232,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         d = d.with_panel(stat.Panel().title("Cost per 1K tokens (live estimate)")
                          .unit("currencyUSD").decimals(5).span(8).height(6)
                          .with_target(_prom(live, "A", "$ / 1K tokens")))
-    planned = "n/a" if cost.usd_per_1k_tokens is None else f"${cost.usd_per_1k_tokens:.5f}"
+    planned = "n/a" if cost.usd_per_1k_tokens is None else usd_text(cost.usd_per_1k_tokens)
     d = d.with_panel(_text("Cost per 1K tokens from the plan (estimate)", "\n".join([
         f"**{planned} per 1K tokens** at full planned load on {plan.instance_type} "
         f"(${price if price is not None else 'n/a'}/h: {cost.price_source}).",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,18 @@ def test_table_output_names_every_scenario() -> None:
                "--kv-cache", "cpu")
     assert r.exit_code == 0
     assert "lmikit simulate" in r.output and r.output.count("random") == 2
+
+
+def test_table_prints_the_default_example_cost_to_three_significant_figures() -> None:
+    # ml.g6e.2xlarge in us-east-1 is listed; its cost per 1K tokens is a few millionths of a
+    # dollar, which four decimals would print as $0.0001 whatever the scenario
+    args = ["simulate", str(DEFAULT_SPEC), *SMALL, "--routing", "random", "--kv-cache", "off"]
+    (row,) = json.loads(lmikit(*args, "--json").output)["results"]
+    usd = row["usd_per_1k_tokens"]
+    assert usd is not None and 1e-6 < usd < 1e-3
+    text = lmikit(*args).output
+    assert f"${usd:.{2 - math.floor(math.log10(usd))}f}" in text
+    assert "version 20261005212151" in text
 
 
 @pytest.mark.parametrize(("args", "flag", "message"), [
