@@ -297,7 +297,10 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
 
     def loss(x: list[float]) -> float:
         nonlocal evaluations
-        value = _loss(dep, bench, coeff_at(x))
+        # past a bound of 1.0 the coefficient is held at 1.0; the penalty keeps the simplex
+        # from wandering on that plateau and leads it back to the bound
+        value = _loss(dep, bench, coeff_at(x)) + sum(
+            v * v for name, v in zip(names, x, strict=True) if name in BOUNDED and v > 0)
         evaluations += 1
         if progress is not None:
             progress(evaluations, max_evaluations)

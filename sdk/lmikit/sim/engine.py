@@ -18,6 +18,9 @@ Rules (each has a unit test):
   TP 2 and above, where each step also waits for two all-reduces per layer;
 - a prefill beside running sequences shares vLLM's mixed steps with them
   (:meth:`EngineModel.mixed_prefill_s`): one pass over weights and KV per step serves both;
+- a step's token budget left over by the prefill that ends in it goes to the next prompt
+  waiting (vLLM's scheduler fills each step from several requests): those tokens add only
+  their FLOPs to the step (:meth:`EngineModel.packed_prefill_s`);
 - a tensor-parallel engine whose GPUs have no NVLink (``pcie_allreduce_gbps`` set) also
   waits for its all-reduces to cross PCIe: two per layer, each of the step's tokens x
   ``hidden_size`` bf16 activations, of which every GPU must send 2 (TP - 1) / TP through its
@@ -131,13 +134,24 @@ class EngineModel:
         """
         if batch <= 0:
             return self.prefill_s(new_tokens, context_tokens), 0
-        room = max(1, self.coeff.prefill_chunk_tokens - batch)
+        room = self.step_budget(batch)
         steps = max(1, -(-new_tokens // room))
         compute = (self._prefill_compute_s(new_tokens, context_tokens)
                    + steps * self._decode_compute_s(batch))
         memory = steps * self._step_memory_s(batch_context_tokens)
         return (max(compute, memory) + steps * self.step_overhead_s
                 + self.allreduce_s(new_tokens + steps * batch), steps)
+
+    def step_budget(self, batch: int) -> int:
+        """Prompt tokens one step computes beside ``batch`` decoding sequences."""
+        return max(1, self.coeff.prefill_chunk_tokens - max(0, batch))
+
+    def packed_prefill_s(self, new_tokens: int, context_tokens: int) -> float:
+        """Seconds ``new_tokens`` of a prompt add to a step another prefill pays for: their
+        FLOPs (and all-reduces over PCIe); the step's reads and overhead are paid."""
+        if new_tokens <= 0:
+            return 0.0
+        return self._prefill_compute_s(new_tokens, context_tokens) + self.allreduce_s(new_tokens)
 
     def _to_gpu_s(self, tokens: int, efficiency: float) -> float:
         per_gpu = tokens * self.kv_bytes_per_token / self.tp

@@ -48,7 +48,13 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    retrieve from each tier, the last for the store of new full chunks to CPU (LMCache on),
    and each for the prefill of its tokens + one decode step of the running batch per step
    of the token budget: chunked prefill mixes them into the same steps
-   (:meth:`EngineModel.mixed_prefill_s`).
+   (:meth:`EngineModel.mixed_prefill_s`). vLLM's scheduler fills each step's budget in
+   order, running requests first, then waiting ones while budget is left
+   (``Scheduler.schedule``), so a prefill that starts as the one before it ends computes
+   its first tokens, up to what that one's last step left of the budget, in that step, at
+   the cost of their FLOPs only (:meth:`EngineModel.packed_prefill_s`); the rest takes
+   steps of its own. Prompts sent together thus share steps, and the first token of each
+   comes at the end of the step that computes its last prompt token.
 3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
 4. Running requests decode together: one token each per step of
    :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
@@ -103,7 +109,7 @@ class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
-                 "base_sum", "resumed", "stalled", "pf", "peak")
+                 "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
@@ -142,10 +148,14 @@ class _Copy:
         # hit tokens, new tokens, retrieve seconds, store seconds]
         self.pf: list[float] = []
         self.peak = 0.0  # highest KV usage seen after an event
+        # prompt tokens the last prefill's last step left of its budget, and when it ended:
+        # a prefill starting then computes that many of its tokens in that step
+        self.spare = 0
+        self.spare_t = -1.0
 
     def step_chunk(self) -> int:
         """Prompt tokens one step computes: vLLM's budget less a token per running decode."""
-        return max(1, self.engine.coeff.prefill_chunk_tokens - len(self.running))
+        return self.engine.step_budget(len(self.running))
 
     @property
     def queued(self) -> int:
@@ -439,18 +449,30 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         computed = int(taken) - int(retrieved) if not first else 0
         k = m - loads
         duration = retrieve_s if first else 0.0
-        if taken + m >= total:
+        ends = taken + m >= total
+        if ends:
             duration += store_s
         ctx = int(hit) + computed
+        # vLLM fills a step's token budget from the next waiting request: the prompt tokens
+        # that go into the step the last prefill ended with add only their FLOPs to it
+        packed = min(k, c.spare) if first and c.spare_t == t else 0
+        duration += c.engine.packed_prefill_s(packed, ctx)
+        rest = k - packed
         c.pf[1] = taken + m
         c.prefill_rate = 0.0
-        if nrun:
-            # chunked prefill: each step of the token budget also advances every decode
-            body, steps = c.engine.mixed_prefill_s(k, ctx, nrun, int(c.ctx_const + nrun * c.D))
-            duration += body
-            c.prefill_rate = steps / duration if duration > 0 else 0.0
+        if rest or not packed:
+            if nrun:
+                # chunked prefill: each step of the token budget also advances every decode
+                body, steps = c.engine.mixed_prefill_s(rest, ctx + packed, nrun,
+                                                       int(c.ctx_const + nrun * c.D))
+                duration += body
+                c.prefill_rate = steps / duration if duration > 0 else 0.0
+            else:
+                duration += c.engine.prefill_s(rest, ctx + packed)
+            c.spare = -rest % c.engine.step_budget(nrun)
         else:
-            duration += c.engine.prefill_s(k, ctx)
+            c.spare -= packed
+        c.spare_t = t + duration if ends else -1.0
         advance(c, t)
         reschedule(c, t)
         push(t + duration, PREFILL_DONE, c)

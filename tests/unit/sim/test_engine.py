@@ -51,6 +51,20 @@ def test_a_short_prefill_takes_at_least_one_pass_over_weights_and_cached_kv() ->
     assert m.prefill_s(8_000, 0) == pytest.approx(flops / (2 * 312e12 * c.prefill_mfu))
 
 
+def test_a_prompt_packed_into_a_step_already_paid_for_costs_only_its_flops() -> None:
+    m = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+    budget = m.coeff.prefill_chunk_tokens
+    assert m.step_budget(0) == budget and m.step_budget(100) == budget - 100
+    assert m.step_budget(10 * budget) == 1
+    # alone, 32 tokens pay a step's pass over the weights; packed, their FLOPs, which grow
+    # with the tokens
+    assert m.packed_prefill_s(32, 0) < m.prefill_s(32, 0) / 2
+    assert m.packed_prefill_s(64, 0) == pytest.approx(2 * m.packed_prefill_s(32, 0), rel=0.01)
+    assert m.packed_prefill_s(0, 0) == 0.0
+    # compute-bound, packing changes nothing
+    assert m.packed_prefill_s(8_000, 0) == pytest.approx(m.prefill_s(8_000, 0))
+
+
 def test_decode_step_is_weights_plus_kv_over_bandwidth() -> None:
     # Rule: weights + KV per GPU over the achieved bandwidth, plus the step overhead: one
     # GPU's (decode_step_overhead_s) at TP 1, a tensor-parallel engine's

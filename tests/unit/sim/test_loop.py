@@ -170,6 +170,34 @@ def test_prefill_beside_a_batch_runs_in_mixed_steps() -> None:
     assert m.mixed_prefill_s(1_000, 0, 0, 0) == (m.prefill_s(1_000, 0), 0)
 
 
+def test_prompts_queued_together_fill_one_step_budget_in_order() -> None:
+    # vLLM's Scheduler.schedule (vllm/v1/core/sched/scheduler.py) gives each step's token
+    # budget to the running requests, then to waiting ones while budget is left: three
+    # 32-token prompts sent together take one step's read of the weights, not three, and
+    # the two behind the first add only their FLOPs to it
+    out = run(trace(*[(0.0, [(i, 32)], 1) for i in (1, 2, 3)]), [copy()], LeastOutstanding())
+    alone = ENGINE.prefill_s(32, 0)
+    packed = ENGINE.packed_prefill_s(32, 0)
+    assert out.ttft[0] == pytest.approx(tok(32) + alone + 0.01)
+    assert out.ttft[1] - out.ttft[0] == pytest.approx(packed)
+    assert out.ttft[2] - out.ttft[1] == pytest.approx(packed)
+    assert packed < alone / 2  # 32 tokens alone pay for a pass over 16 GB of weights
+
+
+def test_a_prompt_takes_what_the_step_before_left_and_pays_steps_for_the_rest() -> None:
+    budget = ENGINE.coeff.prefill_chunk_tokens
+    first, second = budget - 192, 1_000  # the first prefill's one step leaves 192 tokens
+    # the second is sent once the first is queued, and queues while it prefills
+    out = run(trace((0.0, [(1, first)], 1), (tok(first), [(2, second)], 1)), [copy()],
+              LeastOutstanding())
+    assert out.ttft[1] - out.ttft[0] == pytest.approx(
+        ENGINE.packed_prefill_s(192, 0) + ENGINE.prefill_s(second - 192, 192))
+    # sent after the first prefill ended, the same prompt has no step to share
+    late = run(trace((0.0, [(1, first)], 1), (2.0, [(2, second)], 1)), [copy()],
+               LeastOutstanding())
+    assert late.ttft[1] - 2.0 == pytest.approx(tok(second) + ENGINE.prefill_s(second, 0) + 0.01)
+
+
 def test_output_takes_room_as_generated_and_the_newest_is_preempted_when_full() -> None:
     # 1,000 + 1,000 prompt tokens fit a 4,000-token pool, 2 x 3,000 with outputs do not:
     # the second starts at once (vLLM allocates output blocks as they fill), is preempted

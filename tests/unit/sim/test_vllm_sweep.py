@@ -17,9 +17,12 @@ prefills mixed into them), against the published median inter-token gap.
 What the replay shows: decode and throughput are within 1.5x at every concurrency (within 15%
 up to 8 in flight; at one in flight the published 168 tokens/s is 12% below 128 tokens over
 the published E2E p50, a gap between one request's end and the next send that the replay
-does not have), and the first token only at one in flight. The published TTFT p50 grows 5x
-from 1 to 32 in flight (27 to 135 ms) while the simulated one stays near 26 ms; we have not
-modelled why (docs/planner.md, "The decode step at tensor parallel 1 and above").
+does not have). The first token is within 1.5x at one and two in flight, and its growth with
+concurrency is reproduced in part: requests that start together finish together, so the
+closed loop sends its next prompts in bursts that queue for the steps' token budget, which
+vLLM fills from several prompts at once (modelled). The published TTFT p50 grows 5x from 1
+to 32 in flight (27 to 135 ms), the simulated one 3.3x (25 to 83 ms); the rest is not
+modelled (docs/planner.md, "The decode step at tensor parallel 1 and above").
 """
 
 from __future__ import annotations
@@ -75,9 +78,15 @@ def test_decode_and_throughput_follow_the_published_sweep(concurrency: int,
             assert abs(ratio - 1) < 0.15, (concurrency, name, ratio)
 
 
-def test_the_first_token_matches_alone_and_not_under_load(tmp_path_factory) -> None:
+def test_the_first_token_grows_with_concurrency_but_less_than_published(
+        tmp_path_factory) -> None:
     base = str(tmp_path_factory.getbasetemp())
-    ttft = {c: replay(c, base)[1] / PUBLISHED[c][1] for c in PUBLISHED}
-    assert 1 / 1.5 < ttft[1] < 1.5
-    # what the simulator does not reproduce: the published TTFT grows 5x with concurrency
-    assert all(ttft[c] < 1 / 1.5 for c in (4, 8, 16, 32)), ttft
+    ttft = {c: replay(c, base)[1] for c in PUBLISHED}
+    ratio = {c: ttft[c] / PUBLISHED[c][1] for c in PUBLISHED}
+    assert all(1 / 1.5 < ratio[c] < 1.5 for c in (1, 2)), ratio
+    # bursts of prompts queue for the token budget: the simulated TTFT grows 3x from 1 to 32
+    # in flight (it stayed flat while each prompt had steps of its own); published, 5x
+    assert ttft[32] > 3 * ttft[1]
+    assert all(ttft[a] < ttft[b] for a, b in ((1, 4), (4, 8), (8, 16), (16, 32))), ttft
+    # what is not reproduced: from 4 in flight the simulated TTFT is under 1 / 1.5 of it
+    assert all(ratio[c] < 1 / 1.5 for c in (4, 8, 16, 32)), ratio
