@@ -423,6 +423,12 @@ def test_shipped_table_is_what_docs_planner_says() -> None:
     assert {region for region, _ in PRICES} == {"us-east-1"}
     assert {name for _, name in PRICES} == g5 | g6 | g6e | {"ml.p4d.24xlarge", "ml.p5.48xlarge"}
     assert all(p.source and p.as_of for p in PRICES.values())
+    # the catalog's types the module docstring names as unpriced
+    from lmikit.catalog.instances import INSTANCES
+    assert set(INSTANCES) - {name for _, name in PRICES} == {
+        "ml.g5.16xlarge", "ml.g6.4xlarge", "ml.g6.8xlarge", "ml.g6e.16xlarge", "ml.g6e.24xlarge",
+        "ml.g6e.48xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5e.48xlarge",
+        "ml.p5en.48xlarge", "ml.p6-b200.48xlarge"}
 
 
 def test_cli_reads_the_price_file_named_by_lmikit_prices(cli: Any, tmp_path: Path,

@@ -2,9 +2,9 @@
 
 Standard library only. Only prices with a public source are listed; anything else has no
 price (callers say so, or take one from the user). No public copy of AWS's price list
-was found for ml.g6.4xlarge, ml.g6.8xlarge, ml.g6e.16xlarge-48xlarge, ml.p4de, ml.p5e,
-ml.p5en, ml.p5.4xlarge or ml.p6-b200, nor for any region other than us-east-1: those stay
-unpriced here.
+was found for ml.g5.16xlarge, ml.g6.4xlarge, ml.g6.8xlarge, ml.g6e.16xlarge-48xlarge,
+ml.p4de, ml.p5e, ml.p5en, ml.p5.4xlarge or ml.p6-b200, nor for any region other than
+us-east-1: those stay unpriced here (``test_prices.py`` holds this list to the catalog).
 
 For every other type and region, ``lmikit prices fetch`` reads AWS's own price list
 (:mod:`lmikit.catalog.price_list`) into a *price file*, a :class:`PriceTable` that
