@@ -469,7 +469,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.prefill_rate = steps / duration if duration > 0 else 0.0
             else:
                 duration += c.engine.prefill_s(rest, ctx + packed)
-            c.spare = -rest % c.engine.step_budget(nrun)
+            c.spare = -rest % ch  # what its last step leaves of the budget
         else:
             c.spare -= packed
         c.spare_t = t + duration if ends else -1.0
