@@ -23,6 +23,7 @@ from lmikit.lora_isolation import check_adapter_sources
 
 if TYPE_CHECKING:
     from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim.engine import EngineModel
     from lmikit.spec import DeploymentSpec
 
 Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
@@ -210,7 +211,8 @@ def _plan(i: PlanInputs) -> Plan:
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
         // per_copy_bytes
 
-    predicted = _predict(i, inst, geo, weight_bytes, remote=tier == "remote")
+    engine = _engine(i, inst, geo, weight_bytes)
+    predicted = _predict(i, engine, inst, remote=tier == "remote")
     cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
     min_memory = (cache_bytes_per_copy + weight_bytes
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
@@ -234,7 +236,7 @@ def _plan(i: PlanInputs) -> Plan:
         disk_capacity_tokens=disk_tokens_used, working_set_tokens=i.context_tokens,
         tier=tier, lmcache=lmcache, predicted=predicted, max_model_len=max_len,
         min_memory_mb=min_memory_mb, cpu_cores=cpu_cores,
-        assumptions=_assumptions(i, inst, geo, replication, volume, tier),
+        assumptions=_assumptions(i, inst, geo, replication, volume, tier, engine),
         warnings=warnings + [f"model: {n}" for n in geo.notes if "sliding" in n]
         + ([late] if late else []),
         startup=start, volume=volume,
@@ -392,12 +394,11 @@ def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: siz
     return out
 
 
-def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
-             weight_bytes: int, remote: bool = False) -> Predicted:
-    """One request alone on an idle copy, costed by the simulator's engine model (with
-    ``i.costs``' coefficients where given). ``remote``: the plan uses a remote tier, so a
-    remote hit (a prefix another copy stored) is costed too."""
-    from lmikit.sim.engine import engine_for, single_request
+def _engine(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
+            weight_bytes: int) -> EngineModel:
+    """The simulator's engine model of this plan (with ``i.costs``' coefficients where
+    given): the TTFT block and the assumptions that state its rules both read it."""
+    from lmikit.sim.engine import engine_for
 
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
@@ -405,6 +406,15 @@ def _predict(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
                         config_path=i.config_path)
     if i.costs is not None:
         engine = engine.with_coefficients(i.costs.coefficients)
+    return engine
+
+
+def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType,
+             remote: bool = False) -> Predicted:
+    """One request alone on an idle copy, costed by ``engine``. ``remote``: the plan uses a
+    remote tier, so a remote hit (a prefix another copy stored) is costed too."""
+    from lmikit.sim.engine import single_request
+
     one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
@@ -462,7 +472,8 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
 
 
 def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
-                 replication: int, volume: su.Volume, tier: Tier) -> list[str]:
+                 replication: int, volume: su.Volume, tier: Tier,
+                 engine: EngineModel) -> list[str]:
     s = sizing
     out = [
         f"KV per token = {geo.num_layers} layers x "
@@ -490,12 +501,13 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
                            i.costs.fitted) if i.costs is not None
           else cost_assumptions(inst, remote=tier == "remote")),
         *([f"tensor-parallel all-reduces cross PCIe ({inst.gpu.name} has no NVLink): 2 per "
-           f"layer per step, each GPU sending {2 * (i.tp - 1) / i.tp:g}x the step's bf16 "
-           f"activations at most at {inst.host_to_gpu_gbps:g} GB/s, a floor"]
-          if i.tp > 1 and not inst.nvlink else []),
+           f"layer per step, each GPU sending {2 * (engine.tp - 1) / engine.tp:g}x the step's "
+           f"bf16 activations at most at {engine.pcie_allreduce_gbps:g} GB/s, a floor"]
+          if engine.allreduces_cross_pcie else []),
         *(["tensor-parallel all-reduces over NVLink are not costed in the prefill; a decode "
            "step's are in its fixed overhead (docs/planner.md, the decode step at tensor "
-           "parallel 1 and above)"] if i.tp > 1 and inst.nvlink else []),
+           "parallel 1 and above)"] if engine.tp > 1 and not engine.allreduces_cross_pcie
+          else []),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from lmikit.catalog.instances import INSTANCES
 from lmikit.errors import PlanError
 from lmikit.loader import load_spec
 from lmikit.plan import plan, plan_spec
@@ -206,3 +207,16 @@ def test_a_tensor_parallel_plan_over_pcie_says_its_all_reduces_are_a_floor():
     assert not [a for a in single.assumptions if "all-reduces" in a]
     # the floor is in the miss's TTFT: four L40Ss over PCIe are not four times one
     assert pcie.predicted.ttft_miss_s > single.predicted.ttft_miss_s / 2
+
+
+@pytest.mark.parametrize("instance_type", sorted(
+    name for name, inst in INSTANCES.items() if inst.gpu_count >= 2))
+def test_the_plan_states_the_all_reduce_rule_the_engine_applies(instance_type):
+    from lmikit.sim.engine import engine_for
+
+    p = plan("Qwen/Qwen2.5-7B-Instruct", instance_type, tp=2)
+    engine = engine_for("Qwen/Qwen2.5-7B-Instruct", instance_type, 2)
+    pcie = [a for a in p.assumptions if a.startswith("tensor-parallel all-reduces cross PCIe")]
+    assert len(pcie) == engine.allreduces_cross_pcie
+    if pcie:  # the rate it names is the one the engine costs them at
+        assert f"at most at {engine.pcie_allreduce_gbps:g} GB/s" in pcie[0]
