@@ -67,3 +67,17 @@ def test_given_price_adds_live_cost_panel() -> None:
     assert "Cost per 1K tokens (live estimate)" in titles
     titles = [p["title"] for p in grafana_dashboard(spec, plan)["panels"]]
     assert "Cost per 1K tokens (live estimate)" not in titles
+
+
+def test_live_cost_panel_prints_the_plans_estimate_to_three_significant_figures() -> None:
+    spec, plan = load_example("docqa-qwen7b")  # listed price; about $0.00007 per 1K tokens
+    board = grafana_dashboard(spec, plan)
+    live = next(p for p in board["panels"] if p["title"] == "Cost per 1K tokens (live estimate)")
+    text = next(p for p in board["panels"]
+                if p["title"] == "Cost per 1K tokens from the plan (estimate)")
+    planned = text["options"]["content"].split("**")[1].split(" per 1K")[0]  # "$0.0000xyz"
+    estimate = float(planned.lstrip("$"))
+    assert estimate < 1e-3  # five decimals would show one significant figure
+    shown = f"{estimate:.{live['fieldConfig']['defaults']['decimals']}f}"
+    assert len(shown.lstrip("0.")) == 3  # three significant figures
+    assert "$" + shown == planned

@@ -280,10 +280,19 @@ def usd_text(usd: float, digits: int = 3) -> str:
     >>> usd_text(0.0000561), usd_text(0.01234567), usd_text(2.5), usd_text(0.0)
     ('$0.0000561', '$0.0123', '$2.5000', '$0.0000')
     """
+    return f"${usd:.{usd_decimals(usd, digits)}f}"
+
+
+def usd_decimals(usd: float, digits: int = 3) -> int:
+    """The decimals that print ``usd`` to ``digits`` significant figures, never fewer than
+    four (what :func:`usd_text` prints; a dashboard panel takes the number).
+
+    >>> usd_decimals(0.0000561), usd_decimals(0.0123), usd_decimals(2.5), usd_decimals(0.0)
+    (7, 4, 4, 4)
+    """
     if usd <= 0 or not math.isfinite(usd):
-        return f"${usd:.4f}"
-    decimals = max(4, digits - 1 - math.floor(math.log10(usd)))
-    return f"${usd:.{decimals}f}"
+        return 4
+    return max(4, digits - 1 - math.floor(math.log10(usd)))
 
 
 def listed(table: PriceTable | None = None, regions: Iterable[str] | None = None,

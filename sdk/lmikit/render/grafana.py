@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog.prices import PriceTable, price_or_reason, usd_text
+from lmikit.catalog.prices import PriceTable, price_or_reason, usd_decimals, usd_text
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.promql import container_queries, selector
@@ -229,8 +229,10 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         instances = (f"count(count by ('{mc.CONTAINER_SOURCE.host_label}') "
                      f"({mc.promql_name('vllm:num_requests_running')}{{{sel}}}))")
         live = f"{price} * {instances} / (3600 * ({q['tokens_per_s'].expr})) * 1000"
+        # as many decimals as print the plan's estimate to three significant figures
+        decimals = usd_decimals(cost.usd_per_1k_tokens or 0.0)
         d = d.with_panel(stat.Panel().title("Cost per 1K tokens (live estimate)")
-                         .unit("currencyUSD").decimals(5).span(8).height(6)
+                         .unit("currencyUSD").decimals(decimals).span(8).height(6)
                          .with_target(_prom(live, "A", "$ / 1K tokens")))
     planned = "n/a" if cost.usd_per_1k_tokens is None else usd_text(cost.usd_per_1k_tokens)
     d = d.with_panel(_text("Cost per 1K tokens from the plan (estimate)", "\n".join([
