@@ -188,7 +188,9 @@ class RunResult:
     arrival: list[float]
     ttft: list[float]
     end: list[float]
-    served: dict[str, list[int]]  # tier -> tokens served from it, per request
+    # tier -> prompt tokens it served, per request: those of its last prefill (a request
+    # preempted and prefilled again is counted once, as it was served the last time)
+    served: dict[str, list[int]]
     copy_of: list[int]
     busy_s: list[float]
     evictions: dict[str, int] = field(default_factory=dict)
@@ -401,8 +403,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 new = keys[pos:]
                 for _, tier in c.tiers:
                     tier.insert(new)
-        for name, tokens in served.items():
-            res.served[name][r.id] = tokens
+        for name, per_request in res.served.items():
+            per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
         new_tokens = max(0, r.prompt_tokens - hit + resumed)
         total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
@@ -542,6 +544,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             c.waiting.append(r)
             advance(c, t)
             admit(c, t)
+            reschedule(c, t)  # admitting may queue or stall a prefill: the pool fills sooner
         elif kind == ENQUEUE:
             assert isinstance(obj, Request)
             c = fleet[version]
@@ -549,6 +552,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             c.waiting.append(obj)
             advance(c, t)
             admit(c, t)
+            reschedule(c, t)
         elif kind == PREFILL_DONE:
             assert isinstance(obj, _Copy)
             c = obj

@@ -326,6 +326,39 @@ def test_random_workloads_finish_in_order_and_overfill_the_pool_by_at_most_a_chu
         assert all(b <= out.makespan_s + 1e-9 for b in out.busy_s), seed
 
 
+def test_random_workloads_over_every_tier_keep_the_pool_and_the_hit_counts_bounded() -> None:
+    # Tighter pools, one-token batches, 256-token budgets, tokenized arrivals, disk and a
+    # remote tier shared by up to three copies. A prefill that an arrival stalls must bring
+    # the preemption of the growing decodes forward (the pool is over by at most a chunk),
+    # and a request preempted and prefilled again counts the tiers of its last prefill
+    # only: its served tokens never exceed its prompt.
+    for seed in range(150):
+        rng = random.Random(seed)
+        eng = engine_for("Qwen/Qwen3-8B", rng.choice(["ml.p4de.24xlarge", "ml.g6e.12xlarge"]),
+                         rng.choice([1, 2]), coeff=Coefficients(
+                             prefill_chunk_tokens=rng.choice([256, 512, 2_048, 8_192])))
+        pool = rng.choice([15, 31, 63, 156]) * 256
+        reqs = []
+        for i in range(rng.randrange(2, 80)):
+            segs = [(rng.randrange(3), rng.randrange(1, 4_000)),
+                    (1_000 + i, rng.randrange(1, 2_000))]
+            reqs.append((rng.uniform(0, rng.choice([0.01, 3, 30])), segs, rng.randrange(1, 800)))
+        reqs = [r for r in sorted(reqs) if sum(n for _, n in r[1]) + r[2] + 256 <= pool]
+        if not reqs:
+            continue
+        full = rng.choice([True, False])
+        cfg = CopyConfig(eng, pool, 256, rng.choice([1, 4, 16, 64]),
+                         cpu_tokens=rng.choice([0, 2_000, 50_000]),
+                         disk_tokens=rng.choice([0, 100_000]), remote=rng.choice([False, True]),
+                         reserve_full_prompt=full)
+        out = run(trace(*reqs), [cfg] * rng.choice([1, 2, 3]), RandomRouter(random.Random(seed)))
+        assert all(a <= t <= e for a, t, e in zip(out.arrival, out.ttft, out.end, strict=True))
+        assert max(out.peak_kv_usage) <= 1 + 1 / (pool // 256) + 1e-9, seed
+        for rid, (_, segs, _) in enumerate(reqs):
+            served = sum(per_request[rid] for per_request in out.served.values())
+            assert served <= sum(n for _, n in segs), (seed, rid)
+
+
 class _Recorder:
     """A router that keeps a clock and hears of finishes, as connection-aware routers do."""
 
