@@ -32,9 +32,10 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    computed stay cached), then the newest decoding one. On readmission a request prefills
    its prompt (prefix-cache hits allowed) and recomputes the tokens it had generated; its
    first token is not sent again. A request bigger than the pool is prefilled alone.
-   Preemption is checked at events, not at every step, so between two events the pool can
-   be over by up to one chunk (``test_loop.py`` holds random workloads to that); vLLM,
-   which checks every step, never is.
+   Preemption is checked at events, not at every step; every event (an arrival too)
+   re-plans the decode event at which the growing decodes fill the pool, so between two
+   events the pool can be over by up to one chunk (``test_loop.py`` holds random workloads
+   to that); vLLM, which checks every step, never is.
 2. Admitted requests prefill one after the other (first come, first served). At the start
    of its prefill a request looks up its chunk keys: vLLM's GPU prefix cache, then LMCache's
    CPU, disk and remote tiers (a prefix match across tiers); only the missing suffix is
