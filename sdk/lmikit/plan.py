@@ -509,7 +509,8 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            "parallel 1 and above)"] if engine.tp > 1 and not engine.allreduces_cross_pcie
           else []),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
-        f"{i.suffix_tokens} new tokens",
+        f"{i.suffix_tokens} new tokens, never its last token (vLLM computes it for the "
+        "logits)",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "
         "of downloaded weights (every copy keeps its own)",
         f"start-up: Hub download {su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 "

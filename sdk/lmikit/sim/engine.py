@@ -227,8 +227,11 @@ def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
     overhead = m.coeff.request_overhead_s + request_tokens * m.coeff.tokenize_s_per_token
     miss = m.prefill_s(request_tokens, 0) + overhead
     matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
-    rest = request_tokens - matched
     stored = sizing.chunk_aligned(request_tokens, chunk_size) - matched
+    # vLLM computes at least the last token, for its logits: a prompt that hits whole (no
+    # suffix, chunk-aligned) prefills that one token after the rest
+    matched = min(matched, request_tokens - 1)
+    rest = request_tokens - matched
     base = m.prefill_s(rest, matched) + overhead
     hits = {tier: base + m.retrieve_s(tier, matched) + (m.store_s(stored) if tier != "gpu"
                                                          else 0.0)

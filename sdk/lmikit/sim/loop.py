@@ -407,7 +407,11 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         for name, per_request in res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
-        new_tokens = max(0, r.prompt_tokens - hit + resumed)
+        # vLLM computes at least the prompt's last token, for its logits: a prompt whose every
+        # token hits prefills that one (vLLM ``KVCacheManager.get_computed_blocks`` caps the
+        # hit at ``num_tokens - 1``; LMCache's ``vllm_v1_adapter.get_num_new_matched_tokens``
+        # recomputes the last token of a full-prompt hit)
+        new_tokens = max(1, r.prompt_tokens - hit + resumed)
         total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
         c.pf = [total, 0, total - new_tokens, hit, new_tokens, retrieve, eng.store_s(stored)]
         segment(c, t)

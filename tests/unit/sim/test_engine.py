@@ -170,6 +170,21 @@ def test_plan_prediction_is_the_engine_single_request() -> None:
         assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
 
 
+def test_a_prompt_that_hits_whole_still_prefills_its_last_token() -> None:
+    # vLLM caps a prefix-cache hit at num_tokens - 1 (KVCacheManager.get_computed_blocks) to
+    # compute the last token's logits: no suffix on a chunk-aligned prompt is not a free hit
+    m = engine_for("Qwen/Qwen3-8B", P4DE)
+    whole = single_request(m, 8_192, 0, 256)
+    overhead = m.coeff.request_overhead_s + 8_192 * m.coeff.tokenize_s_per_token
+    assert (whole.matched_tokens, whole.remainder_tokens) == (8_191, 1)
+    assert whole.hit_s["gpu"] == pytest.approx(overhead + m.prefill_s(1, 8_191))
+    assert m.prefill_s(1, 8_191) >= m.decode_step_s(1, 8_191) - m.step_overhead_s  # one pass
+    # a suffix of one token already leaves the last chunk to prefill
+    assert single_request(m, 8_192, 1, 256).remainder_tokens == 256
+    p = plan("Qwen/Qwen3-8B", P4DE, request_tokens=8_192, suffix_tokens=0).predicted
+    assert p.ttft_hit_s["gpu"] == pytest.approx(whole.hit_s["gpu"], abs=1e-4)
+
+
 def test_a_remote_tier_plan_costs_a_remote_hit_as_the_simulator_does() -> None:
     remote = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="remote",
                   remote_url="redis://cache.internal:6379")

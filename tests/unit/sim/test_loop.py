@@ -40,6 +40,15 @@ def test_lone_request_ttft_is_prefill_plus_overhead() -> None:
     assert out.ttft[0] == pytest.approx(tok(5_000) + ENGINE.prefill_s(5_000, 0) + 0.01)
 
 
+def test_a_prompt_cached_whole_still_prefills_its_last_token() -> None:
+    # a chunk-aligned prompt sent again hits every chunk, but vLLM computes its last token
+    # for the logits (the hit is capped at num_tokens - 1): one pass, not a free first token
+    out = run(trace((0.0, [(1, 512)], 1), (5.0, [(1, 512)], 1)), [copy()], LeastOutstanding())
+    assert out.served["gpu"][1] == 512
+    assert out.ttft[1] - out.arrival[1] == pytest.approx(
+        tok(512) + ENGINE.prefill_s(1, 512) + 0.01)
+
+
 def test_second_request_queues_behind_the_first_prefill() -> None:
     out = run(trace((0.0, [(1, 5_000)], 1), (0.0, [(2, 5_000)], 1)), [copy()],
               LeastOutstanding())
