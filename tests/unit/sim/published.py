@@ -11,6 +11,7 @@ else the honest current band, explained in docs/planner.md.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -180,16 +181,33 @@ ROWS = [
 ]
 
 
+def cells(row: Row) -> tuple[str, str, str, str]:
+    """The published, simulated, ratio and band cells of ``row`` in docs/planner.md's table."""
+    sim = row.simulated()
+    return (f"{row.published:.3g} {row.unit}", f"{sim:.3g} {row.unit}",
+            f"{sim / row.published:.2f}", f"{row.band[0]:.2f}-{row.band[1]:.2f}")
+
+
+def outside(rows: list[Row] | None = None) -> list[Row]:
+    """The rows whose simulated / published ratio is outside 1.5x either way."""
+    return [r for r in (ROWS if rows is None else rows)
+            if not 1 / 1.5 <= r.simulated() / r.published <= 1.5]
+
+
+def mean_abs_log_ratio() -> float:
+    return statistics.fmean(abs(math.log(r.simulated() / r.published)) for r in ROWS)
+
+
 def table() -> str:
     lines = ["| figure | published | simulated | ratio | band held by the test |",
              "|---|---|---|---|---|"]
     for row in ROWS:
-        sim = row.simulated()
-        ratio = sim / row.published
-        lines.append(f"| {row.name} | {row.published:.3g} {row.unit} | {sim:.3g} {row.unit} | "
-                     f"{ratio:.2f} | {row.band[0]:.2f}-{row.band[1]:.2f} |")
+        published, sim, ratio, band = cells(row)
+        lines.append(f"| {row.name} | {published} | {sim} | {ratio} | {band} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover
     print(table())
+    print(f"\n{len(outside())} of {len(ROWS)} outside 1.5x; mean absolute log ratio "
+          f"{mean_abs_log_ratio():.3f}")
