@@ -285,10 +285,16 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             target = min(target, c.D + (max(0, c.gpu.free_tokens()) + 1) / nrun)
         push(t + max(0.0, target - c.D) * step, DECODE, c, c.version)
 
-    def release(c: _Copy, r: Request) -> None:
-        """Back to the front of the waiting queue, its blocks freed (vLLM's preemption)."""
+    def release(c: _Copy, r: Request, computed: Sequence[int] = ()) -> None:
+        """Back to the front of the waiting queue, its blocks freed (vLLM's preemption).
+
+        ``computed``: full chunks it computed beyond the ones it pinned, which stay cached.
+        vLLM frees a request's blocks tail first, so those go before its pinned prefix.
+        """
         pinned, own = c.resv.pop(r.id)
         c.static -= own
+        c.sync()  # its private tokens are free before the cache makes room
+        c.gpu.insert(computed)
         c.gpu.unpin(r.keys[:pinned])
         c.active -= 1
         c.waiting.appendleft(r)
@@ -311,8 +317,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 g, _ = c.resv[r.id]
                 # the full chunks it computed stay in the GPU prefix cache once freed
                 done = g + int(c.pf[1]) // c.cfg.chunk_size
-                release(c, r)
-                c.gpu.insert(r.keys[g:min(done, len(r.keys))])
+                release(c, r, r.keys[g:min(done, len(r.keys))])
                 c.current = None
                 c.stalled = False
             elif len(c.running) > 1:
@@ -493,13 +498,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         pinned, own = c.resv.pop(r.id)
         c.static -= own
         c.sync()
-        c.gpu.unpin(r.keys[:pinned])
         follow = nxt[r.id]
         if follow is not None:  # vLLM caches the output's full blocks the next turn repeats
             k, chunk = len(r.keys), c.cfg.chunk_size
             m = min(len(follow.keys), (r.prompt_tokens + r.output_tokens) // chunk)
             if m > k and follow.keys[:k] == r.keys:
-                c.gpu.insert(follow.keys[k:m])
+                c.gpu.insert(follow.keys[k:m])  # freed before the prompt's: tail first
+        c.gpu.unpin(r.keys[:pinned])
         p = phases[state["phase"]]
         if p.dispatcher is not None:
             for later in p.dispatcher.finished(r.id):

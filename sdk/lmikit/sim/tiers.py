@@ -117,10 +117,13 @@ class LruTier:
             n += 1
         return n - start
 
-    def touch(self, keys: Iterable[int]) -> None:
-        """Mark keys as just used (a hit)."""
+    def touch(self, keys: Sequence[int]) -> None:
+        """Mark a hit's keys as just used, the first most recently: LMCache's
+        ``touch_cache`` walks a lookup's keys in reverse ("flip the order of the keys in the
+        request", ``v1/storage_backend/local_cpu_backend.py`` and ``local_disk_backend.py``,
+        0.5.6), so a prefix is evicted after its suffix."""
         move = self._keys.move_to_end
-        for k in keys:
+        for k in reversed(keys):
             move(k)
 
     def insert(self, keys: Iterable[int]) -> None:
@@ -214,10 +217,13 @@ class GpuCache:
                 held.pop(k, None)
                 pinned[k] = 1
 
-    def unpin(self, keys: Iterable[int]) -> None:
-        """Release keys; one no request uses any more becomes the most recent cached."""
+    def unpin(self, keys: Sequence[int]) -> None:
+        """Release a request's keys; those no request uses any more become the most recent
+        cached, the first most recently: vLLM frees a request's blocks in reverse "so that
+        the tail blocks are freed first" (``SingleTypeKVCacheManager.free``), and evicts
+        the least recently freed, so a prefix outlives its suffix."""
         pinned, held = self.pinned, self._lru
-        for k in keys:
+        for k in reversed(keys):
             c = pinned[k] - 1
             if c:
                 pinned[k] = c
@@ -226,16 +232,18 @@ class GpuCache:
                 held[k] = None
         self.shrink()
 
-    def touch(self, keys: Iterable[int]) -> None:
+    def touch(self, keys: Sequence[int]) -> None:
+        """Mark cached keys as just used, the first most recently (as :meth:`unpin`)."""
         held = self._lru
-        for k in keys:
+        for k in reversed(keys):
             if k in held:
                 held.move_to_end(k)
 
-    def insert(self, keys: Iterable[int]) -> None:
-        """Cache computed keys nobody pins (or refresh them)."""
+    def insert(self, keys: Sequence[int]) -> None:
+        """Cache computed keys nobody pins (or refresh them), freed tail first as
+        :meth:`unpin` frees them."""
         pinned, held = self.pinned, self._lru
-        for k in keys:
+        for k in reversed(keys):
             if k in pinned:
                 continue
             if k in held:

@@ -79,8 +79,8 @@ PUBLISHED = ((3.0, 0.4, 0.5, 1_889.0), (10.0, 0.5, 0.9, 4_944.5), (15.0, 2.5, 4.
              (55.0, 75.0, 134.3, 6_316.7), (57.0, 74.3, 135.0, 6_764.5),
              (60.0, 76.8, 161.3, 6_926.2))
 # Outside 1.5x: the honest current band (docs/planner.md says why)
-BANDS = {15.0: (0.282, 0.441)}
-MEAN_BANDS = {15.0: (0.299, 0.468)}
+BANDS = {15.0: (0.26, 0.40)}
+MEAN_BANDS = {15.0: (0.29, 0.45)}
 
 
 # A second published run of the same arm: llm-d's precise-prefix-cache-routing guide,

@@ -143,15 +143,15 @@ BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
     ("73-capacity", "precise", "ttft_p90_s"): (0.171, 0.268),
     ("73-capacity", "estimated", "ttft_mean_s"): (2.23, 3.49),
     ("73-capacity", "estimated", "ttft_p90_s"): (2.45, 3.83),
-    ("73-capacity", "load", "ttft_p90_s"): (1.25, 1.96),
-    ("73-capacity", "random", "ttft_p90_s"): (1.29, 2.01),
+    ("73-capacity", "load", "ttft_p90_s"): (1.22, 1.91),
+    ("73-capacity", "random", "ttft_p90_s"): (1.26, 1.96),
     ("37-capacity", "precise", "ttft_mean_s"): (0.463, 0.724),
     ("37-capacity", "precise", "ttft_p90_s"): (0.295, 0.461),
     ("37-capacity", "default", "ttft_mean_s"): (0.0529, 0.0826),
     ("37-capacity", "default", "ttft_p90_s"): (0.0107, 0.0167),
     ("73-capacity", "precise", "qps3"): (0.141, 0.22),
     ("37-capacity", "precise", "qps3"): (0.345, 0.539),
-    ("37-capacity", "random", "qps3"): (0.48, 0.75),
+    ("37-capacity", "random", "qps3"): (0.46, 0.72),
 }
 
 
@@ -164,7 +164,7 @@ ROWS = [
     Row("HyperPod 8K: throughput, improved / baseline", HYPERPOD, 1.24, "x",
         lambda: _hp_ratio(8_000, "throughput_tokens_s"), WITHIN),
     Row("HyperPod 64K: P50 TTFT, improved / baseline", HYPERPOD, 0.06, "x",
-        lambda: _hp_ratio(64_000, "ttft_p50_s"), (4.71, 7.37)),
+        lambda: _hp_ratio(64_000, "ttft_p50_s"), (4.46, 6.96)),
     Row("HyperPod 64K: P90 TTFT, improved / baseline", HYPERPOD, 0.65, "x",
         lambda: _hp_ratio(64_000, "ttft_p90_s"), (0.308, 0.481)),
     Row("HyperPod 64K: throughput, improved / baseline", HYPERPOD, 1.38, "x",

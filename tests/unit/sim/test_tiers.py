@@ -84,7 +84,8 @@ def test_gpu_cache_never_evicts_pinned_chunks_and_holds_a_shared_one_once() -> N
     g.pin([1])
     assert g.used_chunks() == 2
     g.insert([5, 6, 7])  # room for one cached chunk beside the two pinned
-    assert 1 in g and 2 in g and 7 in g and 5 not in g and 6 not in g
+    # freed tail first (vLLM's SingleTypeKVCacheManager.free), so the head chunk stays
+    assert 1 in g and 2 in g and 5 in g and 6 not in g and 7 not in g
     g.unpin([1])
     assert 1 in g.pinned  # still used by the first request
     g.unpin([1, 2])
@@ -96,4 +97,26 @@ def test_gpu_cache_private_tokens_take_room_from_the_cache() -> None:
     g.insert([1, 2, 3, 4])
     g.private = 300  # two chunks' worth
     g.shrink()
-    assert len(g) == 2 and g.match([3, 4]) == 2 and g.free_tokens() == 724
+    assert len(g) == 2 and g.match([1, 2]) == 2 and g.free_tokens() == 724
+
+
+def test_a_freed_prefix_outlives_its_suffix_in_the_gpu_pool() -> None:
+    # vLLM frees a request's blocks in reverse "so that the tail blocks are freed first"
+    # and evicts the least recently freed: under pressure a cached prompt loses its last
+    # chunks, and the chained keys of its first ones still match the next request
+    g = GpuCache(4)
+    g.pin([1, 2, 3, 4])
+    g.unpin([1, 2, 3, 4])
+    g.pin([9, 8])  # another request takes two chunks
+    g.shrink()
+    assert g.match([1, 2, 3, 4]) == 2 and 3 not in g and 4 not in g
+
+
+def test_an_lmcache_hit_keeps_its_prefix_longest() -> None:
+    # LMCache's touch_cache walks a hit's keys in reverse ("flip the order of the keys in
+    # the request"), so the first chunk of a prefix is the most recently used
+    t = LruTier(4)
+    t.insert([1, 2, 3, 4])
+    t.touch([1, 2, 3, 4])
+    t.insert([5, 6])
+    assert list(t) == [2, 1, 5, 6] and t.match([1, 2, 3]) == 2
