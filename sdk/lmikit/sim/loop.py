@@ -100,6 +100,9 @@ class CopyConfig:
     # vLLM's ``scheduler_reserve_full_isl`` (vLLM 0.19.0 on, default True): admit a request
     # only when its whole uncached prompt fits the free pool, not just its next chunk
     reserve_full_prompt: bool = True
+    # LMCache writes a disk or remote hit back to its CPU tier (``StorageManager.batched_get``
+    # in the PyPI wheels of 0.3.15 and 0.5.6; not up to 0.3.9): a later hit is a CPU hit
+    write_back: bool = True
 
     @property
     def lmcache(self) -> bool:
@@ -110,7 +113,7 @@ class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
-                 "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t")
+                 "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
@@ -125,6 +128,7 @@ class _Copy:
         if cfg.remote:
             tiers.append(("remote", remote))
         self.tiers = tiers
+        self.cpu = tiers[0][1] if tiers and tiers[0][0] == "cpu" else None
         self.outstanding = 0
         self.waiting: deque[Request] = deque()
         self.queue: deque[Request] = deque()
@@ -396,6 +400,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 if m:
                     found.append((name, tier, pos, m))
                 pos += m
+            back = c.cpu if c.cfg.write_back else None
             for name, tier, start, m in found:
                 tier.touch(keys[start:start + m])
                 lo = max(start, g)
@@ -403,6 +408,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     tokens = (start + m - lo) * chunk
                     served[name] = tokens
                     retrieve += eng.retrieve_s(name, tokens)
+                    if back is not None and tier is not back:
+                        back.insert(keys[lo:start + m])
             hit = max(g, pos) * chunk
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:

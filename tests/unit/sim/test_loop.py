@@ -415,3 +415,22 @@ def test_a_phase_dispatcher_decides_when_each_request_is_sent() -> None:
     assert out.arrival[2] == 0.0
     assert out.arrival[0] == pytest.approx(out.end[2])
     assert out.arrival[1] == pytest.approx(out.end[0])
+
+
+@pytest.mark.parametrize("write_back", [True, False])
+def test_a_disk_hit_is_written_back_to_the_cpu_tier_as_lmcache_does(write_back: bool) -> None:
+    # LMCache's StorageManager.batched_get puts what it read from disk or a remote store into
+    # its CPU tier (0.3.15 and 0.5.6; not 0.3.9 and earlier), so the next hit is a CPU hit.
+    # The pool holds one document, the CPU tier two: X is on disk only when it comes back.
+    docs = [1, 2, 3, 1, 2, 1]
+    work = trace(*((5.0 * i, [(d, 1_024), (100 + i, 100)], 1) for i, d in enumerate(docs)))
+    cfg = dataclasses.replace(copy(gpu_tokens=1_536, cpu_tokens=2_048, disk_tokens=100_000),
+                              write_back=write_back)
+    out = run(work, [cfg], LeastOutstanding())
+    assert out.served["disk"][3] == 1_024  # X after Y and Z pushed it out of the CPU tier
+    # X again: what the pool no longer holds comes from the CPU tier only if it was written
+    # back there when it was read from disk
+    beyond_gpu = 1_024 - out.served["gpu"][5]
+    assert beyond_gpu > 0
+    assert out.served["cpu"][5] == (beyond_gpu if write_back else 0)
+    assert out.served["disk"][5] == (0 if write_back else beyond_gpu)
