@@ -369,6 +369,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if c.current is None and c.queue:
             start_prefill(c, t)
 
+    def join(c: _Copy, r: Request, t: float) -> None:
+        """A tokenized request joins its copy's waiting queue. Admitting it may queue it or
+        stall a prefill, so the pool fills sooner: the decode event is re-planned."""
+        c.waiting.append(r)
+        advance(c, t)
+        admit(c, t)
+        reschedule(c, t)
+
     def start_prefill(c: _Copy, t: float) -> None:
         r = c.queue.popleft()
         advance(c, t)
@@ -558,18 +566,12 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             if tokenize > 0:
                 push(t + tokenize, ENQUEUE, r, i)
                 continue
-            c.waiting.append(r)
-            advance(c, t)
-            admit(c, t)
-            reschedule(c, t)  # admitting may queue or stall a prefill: the pool fills sooner
+            join(c, r, t)
         elif kind == ENQUEUE:
             assert isinstance(obj, Request)
             c = fleet[version]
             touched = c
-            c.waiting.append(obj)
-            advance(c, t)
-            admit(c, t)
-            reschedule(c, t)
+            join(c, obj, t)
         elif kind == PREFILL_DONE:
             assert isinstance(obj, _Copy)
             c = obj

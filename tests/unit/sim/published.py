@@ -188,10 +188,9 @@ def cells(row: Row) -> tuple[str, str, str, str]:
             f"{sim / row.published:.2f}", f"{row.band[0]:.2f}-{row.band[1]:.2f}")
 
 
-def outside(rows: list[Row] | None = None) -> list[Row]:
+def outside() -> list[Row]:
     """The rows whose simulated / published ratio is outside 1.5x either way."""
-    return [r for r in (ROWS if rows is None else rows)
-            if not 1 / 1.5 <= r.simulated() / r.published <= 1.5]
+    return [r for r in ROWS if not 1 / 1.5 <= r.simulated() / r.published <= 1.5]
 
 
 def mean_abs_log_ratio() -> float:
