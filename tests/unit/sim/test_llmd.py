@@ -46,3 +46,118 @@ def test_b2b_saas_workload_file_is_the_73_capacity_run() -> None:
     assert (x.groups, x.per_group, x.system, x.question, x.output) == (150, 5, 6_000, 1_200,
                                                                         1_000)
     assert (x.model, x.tp, x.pods, x.routers["random"]) == ("Qwen/Qwen3-32B", 2, 8, {})
+
+
+# The reports' "Per-QPS Results" rows as published (llm-d-kv-cache-manager
+# benchmarking/73-capacity/README.md and 37-capacity/README.md, added 2025-09-21 at
+# d070ea6): arm -> (stage QPS, output tokens/s, TTFT mean s), in ladder order.
+PER_QPS_73 = {
+    "estimated": ((3, 1310.9, 0.300), (10, 3842.4, 0.271), (15, 5152.9, 0.232),
+                  (20, 8082.6, 0.329), (22, 8415.7, 0.407), (25, 8445.1, 0.370),
+                  (30, 8435.9, 0.373), (35, 7443.5, 2.780), (40, 8045.9, 13.160),
+                  (43, 7969.6, 16.941), (46, 7695.2, 18.081), (49, 7455.9, 19.111),
+                  (52, 7452.3, 21.940), (55, 7100.7, 22.327), (57, 7013.8, 23.423),
+                  (60, 7247.9, 24.281)),
+    "precise": ((3, 1219.1, 0.291), (10, 3902.1, 0.335), (15, 5761.1, 0.249),
+                (20, 9184.5, 0.363), (22, 9382.0, 0.300), (25, 9242.2, 0.303),
+                (30, 9221.8, 0.296), (35, 9780.6, 0.275), (40, 10270.8, 0.269),
+                (43, 10054.8, 0.281), (46, 10128.7, 0.293), (49, 10296.5, 0.311),
+                (52, 10284.6, 0.288), (55, 10140.9, 0.308), (57, 10313.9, 0.319),
+                (60, 10496.9, 0.283)),
+    "random": ((3, 1314.0, 0.622), (10, 3568.5, 0.826), (15, 3791.1, 1.278),
+               (20, 4933.1, 25.073), (22, 4765.4, 28.185), (25, 4781.3, 30.689),
+               (30, 4636.3, 32.212), (35, 4332.6, 34.043), (40, 4773.8, 54.196),
+               (43, 4844.6, 53.247), (46, 4969.5, 53.572), (49, 4783.2, 56.130),
+               (52, 4845.1, 56.035), (55, 4921.7, 54.844), (57, 4764.2, 56.803),
+               (60, 4835.2, 57.426)),
+    "load": ((3, 1274.8, 0.944), (10, 3607.0, 2.241), (15, 3348.4, 4.013),
+             (20, 4902.5, 29.229), (22, 4785.5, 28.710), (25, 4872.8, 32.534),
+             (30, 4888.7, 32.831), (35, 4660.7, 33.874), (40, 4946.4, 53.545),
+             (43, 4973.3, 53.802), (46, 4723.6, 56.746), (49, 4004.8, 55.208),
+             (52, 3991.0, 58.807), (55, 4671.9, 58.467), (57, 3866.5, 61.750),
+             (60, 4745.1, 58.497)),
+}
+PER_QPS_37 = {
+    "precise": ((3, 2579.8, 0.144), (4, 3366.8, 0.182), (5, 3940.5, 0.188),
+                (6, 4665.9, 0.195), (8, 5675.9, 0.199), (10, 6456.9, 0.202),
+                (12, 7062.0, 0.202), (15, 7807.3, 0.210), (20, 9295.2, 0.201)),
+    "default": ((3, 2595.6, 0.207), (4, 3386.2, 0.236), (5, 3912.1, 0.307),
+                (6, 4604.2, 0.254), (8, 5529.6, 0.399), (10, 6021.8, 0.466),
+                (12, 6667.0, 0.420), (15, 6401.2, 1.294), (20, 6748.0, 7.609)),
+    "random": ((3, 2518.0, 0.852), (4, 2734.2, 9.475), (5, 2647.1, 15.998),
+               (6, 2946.7, 30.389), (8, 2968.5, 39.117), (10, 3119.5, 41.480),
+               (12, 3022.5, 53.513), (15, 3003.1, 61.425), (20, 3099.1, 94.952)),
+    "load": ((3, 2567.1, 1.443), (4, 2974.3, 6.367), (5, 3119.7, 10.158),
+             (6, 3007.5, 29.175), (8, 3089.7, 39.076), (10, 3050.4, 44.587),
+             (12, 3044.0, 51.247), (15, 3106.0, 63.407), (20, 3205.6, 92.947)),
+}
+# "Summary across QPS": arm -> (output tokens/s, TTFT mean s)
+SUMMARY_73 = {"estimated": (6944.4, 13.316), "precise": (8730.0, 0.298),
+              "random": (4428.7, 45.281), "load": (4266.4, 46.987)}
+SUMMARY_37 = {"precise": (5650.0, 0.193), "default": (5096.2, 1.549),
+              "random": (2895.4, 42.011), "load": (3018.3, 41.058)}
+
+
+def _weighted_ttft(rows, stages) -> float:
+    n = dict(stages[1:])  # ladder stage -> duration; requests = rate x duration
+    return (sum(rate * n[rate] * mean for rate, _, mean in rows)
+            / sum(rate * n[rate] for rate, _, _ in rows))
+
+
+@pytest.mark.parametrize("per_qps, summary, stages", [
+    (PER_QPS_73, SUMMARY_73, llmd.X73.stages), (PER_QPS_37, SUMMARY_37, llmd.X37.stages)])
+def test_published_summary_output_rate_is_the_mean_of_the_per_qps_rows(
+        per_qps, summary, stages) -> None:
+    assert set(per_qps) == set(summary)
+    for arm, rows in per_qps.items():
+        assert [r for r, _, _ in rows] == [r for r, _ in stages[1:]]  # the ladder, no warm-up
+        mean = sum(tps for _, tps, _ in rows) / len(rows)
+        assert mean == pytest.approx(summary[arm][0], abs=0.05)  # printed to 0.1
+        # not the whole run's tokens over its span, which weights the long saturated stages:
+        # the time-weighted mean would differ by far more than the printed digit
+        timed = (sum(tps * d for (_, tps, _), (_, d) in zip(rows, stages[1:], strict=True))
+                 / sum(d for _, d in stages[1:]))
+        assert abs(timed - summary[arm][0]) > 50
+
+
+def test_published_37_capacity_summary_ttft_is_over_its_ladder_requests() -> None:
+    for arm, rows in PER_QPS_37.items():
+        assert _weighted_ttft(rows, llmd.X37.stages) == pytest.approx(SUMMARY_37[arm][1],
+                                                                      abs=0.0015)
+
+
+def test_published_73_capacity_summary_ttft_counts_its_warm_up() -> None:
+    # weighting the 15 QPS row by the warm-up's 15 x 50 requests as well comes closer to every
+    # arm that queues than the ladder alone (the precise arm's means are too alike to tell)
+    warm_rate, warm_s = llmd.X73.stages[0]
+    for arm, rows in PER_QPS_73.items():
+        ladder = _weighted_ttft(rows, llmd.X73.stages)
+        n = sum(rate * d for rate, d in llmd.X73.stages[1:])
+        warm_mean = next(mean for rate, _, mean in rows if rate == warm_rate)
+        with_warm = (ladder * n + warm_mean * warm_rate * warm_s) / (n + warm_rate * warm_s)
+        published = SUMMARY_73[arm][1]
+        if arm == "precise":
+            assert abs(with_warm - ladder) < 0.01
+        else:
+            assert abs(with_warm - published) < abs(ladder - published)
+
+
+@pytest.mark.parametrize("name", ["73-capacity", "37-capacity"])
+def test_replay_summary_pools_its_stages_as_the_report_does(name) -> None:
+    setup = llmd.SETUPS[name]
+    rtr = llmd.router(setup.routers["precise"], setup.system + setup.question)
+    summary, per_stage = llmd.replay(setup, rtr, pool_tokens=setup.reported_pool)
+    ladder = setup.stages[1:]
+    assert summary.output_tokens_s == pytest.approx(
+        sum(per_stage[rate].output_tokens_s for rate, _ in ladder) / len(ladder))
+    if setup.warmup_in_summary:  # every request of the run, the warm-up's too
+        work = llmd.workload(setup)
+        out = run(work, llmd.copies(setup, pool_tokens=setup.reported_pool),
+                  llmd.router(setup.routers["precise"], setup.system + setup.question))
+        whole = llmd.stats(out, work.requests)
+        assert (summary.ttft_mean_s, summary.ttft_p90_s) == (whole.ttft_mean_s,
+                                                             whole.ttft_p90_s)
+    else:  # constant load: a stage sends rate x duration requests
+        assert summary.ttft_mean_s == pytest.approx(
+            sum(rate * d * per_stage[rate].ttft_mean_s for rate, d in ladder)
+            / sum(rate * d for rate, d in ladder))
