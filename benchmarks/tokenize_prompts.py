@@ -5,20 +5,23 @@ before the engine sees it; ``lmikit.sim.coefficients``), a rate published for En
 Benchmark clients such as inference-perf and SGLang's ``bench_serving`` send prompts made of
 random token ids decoded to text instead. This script encodes both with the HuggingFace
 ``tokenizers`` library (the Rust tokenizer behind vLLM's fast tokenizers) and prints the
-encode time per token, to check that the rate holds for such prompts.
+encode time per token, to check that the rate holds for such prompts, and how many tokens
+the decoded random prompt re-encodes to per id drawn ("per id").
 
 Needs ``tokenizers`` and, for a tiktoken ranks file, ``transformers`` (its
 ``TikTokenConverter``); nothing else in lmikit does. Downloads nothing:
 
     pip install tokenizers transformers tiktoken
     python benchmarks/tokenize_prompts.py --tiktoken qwen.tiktoken --pattern qwen2
+    python benchmarks/tokenize_prompts.py --tiktoken tokenizer.model --pattern llama3
     python benchmarks/tokenize_prompts.py --tokenizer-json tokenizer.json
 
 Qwen's ranks ship as ``dashscope/resources/qwen.tiktoken`` in the ``dashscope`` 2.0.2 wheel on
-PyPI. Each figure is the median of ``--repeats`` encodes after one untimed encode: the same
-English text each time (the BPE word cache warm, the best case), a new random prompt each
-time (its words mostly unseen, the worst case). The English text is the docstrings of
-Python's standard library modules.
+PyPI, Llama 3's (Llama 3.1 uses them too) as ``llama_models/llama3/api/tokenizer.model`` in
+the ``llama-models`` 0.1.4 wheel. Each figure is the median of ``--repeats`` encodes after
+one untimed encode: the same English text each time (the BPE word cache warm, the best
+case), a new random prompt each time (its words mostly unseen, the worst case). The English
+text is the docstrings of Python's standard library modules.
 """
 
 from __future__ import annotations
@@ -122,15 +125,18 @@ def main() -> None:
     model = Coefficients().tokenize_s_per_token * 1e6
     print(f"CPU: {cpu_name()} ({platform.platform()}); "
           f"vocabulary {vocab:,}; lmikit charges {model:.2f} us per token")
-    print(f"{'prompt':<22}{'tokens':>8}{'bytes':>9}{'encode ms':>11}{'us/token':>10}"
-          f"{'MB/s':>7}")
+    print(f"{'prompt':<22}{'tokens':>8}{'per id':>8}{'bytes':>9}{'encode ms':>11}"
+          f"{'us/token':>10}{'MB/s':>7}")
     for n in args.tokens:
         text = english(tok, n)
         fresh = [random_prompt(tok, n, rng, vocab) for _ in range(args.repeats + 1)]
         for label, texts in ((f"English {n}", [text] * (args.repeats + 1)),
                              (f"random ids {n}", fresh)):
             seconds, count, size = time_encode(tok, texts)
-            print(f"{label:<22}{count:>8,}{size:>9,}{seconds * 1e3:>11.2f}"
+            # a decoded random prompt re-encodes to more tokens than the ids it was drawn
+            # from: what vLLM sees of an inference-perf prompt before exact-length text
+            per_id = f"{count / n:.3f}" if label.startswith("random") else "-"
+            print(f"{label:<22}{count:>8,}{per_id:>8}{size:>9,}{seconds * 1e3:>11.2f}"
                   f"{seconds / count * 1e6:>10.2f}{size / seconds / 1e6:>7.2f}")
 
 

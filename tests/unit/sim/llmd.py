@@ -81,7 +81,17 @@ class Setup:
     reported_pool: int = 0  # KV tokens per pod, as the report gives them
     # whether the report's summary TTFTs count the warm-up stage's requests (see ``replay``)
     warmup_in_summary: bool = True
+    # tokens vLLM sees per random token id the generator drew (:data:`RETOKENIZE`)
+    tokens_per_id: float = 1.0
 
+
+# Tokens vLLM sees per random id drawn. The September 2025 generator decoded each segment's
+# random ids to text (``shared_prefix_datagen.py``, ``_generate_prompts``) and the server
+# re-encodes that text, which comes to more tokens than ids (inference-perf composes
+# exact-length text only from "Fix SharedPrefix Datagen Prompt Length", #383, 2026-05-01,
+# in v0.5.0). Measured with each model's BPE ranks on 1,000-8,000-id segments
+# (``benchmarks/tokenize_prompts.py``, column "per id"; Qwen's as in ``llmd_codegen.py``).
+RETOKENIZE = {"Qwen/Qwen3-32B": 1.052, "meta-llama/Llama-3.1-70B-Instruct": 1.043}
 
 # 73-capacity: load.type poisson; warm-up 15 QPS x 50 s, then the ladder.
 X73 = Setup(
@@ -94,7 +104,7 @@ X73 = Setup(
      "estimated": {"approximate": 1.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
-    QWEN3_32B, QWEN3_32B_TP2_POOL)
+    QWEN3_32B, QWEN3_32B_TP2_POOL, tokens_per_id=RETOKENIZE["Qwen/Qwen3-32B"])
 # 37-capacity: load.type constant; warm-up 9 QPS x 30 s, then the ladder.
 X37 = Setup(
     "meta-llama/Llama-3.1-70B-Instruct", 4, 4, 83, 3, 8_000, 1_000, 1_000,
@@ -105,7 +115,8 @@ X37 = Setup(
      "default": {"approximate": 2.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
-    None, 461_376, warmup_in_summary=False)
+    None, 461_376, warmup_in_summary=False,
+    tokens_per_id=RETOKENIZE["meta-llama/Llama-3.1-70B-Instruct"])
 
 # The approximate ("estimate" mode) scorer both runs used: llm-d-inference-scheduler v0.2.1
 # (pkg/plugins/scorer/prefix_cache.go) hands it to gateway-api-inference-extension v0.5.1's
@@ -154,14 +165,20 @@ def _poisson(lam: float, rng: random.Random) -> int:
     return count
 
 
+def prompt_segments(setup: Setup) -> tuple[int, int]:
+    """Tokens vLLM sees of a prompt's system prompt and question."""
+    return round(setup.system * setup.tokens_per_id), round(setup.question * setup.tokens_per_id)
+
+
 def workload(setup: Setup, seed: int = 0) -> Workload:
     rng = random.Random(seed)
     prompts = [(g, u) for g in range(setup.groups) for u in range(setup.per_group)]
     rng.shuffle(prompts)
-    keys = [chunk_keys([(1_000 + g, setup.system),
-                        (1_000_000 + g * setup.per_group + u, setup.question)], BLOCK)
+    system, question = prompt_segments(setup)
+    keys = [chunk_keys([(1_000 + g, system),
+                        (1_000_000 + g * setup.per_group + u, question)], BLOCK)
             for g, u in prompts]
-    prompt_tokens = setup.system + setup.question
+    prompt_tokens = system + question
     phases, rid = [], 0
     for rate, duration in setup.stages:
         reqs = []
@@ -229,7 +246,7 @@ def result(name: str, experiment: str) -> tuple[Stats, dict[float, Stats]]:
     weights = setup.routers[experiment]
     pool = setup.reported_pool
     if weights:
-        return replay(setup, router(weights, setup.system + setup.question), False, pool)
+        return replay(setup, router(weights, sum(prompt_segments(setup))), False, pool)
     return median_replay(setup, lambda seed: RandomRouter(random.Random(seed)), False, pool)
 
 

@@ -143,7 +143,8 @@ WORKERS = 6  # code-generation.yaml load.num_workers
 ROUNDS = 6  # run_benchmark.sh: TURNS_PER_CONV; MAX_REQUESTS = NUM_CONVERSATIONS x 6
 TIMEOUT_S = 300.0  # code-generation.yaml load.request_timeout
 SHARED = 3_000  # shared_system_prompt_len
-RETOKENIZE = 1.052  # tokens per random id after decode and re-encode (measured, see above)
+# tokens per random id after decode and re-encode (measured, see above)
+RETOKENIZE = llmd.RETOKENIZE["Qwen/Qwen3-32B"]
 
 # results.txt at 7c4b49aa, section "k8": concurrency -> (out_t/s, in_t/s, TTFT p90 s)
 PUBLISHED = {10: (117.5, 15168.5, 25.7), 20: (299.9, 29451.3, 14.2),

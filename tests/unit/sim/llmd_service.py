@@ -9,7 +9,10 @@ run in llm-d/llm-d ``llm-d-benchmarking/workloads/b2b-saas/analysis/results.txt`
 beside it). Its workload file (``b2b-saas.yaml`` at 06d672f7) is, line for line, the
 73-capacity run ``llmd.py`` rebuilds: Poisson stages 15 QPS x 50 s then 3 -> 60 QPS,
 shared_prefix 150 groups x 5 prompts, 6,000 + 1,200 tokens, 1,000 output tokens with
-``ignore_eos``. So these rows reuse ``llmd.X73`` unchanged.
+``ignore_eos``. So these rows reuse ``llmd.X73``, but for the prompts' token counts: the
+run's inference-perf v0.5.0 composes text of the configured length in tokens ("Fix
+SharedPrefix Datagen Prompt Length", #383), where the 2025 run's decoded random ids that
+vLLM re-encoded to 5% more (``llmd.RETOKENIZE``), so :data:`B2B_SAAS` has none of that.
 
 Only the cache-blind arm is rebuilt: "k8", a Kubernetes Service ("baseline" in
 results.txt). kube-proxy's iptables mode sends each new connection to an endpoint drawn at
@@ -53,6 +56,7 @@ calibration recipe's single-request prefill figures are rows too.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from functools import cache, partial
 
 from lmikit.sim.loop import run
@@ -90,7 +94,8 @@ MEAN_BANDS = {15.0: (0.29, 0.45)}
 # servers behind "a stock Kubernetes Service", with a per-rate table of output tokens/s,
 # TTFT mean and TTFT p90 to the millisecond. Rows: all three k8s figures of every ladder
 # stage. Its summary "across the full ladder" does not say how the stages are pooled, so it
-# is left out. vLLM not named: a 2026 llm-d, ``reserve_full_prompt=True``.
+# is left out. vLLM and inference-perf not named: a 2026 llm-d, ``reserve_full_prompt=True``,
+# and exact-length prompts, as the b2b-saas run's.
 PRECISE_GUIDE_SOURCE = (
     "llm-d/llm-d guides/precise-prefix-cache-routing/benchmark-results/vllm-qwen3-32b-h100.md "
     "(as stored in zetxqx/llm-d at 80e1169c), per-rate table, k8s columns: Qwen3-32B on 8 "
@@ -108,6 +113,7 @@ PRECISE_GUIDE = ((3.0, 1_797, 0.415, 0.522), (10.0, 4_215, 0.630, 1.014),
 
 
 WORKERS = 64  # b2b-saas.yaml load.num_workers
+B2B_SAAS = replace(llmd.X73, tokens_per_id=1.0)  # exact-length prompts (above)
 
 
 def service(seed: int) -> KeepAliveService:
@@ -122,7 +128,7 @@ def replay() -> dict[float, llmd.Stats]:
     """The 73-capacity workload through the Service, per ladder stage (a 2026 vLLM's
     admission rule, the 73-capacity report's pool), each figure the median over
     :data:`llmd.ROUTER_SEEDS`."""
-    return llmd.median_replay(llmd.X73, service, reserve_full_prompt=True,
+    return llmd.median_replay(B2B_SAAS, service, reserve_full_prompt=True,
                               pool_tokens=llmd.QWEN3_32B_TP2_POOL)[1]
 
 

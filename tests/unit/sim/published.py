@@ -142,8 +142,9 @@ BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
     ("73-capacity", "precise", "ttft_mean_s"): (0.277, 0.433),
     ("73-capacity", "precise", "ttft_p90_s"): (0.171, 0.268),
     ("73-capacity", "estimated", "ttft_mean_s"): (2.23, 3.49),
-    ("73-capacity", "estimated", "ttft_p90_s"): (2.45, 3.83),
+    ("73-capacity", "estimated", "ttft_p90_s"): (3.28, 5.13),
     ("73-capacity", "load", "ttft_p90_s"): (1.22, 1.91),
+    ("73-capacity", "random", "ttft_mean_s"): (1.22, 1.91),
     ("73-capacity", "random", "ttft_p90_s"): (1.26, 1.96),
     ("37-capacity", "precise", "ttft_mean_s"): (0.307, 0.48),
     ("37-capacity", "precise", "ttft_p90_s"): (0.295, 0.461),
@@ -151,7 +152,6 @@ BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
     ("37-capacity", "default", "ttft_p90_s"): (0.0107, 0.0167),
     ("73-capacity", "precise", "qps3"): (0.141, 0.22),
     ("37-capacity", "precise", "qps3"): (0.345, 0.539),
-    ("37-capacity", "random", "qps3"): (0.46, 0.72),
 }
 
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 
 from lmikit.sim.loop import run
-from tests.unit.sim import llmd
+from tests.unit.sim import llmd, llmd_service
 
 
 @pytest.mark.parametrize("chars_per_token", [3, 4, 8])
@@ -161,3 +161,16 @@ def test_replay_summary_pools_its_stages_as_the_report_does(name) -> None:
         assert summary.ttft_mean_s == pytest.approx(
             sum(rate * d * per_stage[rate].ttft_mean_s for rate, d in ladder)
             / sum(rate * d for rate, d in ladder))
+
+
+def test_2025_prompts_are_sent_as_vllm_re_encodes_them_and_2026_ones_exactly() -> None:
+    # The September 2025 generator decoded random ids to text, which vLLM re-encodes into more
+    # tokens: 1.052 per id with Qwen's BPE, 1.043 with Llama 3's (benchmarks/tokenize_prompts.py)
+    for setup, per_id, tokens in ((llmd.X73, 1.052, 6_312 + 1_262),
+                                  (llmd.X37, 1.043, 8_344 + 1_043)):
+        assert llmd.RETOKENIZE[setup.model] == per_id
+        assert {r.prompt_tokens for r in llmd.workload(setup).requests} == {tokens}
+    # inference-perf v0.5.0 (the b2b-saas run) composes text of the configured length in tokens
+    b2b = llmd_service.B2B_SAAS
+    assert {r.prompt_tokens for r in llmd.workload(b2b).requests} == {6_000 + 1_200}
+    assert b2b.stages == llmd.X73.stages
