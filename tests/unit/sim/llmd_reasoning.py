@@ -67,15 +67,17 @@ simulator rebuilds as the table computes them: inference-perf's client-side ``ou
 the vLLM TTFT and E2E histograms (their buckets are not rebuilt here) and the columns read
 from Prometheus gauges and counters (KV usage, prefix hits, queue).
 
-Still assumed: token counts. inference-perf counts tokens with the model's tokenizer on
-text: the prompt decoded from random token ids and re-encoded, and the streamed output. The
-prompts here are the sampled lengths; the published ``prompt_p50`` of the 06d672f7 table
-(same seeds) is 3.4-5.7% above the replayed medians at every concurrency (lowest at conc 250
-and highest at 450 in both), so ``in_t/s`` may read that much low. The servers generate
-``max_tokens`` (``ignore_eos``), which is what the simulator's output tokens are; the
-client's count of the same output reads lower (``gen_p50`` at conc 50 in the 06d672f7 table
-is 9-16% below the replayed median across its five arms), so ``out_t/s`` may read that much
-high. The servers are the code-generation run's Deployment (``llmd_codegen.py``: vLLM
+Token counts. inference-perf counts tokens with the model's tokenizer on text: the prompt
+decoded from random token ids and re-encoded, and the streamed output. The prompts decode
+random ids to text (``_generate_random_token_text``), which vLLM re-encodes into 1.052
+tokens per id (``llmd_codegen.tokens``, the same generator), so each segment is sent at
+that many; the published ``prompt_p50`` of the 06d672f7 table (same seeds) is 3.4-5.7%
+above the sampled lengths' medians at every concurrency (lowest at conc 250 and highest at
+450 in both) and within 1.7% of the re-encoded ones (``test_llmd_reasoning.py``). The
+servers generate ``max_tokens`` (``ignore_eos``), which is what the simulator's output
+tokens are; the client's count of the same output reads lower (``gen_p50`` at conc 50 in the
+06d672f7 table is 9-16% below the replayed median across its five arms), so ``out_t/s`` may
+read that much high. The servers are the code-generation run's Deployment (``llmd_codegen.py``: vLLM
 v0.19.1, which reserves room for the whole prompt, ``reserve_full_prompt=True``, and its H100
 defaults) on the same pool per pod (the one published for Qwen3-32B at TP 2 on H100 at
 vLLM's default memory share, 307,328 tokens). Each figure is the median over seven draws of
@@ -104,7 +106,7 @@ from tests.unit.sim.inference_perf import (
     lognormal,
     successes_and_span,
 )
-from tests.unit.sim.llmd_codegen import copies  # the same Deployment's servers
+from tests.unit.sim.llmd_codegen import copies, tokens  # the same Deployment's servers
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
           "and its table llm-d/llm-d llm-d-benchmarking/workloads/reasoning/analysis/"
@@ -161,9 +163,9 @@ def workload(conc: int, cut: dict[int, int] | None = None) -> Workload:
     reqs = []
     for i in range(REQUESTS_PER_CONVERSATION * conc):
         k = i % conc
-        keys = chunk_keys([(1, SYSTEM_TOKENS), (100 + k, prompts[k])], llmd.BLOCK)
-        reqs.append(Request(i, keys, SYSTEM_TOKENS + prompts[k], cut.get(i, outputs[k]),
-                            session=k))
+        system, user = tokens(SYSTEM_TOKENS), tokens(prompts[k])  # as vLLM re-encodes them
+        keys = chunk_keys([(1, system), (100 + k, user)], llmd.BLOCK)
+        reqs.append(Request(i, keys, system + user, cut.get(i, outputs[k]), session=k))
     # every round opens a fresh user session (load_lazy_data), so no request waits for another
     load = concurrent_load(reqs, conc, WORKERS, lambda i, r: i)
     return Workload("inference-perf conversation_replay (reasoning)",

@@ -25,6 +25,10 @@ def test_lengths_replay_the_generators_draws() -> None:
         assert 1.03 < published / medians[conc] < 1.06, conc
     assert min(medians, key=medians.__getitem__) == 250
     assert max(medians, key=medians.__getitem__) == 450
+    # ... and the prompts sent, re-encoded as vLLM sees them, sit within 2% of the published
+    for conc, published in PUBLISHED_PROMPT_P50.items():
+        sent = statistics.median(r.prompt_tokens for r in reasoning.workload(conc).requests[:conc])
+        assert abs(sent / published - 1) < 0.02, conc
 
 
 def test_lengths_are_clipped_to_the_configured_ranges() -> None:
@@ -41,8 +45,9 @@ def test_workload_sends_each_conversation_three_times_in_order() -> None:
     assert [r.session for r in reqs[:3]] == [0, 1, 2] and reqs[50].session == 0
     assert reqs[0].keys == reqs[50].keys == reqs[100].keys
     assert reqs[0].output_tokens == reqs[100].output_tokens
-    assert reqs[0].keys[:3] == reqs[1].keys[:3]  # the 250-token system prompt: 3 full blocks
-    assert reqs[0].keys[3] != reqs[1].keys[3]
+    # the 250-id system prompt, re-encoded to 263 tokens: 4 full blocks
+    assert reqs[0].keys[:4] == reqs[1].keys[:4]
+    assert reqs[0].keys[4] != reqs[1].keys[4]
 
 
 def test_reasoning_timeouts_settle_and_match_the_published_success_rate() -> None:
