@@ -25,8 +25,12 @@ What the load generator does (sglang v0.5.2, the PyPI wheel built 2025-09-11, fi
 - ``sample_generated_shared_prefix_requests``: ``num_groups`` random system prompts of
   ``system_prompt_len`` tokens, ``num_groups x prompts_per_group`` random questions of
   ``question_len`` tokens, each prompt ``system + "\\n\\n" + question``; the list is shuffled
-  once (``random.shuffle``) and sent in that order. ``--num-prompts`` does not apply to this
-  dataset: every prompt is sent once.
+  once (``random.shuffle``) and sent in that order. ``gen_prompt`` draws that many ids from
+  the vocabulary and decodes them to text, which vLLM re-encodes into more tokens: 1.043 per
+  id with Llama 3's BPE (``llmd.RETOKENIZE``; the 256 special tokens among the 128,256 ids
+  drawn come back one each), so each segment is sent at that many, and the benchmark counts
+  the prompt re-encoded too (``prompt_len = len(tokenizer.encode(full_prompt))``).
+  ``--num-prompts`` does not apply to this dataset: every prompt is sent once.
 - ``benchmark``: one warm-up request (the first prompt, at most 32 output tokens), then
   ``get_request`` yields the prompts with exponential gaps of mean 1 / ``request_rate`` (a
   Poisson process; at 800 requests/s the 200th is sent after ~0.25 s) and each becomes a task
@@ -48,9 +52,8 @@ Assumed (the blog does not say; the same for every row):
   "1.1M - 1.3M"; counting prompts only (489,600) or every request's whole prompt (2.0M)
   misses that range. Each row takes the midpoint of its test's range (4.15M, 13.15M), so
   ``G = round(midpoint / (S + 15,360))``.
-- A prompt is the system prompt plus the question (BOS and the separator ignored; random
-  tokens that re-tokenize to a different count are not modelled); the shuffle is a seeded
-  uniform permutation, not sglang's exact one.
+- A prompt is the system prompt plus the question (BOS and the separator ignored); the
+  shuffle is a seeded uniform permutation, not sglang's exact one.
 - Each setup runs on a fresh server (nothing cached from an earlier run but the warm-up).
 - lmikit's catalog has no Llama-3.3-70B-Instruct; Llama-3.1-70B-Instruct stands in, taken
   to have the same geometry (80 layers, hidden 8,192, 8 KV heads, 28,672 intermediate,
@@ -75,6 +78,7 @@ from lmikit.sim.routers import StickySession
 from lmikit.sim.scenario import Deployment, deployment
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
+from tests.unit.sim.llmd import RETOKENIZE
 
 if TYPE_CHECKING:
     from tests.unit.sim.published import Row
@@ -95,6 +99,7 @@ TOTAL_CACHE = {"Test 2": (4.0e6, 4.3e6), "Test 3": (12.6e6, 13.7e6)}
 # Rows outside 1.5x: the honest current band (docs/planner.md says why for each).
 BANDS: dict[tuple[str, int, str], tuple[float, float]] = {
     ("Test 2", 10_000, "ttft_mean_s"): (1.24, 1.94),
+    ("Test 2", 50_000, "ttft_mean_s"): (0.51, 0.8),
     ("Test 3", 10_000, "ttft_mean_s"): (0.197, 0.308),
     ("Test 3", 50_000, "ttft_mean_s"): (0.229, 0.358),
     ("Test 3", 100_000, "ttft_mean_s"): (0.3, 0.469),
@@ -113,15 +118,22 @@ def groups(test: str, system: int) -> int:
     return round((low + high) / 2 / group_tokens(system))
 
 
+def sent(ids: int) -> int:
+    """Tokens vLLM sees for ``ids`` random ids decoded to text (Llama 3.3's tokenizer is
+    Llama 3.1's)."""
+    return round(ids * RETOKENIZE["meta-llama/Llama-3.1-70B-Instruct"])
+
+
 def workload(n_groups: int, system: int, seed: int = 0) -> Workload:
     rng = random.Random(seed)
     prompts = [(g, u) for g in range(n_groups) for u in range(PER_GROUP)]
     rng.shuffle(prompts)
+    system, question = sent(system), sent(QUESTION)
     reqs = []
     for rid, (g, u) in enumerate(prompts, start=1):
         keys = chunk_keys([(1_000 + g, system),
-                           (10_000_000 + g * PER_GROUP + u, QUESTION)], CHUNK)
-        reqs.append(Request(rid, keys, system + QUESTION, OUTPUT, session=rid))
+                           (10_000_000 + g * PER_GROUP + u, question)], CHUNK)
+        reqs.append(Request(rid, keys, system + question, OUTPUT, session=rid))
     first = reqs[0]
     warmup = Request(0, first.keys, first.prompt_tokens, WARMUP_OUTPUT, session=0)
     return Workload("sglang generated-shared-prefix", [

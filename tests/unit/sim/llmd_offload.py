@@ -21,9 +21,11 @@ the ``concurrent`` load type had when the guide was benchmarked): ``main.py`` tu
 concurrent stage into ``num_requests`` requests queued at once; workers send them as
 semaphore permits free (``loadgen/load_generator.py``), request ``n`` sending prompt
 ``n % 450`` of the prompts ``datagen/shared_prefix_datagen.py`` generated and shuffled
-once; "overall throughput" is input + output tokens of successful requests over (last end -
-first start) and TTFT runs from the send to the first streamed token
-(``reportgen/base.py``, ``summarize_requests``).
+once, each segment random ids decoded to text, which vLLM re-encodes into 1.052 tokens per
+id (``llmd.RETOKENIZE``; exact-length text came with inference-perf #383 in 2026);
+"overall throughput" is input + output tokens of successful requests over (last end - first
+start), the input counted on the prompt's text with the model's tokenizer, and TTFT runs
+from the send to the first streamed token (``reportgen/base.py``, ``summarize_requests``).
 
 Assumed, the same for every row, because the guide does not say:
 
@@ -33,8 +35,9 @@ Assumed, the same for every row, because the guide does not say:
 - 45 in flight, as published. The loader of that time gave each of its workers
   ``45 // workers + 1`` permits (fixed in #320), so the run may have held a few more;
   Little's law on the published figures (throughput / tokens per request x mean
-  end-to-end latency) gives 46.2-46.6 in flight in the four runs rebuilt here (one or two
-  more), which ``test_llmd_offload.py`` checks.
+  end-to-end latency, with the prompts' re-encoded token counts) gives 44.0-44.3 in flight
+  in the four runs rebuilt here, a little under 45 as a run's last requests drain with
+  fewer in flight, which ``test_llmd_offload.py`` checks.
 - The same picker for every row (the tables change only the model server). With every
   system prompt far longer than the 256 hashed blocks of 64 characters, both estimate-mode
   scorers see a group's blocks on the engine they last sent it to and nowhere else, so
@@ -65,6 +68,7 @@ from tests.unit.sim.llmd import (
     APPROX_MAX_BLOCKS,
     QWEN3_32B,
     REFRESH_S,
+    RETOKENIZE,
 )
 
 CHUNK = 256  # LMCache's chunk size
@@ -77,17 +81,23 @@ CHARS_PER_TOKEN = 4
 SYSTEM = {"high": 30_000, "low": 8_000}
 
 
+def sent(ids: int) -> int:
+    """Tokens vLLM sees for a segment of ``ids`` random ids decoded to text."""
+    return round(ids * RETOKENIZE["Qwen/Qwen3-32B"])
+
+
 def workload(system: int, seed: int = 0) -> Workload:
     """2,700 requests cycling through 450 shuffled prompts, 45 in flight."""
     rng = random.Random(seed)
     prompts = [(g, u) for g in range(GROUPS) for u in range(PER_GROUP)]
     rng.shuffle(prompts)
-    keys = [chunk_keys([(1_000 + g, system), (1_000_000 + g * PER_GROUP + u, QUESTION)], CHUNK)
+    system, question = sent(system), sent(QUESTION)
+    keys = [chunk_keys([(1_000 + g, system), (1_000_000 + g * PER_GROUP + u, question)], CHUNK)
             for g, u in prompts]
     sessions = []
     for n in range(REQUESTS):
         g, u = prompts[n % len(prompts)]
-        sessions.append([Request(n, keys[n % len(prompts)], system + QUESTION, OUTPUT,
+        sessions.append([Request(n, keys[n % len(prompts)], system + question, OUTPUT,
                                  session=g * PER_GROUP + u)])
     return Workload("inference-perf shared_prefix, concurrent",
                     [Phase("concurrent", sessions, CONCURRENCY)], CHUNK)
@@ -149,10 +159,8 @@ PUBLISHED = (
     ("low", False, "baseline", 0.12, 0.09, 23389.6),
     ("low", True, "LMCache CPU", 0.15, 0.10, 22772.5),
 )
-# Rows outside 1.5x: the honest current band (docs/planner.md says why).
-BANDS: dict[tuple[str, bool, str], tuple[float, float]] = {
-    ("low", True, "ttft_mean_s"): (0.524, 0.819),
-}
+# Rows outside 1.5x: the honest current band (docs/planner.md says why); none at present
+BANDS: dict[tuple[str, bool, str], tuple[float, float]] = {}
 
 
 def _metric(scenario: str, lmcache: bool, metric: str) -> float:

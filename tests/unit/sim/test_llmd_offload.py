@@ -14,7 +14,7 @@ def test_offload_workload_cycles_450_shuffled_prompts_with_45_in_flight() -> Non
     assert work.phases[0].concurrency == 45 and not work.phases[0].open_loop
     assert len({r.keys for r in reqs}) == 450
     assert all(reqs[n].keys == reqs[n + 450].keys for n in range(len(reqs) - 450))
-    assert {r.prompt_tokens for r in reqs} == {30_256}
+    assert {r.prompt_tokens for r in reqs} == {31_560 + 269}  # 30,000 + 256 ids, re-encoded
     assert {r.output_tokens for r in reqs} == {1_024}
     assert [r.session for r in reqs[:450]] != sorted(r.session for r in reqs[:450])  # shuffled
 
@@ -37,10 +37,12 @@ def test_offload_copies_have_the_guides_pool_and_100_gb_per_worker_of_lmcache() 
     assert {c.cpu_tokens for c in lmc} == {2 * 100 * 2**30 // kv_bytes_per_token}
 
 
-@pytest.mark.parametrize("tokens, throughput, e2e_mean", [
-    (30_256 + 1_024, 38_534.8, 37.8), (30_256 + 1_024, 46_910.6, 30.8),
-    (8_256 + 1_024, 23_389.6, 18.4), (8_256 + 1_024, 22_772.5, 18.9)])
-def test_offload_published_figures_imply_46_to_47_in_flight(tokens, throughput,
-                                                              e2e_mean) -> None:
-    # Little's law on the guide's tables: requests/s x mean end-to-end latency
-    assert 46.0 < throughput / tokens * e2e_mean < 46.7
+@pytest.mark.parametrize("system, throughput, e2e_mean", [
+    (30_000, 38_534.8, 37.8), (30_000, 46_910.6, 30.8),
+    (8_000, 23_389.6, 18.4), (8_000, 22_772.5, 18.9)])
+def test_offload_published_figures_imply_a_little_under_45_in_flight(system, throughput,
+                                                                      e2e_mean) -> None:
+    # Little's law on the guide's tables: requests/s x mean end-to-end latency, a request's
+    # tokens counted as inference-perf counts them (the prompt re-encoded, the output)
+    tokens = offload.sent(system) + offload.sent(offload.QUESTION) + offload.OUTPUT
+    assert 43.9 < throughput / tokens * e2e_mean < 44.5
