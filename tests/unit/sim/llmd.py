@@ -6,7 +6,8 @@ results (llm-d-kv-cache-manager ``benchmarking/73-capacity/README.md`` and
 (kubernetes-sigs/inference-perf at 5b1da4d, the September 2025 tree):
 
 - ``datagen/shared_prefix_datagen.py``: ``num_groups x num_prompts_per_group`` prompts, each
-  a group's random system prompt + its own random question, generated once and shuffled;
+  a group's random system prompt + its own random question (random ids decoded to text,
+  which vLLM re-encodes into more tokens: :data:`RETOKENIZE`), generated once and shuffled;
   request ``n`` of a stage sends prompt ``n % len(prompts)``, so every stage replays the same
   prompts (questions included) in the same order. ``max_tokens = output_len`` with
   ``ignore_eos`` (``config.py``): every request generates ``output_len`` tokens.
