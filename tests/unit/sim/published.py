@@ -208,5 +208,8 @@ def table() -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     print(table())
-    print(f"\n{len(outside())} of {len(ROWS)} outside 1.5x; mean absolute log ratio "
+    out = outside()
+    print(f"\n{len(out)} of {len(ROWS)} outside 1.5x; mean absolute log ratio "
           f"{mean_abs_log_ratio():.3f}")
+    for row in out:  # a what-if's moves across 1.5x read off these lines
+        print(f"  outside: {row.name} ({row.simulated() / row.published:.3f})")
