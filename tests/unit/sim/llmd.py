@@ -226,13 +226,25 @@ class Stats:
     ttft_mean_s: float
     ttft_p90_s: float
     output_tokens_s: float
+    itl_mean_s: float  # as the reports' "ITL mean" reads: see :func:`stats`
 
 
 def stats(out: RunResult, reqs: list[Request]) -> Stats:
+    """The reports' figures over ``reqs``.
+
+    ITL is inference-perf's mean gap between the stream's timestamps over all of them:
+    ``apis/completion.py`` (5b1da4d) stamps every line the stream yields, blank ones too,
+    and vLLM sends each token as a server-sent event of two lines (``data: ...`` and a blank
+    line) and ends with ``data: [DONE]``, so a request of ``n`` tokens has ``2n + 1`` gaps
+    from its first token to its end (hence the reports' ITL median of 0): half the time
+    per output token.
+    """
     ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in reqs)
     span = max(out.end[r.id] for r in reqs) - min(out.arrival[r.id] for r in reqs)
+    streamed = sum(out.end[r.id] - out.ttft[r.id] for r in reqs)
     return Stats(sum(ttfts) / len(ttfts), percentile(ttfts, 0.9),
-                 sum(r.output_tokens for r in reqs) / span)
+                 sum(r.output_tokens for r in reqs) / span,
+                 streamed / sum(2 * r.output_tokens + 1 for r in reqs))
 
 
 SETUPS = {"73-capacity": X73, "37-capacity": X37}
@@ -284,7 +296,7 @@ def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
     - output tokens/s is the plain mean of the per-QPS rows (the ladder's stages, not the
       warm-up), not the run's tokens over its span: in both reports, for all eight arms,
       the mean of the rows gives the summary to the printed digit;
-    - TTFT is over the requests of the ladder's stages in the 37-capacity report (its
+    - TTFT and ITL are over the requests of the ladder's stages in the 37-capacity report (its
       per-QPS means weighted by their stages' requests give all four arms' summary means
       to the printed digit), and of the warm-up too in the 73-capacity report, whose
       ladder alone (each row weighted by its requests/s x its stage's duration) gives

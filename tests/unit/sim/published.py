@@ -98,19 +98,21 @@ def _lmi_order(metric: str) -> float:
 
 def _llmd_rows() -> list[Row]:
     rows = []
-    # (report, experiment as published, published figures: TTFT mean, TTFT p90, output tok/s)
-    for name, source, experiment, label, mean, p90, tps in (
-            ("73-capacity", LLMD, "precise", "precise", 0.298, 0.542, 8730.0),
-            ("73-capacity", LLMD, "estimated", "approximate", 13.316, 31.083, 6944.4),
-            ("73-capacity", LLMD, "load", "load", 46.987, 94.865, 4266.4),
-            ("73-capacity", LLMD, "random", "random", 45.281, 92.551, 4428.7),
-            ("37-capacity", LLMD37, "precise", "precise", 0.193, 0.275, 5650.0),
-            ("37-capacity", LLMD37, "default", "approximate", 1.549, 7.536, 5096.2),
-            ("37-capacity", LLMD37, "load", "load", 41.058, 78.303, 3018.3),
-            ("37-capacity", LLMD37, "random", "random", 42.011, 84.623, 2895.4)):
+    # (report, experiment as published, published figures: TTFT mean, TTFT p90, output tok/s,
+    # ITL mean)
+    for name, source, experiment, label, mean, p90, tps, itl in (
+            ("73-capacity", LLMD, "precise", "precise", 0.298, 0.542, 8730.0, 0.026),
+            ("73-capacity", LLMD, "estimated", "approximate", 13.316, 31.083, 6944.4, 0.024),
+            ("73-capacity", LLMD, "load", "load", 46.987, 94.865, 4266.4, 0.024),
+            ("73-capacity", LLMD, "random", "random", 45.281, 92.551, 4428.7, 0.025),
+            ("37-capacity", LLMD37, "precise", "precise", 0.193, 0.275, 5650.0, 0.020),
+            ("37-capacity", LLMD37, "default", "approximate", 1.549, 7.536, 5096.2, 0.023),
+            ("37-capacity", LLMD37, "load", "load", 41.058, 78.303, 3018.3, 0.028),
+            ("37-capacity", LLMD37, "random", "random", 42.011, 84.623, 2895.4, 0.028)):
         tag = "Qwen3-32B" if name == "73-capacity" else "Llama-70B"
         for metric, value, unit in (("ttft_mean_s", mean, "s"), ("ttft_p90_s", p90, "s"),
-                                    ("output_tokens_s", tps, "tok/s")):
+                                    ("output_tokens_s", tps, "tok/s"),
+                                    ("itl_mean_s", itl, "s")):
             rows.append(Row(f"llm-d {tag} {label}: {metric.replace('_s', '').replace('_', ' ')}",
                             source, value, unit,
                             partial(llmd.figure, name, experiment, metric),

@@ -6,7 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from lmikit.sim.loop import run
+from lmikit.sim.loop import RunResult, run
+from lmikit.sim.workloads import Request
 from tests.unit.sim import llmd, llmd_service
 
 
@@ -174,3 +175,11 @@ def test_2025_prompts_are_sent_as_vllm_re_encodes_them_and_2026_ones_exactly() -
     b2b = llmd_service.B2B_SAAS
     assert {r.prompt_tokens for r in llmd.workload(b2b).requests} == {6_000 + 1_200}
     assert b2b.stages == llmd.X73.stages
+
+
+def test_itl_reads_as_the_reports_stamp_the_stream() -> None:
+    # inference-perf stamps every line: n tokens are n data lines and n blank ones, then
+    # [DONE] and its blank line, so 2n + 1 gaps from the first token to the end, pooled
+    reqs = [Request(0, (), 100, 3, 0), Request(1, (), 100, 1, 1)]
+    out = RunResult([0.0, 0.0], [1.0, 2.0], [1.6, 2.3], {}, [0, 0], [0.0])
+    assert llmd.stats(out, reqs).itl_mean_s == pytest.approx((0.6 + 0.3) / (7 + 3))
