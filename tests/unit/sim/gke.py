@@ -78,7 +78,7 @@ from lmikit.sim.routers import StickySession
 from lmikit.sim.scenario import Deployment, deployment
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
-from tests.unit.sim.llmd import RETOKENIZE
+from tests.unit.sim.llmd import reencoded
 
 if TYPE_CHECKING:
     from tests.unit.sim.published import Row
@@ -118,17 +118,13 @@ def groups(test: str, system: int) -> int:
     return round((low + high) / 2 / group_tokens(system))
 
 
-def sent(ids: int) -> int:
-    """Tokens vLLM sees for ``ids`` random ids decoded to text (Llama 3.3's tokenizer is
-    Llama 3.1's)."""
-    return round(ids * RETOKENIZE["meta-llama/Llama-3.1-70B-Instruct"])
-
-
 def workload(n_groups: int, system: int, seed: int = 0) -> Workload:
     rng = random.Random(seed)
     prompts = [(g, u) for g in range(n_groups) for u in range(PER_GROUP)]
     rng.shuffle(prompts)
-    system, question = sent(system), sent(QUESTION)
+    # Llama 3.3's tokenizer is Llama 3.1's
+    system, question = (reencoded(n, "meta-llama/Llama-3.1-70B-Instruct")
+                        for n in (system, QUESTION))
     reqs = []
     for rid, (g, u) in enumerate(prompts, start=1):
         keys = chunk_keys([(1_000 + g, system),

@@ -166,6 +166,11 @@ def _poisson(lam: float, rng: random.Random) -> int:
     return count
 
 
+def reencoded(ids: int, model: str) -> int:
+    """Tokens vLLM sees for ``ids`` random ids decoded to text with ``model``'s tokenizer."""
+    return round(ids * RETOKENIZE[model])
+
+
 def prompt_segments(setup: Setup) -> tuple[int, int]:
     """Tokens vLLM sees of a prompt's system prompt and question."""
     return round(setup.system * setup.tokens_per_id), round(setup.question * setup.tokens_per_id)
@@ -307,13 +312,12 @@ def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
     work = workload(setup)
     out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt,
                            pool_tokens=pool_tokens), routed_by)
-    per_stage = {rate: stats(out, [s[0] for s in phase.sessions])
-                 for (rate, _), phase in zip(setup.stages, work.phases, strict=True)}
-    ladder = work.phases[1:]
+    staged = [stats(out, [s[0] for s in phase.sessions]) for phase in work.phases]
+    per_stage = {rate: st for (rate, _), st in zip(setup.stages, staged, strict=True)}
     counted = (work.requests if setup.warmup_in_summary
-               else [s[0] for phase in ladder for s in phase.sessions])
-    rates = [stats(out, [s[0] for s in phase.sessions]).output_tokens_s for phase in ladder]
-    return replace(stats(out, counted), output_tokens_s=statistics.fmean(rates)), per_stage
+               else [s[0] for phase in work.phases[1:] for s in phase.sessions])
+    rates = statistics.fmean(st.output_tokens_s for st in staged[1:])  # the ladder's
+    return replace(stats(out, counted), output_tokens_s=rates), per_stage
 
 
 def figure(name: str, experiment: str, metric: str, stage: float | None = None) -> float:

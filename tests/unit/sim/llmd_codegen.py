@@ -34,8 +34,8 @@ and the conversation_replay data below. ``bench-job.yaml`` at 7c4b49aa runs infe
 - Prompts are random token ids decoded to text, which vLLM re-tokenizes. Re-tokenizing
   decoded random Qwen ids gives 1.052 tokens per id (measured, not published: Qwen's
   151,643-token BPE ranks as shipped in the ``dashscope`` 2.0.2 wheel, its split pattern
-  and NFC, on 20,000-60,000-id prompts); :data:`RETOKENIZE` scales every segment by it.
-  The report counts prompt tokens with the same tokenizer (``process_response``:
+  and NFC, on 20,000-60,000-id prompts); ``llmd.RETOKENIZE`` scales every segment by it
+  (:func:`tokens`). The report counts prompt tokens with the same tokenizer (``process_response``:
   ``tokenizer.count_tokens(self.prompt)``), so the two agree; it cuts a count at the
   tokenizer's ``model_max_length``, which no replayed prompt (at most ~120,000) reaches.
 - ``loadgen/load_generator.py``: ``concurrent`` puts all ``6c`` requests on the queues
@@ -143,8 +143,6 @@ WORKERS = 6  # code-generation.yaml load.num_workers
 ROUNDS = 6  # run_benchmark.sh: TURNS_PER_CONV; MAX_REQUESTS = NUM_CONVERSATIONS x 6
 TIMEOUT_S = 300.0  # code-generation.yaml load.request_timeout
 SHARED = 3_000  # shared_system_prompt_len
-# tokens per random id after decode and re-encode (measured, see above)
-RETOKENIZE = llmd.RETOKENIZE["Qwen/Qwen3-32B"]
 
 # results.txt at 7c4b49aa, section "k8": concurrency -> (out_t/s, in_t/s, TTFT p90 s)
 PUBLISHED = {10: (117.5, 15168.5, 25.7), 20: (299.9, 29451.3, 14.2),
@@ -190,7 +188,7 @@ def conversations(seed: int, n: int) -> list[Conversation]:
 
 def tokens(ids: int) -> int:
     """Tokens vLLM sees for ``ids`` random ids decoded to text."""
-    return round(ids * RETOKENIZE)
+    return llmd.reencoded(ids, "Qwen/Qwen3-32B")
 
 
 def workload(conc: int) -> Workload:

@@ -68,7 +68,7 @@ from tests.unit.sim.llmd import (
     APPROX_MAX_BLOCKS,
     QWEN3_32B,
     REFRESH_S,
-    RETOKENIZE,
+    reencoded,
 )
 
 CHUNK = 256  # LMCache's chunk size
@@ -83,7 +83,7 @@ SYSTEM = {"high": 30_000, "low": 8_000}
 
 def sent(ids: int) -> int:
     """Tokens vLLM sees for a segment of ``ids`` random ids decoded to text."""
-    return round(ids * RETOKENIZE["Qwen/Qwen3-32B"])
+    return reencoded(ids, "Qwen/Qwen3-32B")
 
 
 def workload(system: int, seed: int = 0) -> Workload:
