@@ -66,6 +66,15 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    prompts only: ``save_decode_cache`` is off by default). Every tier evicts least recently
    used chunks. GPU, CPU and disk tiers belong to one copy; the remote tier is one store
    shared by every copy.
+6. A front door that holds at most ``max_in_flight`` requests at once across the fleet
+   (0: no limit) fails a request that arrives while that many are outstanding, at once
+   and before any copy sees it: it has no first token, ends at its arrival, and is marked
+   in ``RunResult.failed``. This is an Envoy gateway at its defaults in front of an
+   endpoint picker: each request holds a gRPC ``ext_proc`` stream to the picker for its
+   whole life, and Envoy fails a stream past the picker cluster's ``max_requests`` circuit
+   breaker, 1,024 unless set (Envoy ``source/common/conn_pool/conn_pool_base.cc``,
+   ``attachStreamToClient``: "max streams overflow"; envoyproxy/ai-gateway #1884,
+   envoyproxy/gateway #9997 and llm-d/llm-d #1582 report the HTTP 500s it gives).
 """
 
 from __future__ import annotations
@@ -201,16 +210,20 @@ class RunResult:
     evictions: dict[str, int] = field(default_factory=dict)
     makespan_s: float = 0.0
     peak_kv_usage: list[float] = field(default_factory=list)  # per copy, after each event
+    failed: list[bool] = field(default_factory=list)  # turned away at the front door (rule 6)
 
 
 def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
-        rng: random.Random | None = None) -> RunResult:
+        rng: random.Random | None = None, max_in_flight: int = 0) -> RunResult:
     """Simulate ``workload`` on ``copies`` routed by ``router``; deterministic.
 
     With ``rng``, think times are exponential with the phase's mean and users start at
     uniform offsets within one think time (real users do not move in lockstep); without
-    it, think times are exactly the mean and every user starts at once.
+    it, think times are exactly the mean and every user starts at once. With
+    ``max_in_flight``, requests beyond that many outstanding fail at once (rule 6).
     """
+    if max_in_flight < 0:
+        raise ValueError(f"max_in_flight must be 0 (no limit) or more, not {max_in_flight}")
     shared_remote = UnboundedTier()  # one remote store behind every copy
     fleet = [_Copy(c, shared_remote) for c in copies]
     reqs = workload.requests
@@ -224,7 +237,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 phase_of[a.id] = pi
     res = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
                     {t: [0] * n for t in ("gpu", *LMCACHE_TIERS)}, [-1] * n,
-                    [0.0] * len(fleet))
+                    [0.0] * len(fleet), failed=[False] * n)
+    in_flight = 0
     events: list[tuple[float, int, int, object, int]] = []
     counter = 0
 
@@ -520,6 +534,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             if m > k and follow.keys[:k] == r.keys:
                 c.gpu.insert(follow.keys[k:m])  # freed before the prompt's: tail first
         c.gpu.unpin(r.keys[:pinned])
+        proceed(r, t)
+
+    def proceed(r: Request, t: float) -> None:
+        """``r`` is over, served or failed: its session, phase and users go on."""
+        nonlocal in_flight
+        in_flight -= 1
+        follow = nxt[r.id]
         p = phases[state["phase"]]
         if p.dispatcher is not None:
             for later in p.dispatcher.finished(r.id):
@@ -556,6 +577,12 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             res.arrival[r.id] = t
             if clocked is not None:
                 clocked.now = t
+            in_flight += 1
+            if max_in_flight and in_flight > max_in_flight:
+                res.failed[r.id] = True
+                res.end[r.id] = t
+                proceed(r, t)
+                continue
             i = router.pick(r, fleet)
             res.copy_of[r.id] = i
             c = fleet[i]

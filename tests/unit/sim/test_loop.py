@@ -93,6 +93,41 @@ def test_max_batch_size_holds_requests_until_one_finishes() -> None:
     assert out.ttft[1] - out.arrival[1] >= out.end[0] - 0.01 - 1e-9
 
 
+def test_the_front_door_fails_what_arrives_past_its_limit_and_no_copy_sees_it() -> None:
+    # three at t=0 behind a door of two: the third fails on arrival; one sent after both
+    # have ended is served again
+    work = trace((0.0, [(1, 1_000)], 50), (0.0, [(2, 1_000)], 50), (0.0, [(3, 1_000)], 50),
+                 (60.0, [(4, 1_000)], 50))
+    out = run(work, [copy(), copy()], LeastOutstanding(), max_in_flight=2)
+    assert out.failed == [False, False, True, False]
+    assert out.end[2] == out.arrival[2] == 0.0
+    assert out.ttft[2] != out.ttft[2]  # no first token (NaN)
+    assert out.copy_of[2] == -1 and out.served["gpu"][2] == 0
+    assert out.end[1] < 60.0 and out.ttft[3] < out.end[3]
+    # the failed request takes no room: the served ones run as they do with no door
+    free = run(trace((0.0, [(1, 1_000)], 50), (0.0, [(2, 1_000)], 50)), [copy(), copy()],
+               LeastOutstanding())
+    assert out.ttft[:2] == free.ttft and out.end[:2] == free.end
+    # no door, no failures
+    assert run(work, [copy(), copy()], LeastOutstanding()).failed == [False] * 4
+
+
+def test_a_closed_loop_user_whose_request_fails_sends_the_next() -> None:
+    reqs = [Request(i, chunk_keys([(i, 500)], 256), 500, 20, session=i) for i in range(4)]
+    work = Workload("c", [Phase("c", [[r] for r in reqs], concurrency=3)], 256)
+    out = run(work, [copy()], LeastOutstanding(), max_in_flight=2)
+    # the third user's request fails at once and it sends the next, which the door still
+    # turns away: both served requests are in flight until t > 0
+    assert out.failed == [False, False, True, True]
+    assert out.arrival[3] == out.end[2] == 0.0
+    assert min(out.end[:2]) > 0.0
+
+
+def test_a_negative_front_door_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_in_flight must be 0"):
+        run(trace((0.0, [(1, 1_000)], 5)), [copy()], LeastOutstanding(), max_in_flight=-1)
+
+
 def test_kv_pool_admits_only_what_fits() -> None:
     work = trace((0.0, [(1, 3_000)], 100), (0.0, [(2, 3_000)], 100))
     out = run(work, [copy(gpu_tokens=5_000)], LeastOutstanding())
