@@ -20,7 +20,25 @@ results (llm-d-kv-cache-manager ``benchmarking/73-capacity/README.md`` and
 - TTFT is the first streamed line after the request is sent (``apis/completion.py``; the
   clock starts inside a new HTTP session per request, ``client/modelserver/openai_client.py``);
   output tokens/s is the output tokens of successful requests over (last end - first start)
-  (``reportgen/base.py``).
+  (``reportgen/base.py``, ``summarize_requests``). A request answered with an error status
+  fails: TTFT, ITL and output tokens count successful requests only; the span counts all.
+
+The gateway. Both runs reached their pods through an inference gateway, an Envoy that asks
+the endpoint picker where to send each request over a gRPC ``ext_proc`` stream that stays
+open for the whole request. Envoy fails any stream past its ``max_requests`` circuit breaker
+on the picker's cluster, 1,024 when not set (:data:`ENVOY_MAX_REQUESTS`), with an HTTP 500
+at once, so at most 1,024 requests are in flight and the rest of a burst fails (the
+simulator's front door, ``lmikit.sim.loop`` rule 6, with its sources). Neither report names
+its gateway, and the 73-capacity one prints no success rate, but its own figures show the
+limit. From 40 QPS each stage sends 1,470-1,548 requests within 25-38 s, each of which runs
+for a minute or more once it queues. The random and load arms' TTFT p90s then stay at
+101-114 s from 40 to 60 QPS, where the same stages behind a Kubernetes Service, without a
+gateway (``llmd_service.py``), measured 130-161 s and 126-139 s in two runs. And the random
+arm's output rate (about 4,800 tokens/s) over the span each such stage takes on the
+report's waiting-queue chart (about 3.5 minutes) comes to about 1,000 requests' tokens,
+not 1,500. Its stages of up to 760 requests, all in flight at once, show none of this. The
+37-capacity report, whose stages send at most 1,000 requests, prints a success rate of
+100.00% for every arm and stage, and its replay fails none (``test_llmd.py``).
 
 The "random" arm's figures are each the median over seven draws of the routing
 (:data:`ROUTER_SEEDS`): one run is one draw, and the published run was one too.
@@ -84,6 +102,14 @@ class Setup:
     warmup_in_summary: bool = True
     # tokens vLLM sees per random token id the generator drew (:data:`RETOKENIZE`)
     tokens_per_id: float = 1.0
+    # requests the gateway lets be in flight at once, the rest failing (0: no gateway)
+    gateway_limit: int = 0
+
+
+# Envoy's circuit-breaker default for a cluster's ``max_requests`` (envoy
+# ``api/envoy/config/cluster/v3/circuit_breaker.proto``: "If not specified, the default is
+# 1024"), which an inference gateway's stream to the endpoint picker is held to.
+ENVOY_MAX_REQUESTS = 1_024
 
 
 # Tokens vLLM sees per random id drawn. The September 2025 generator decoded each segment's
@@ -105,7 +131,8 @@ X73 = Setup(
      "estimated": {"approximate": 1.0, "kv": 1.0, "queue": 1.0},
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
-    QWEN3_32B, QWEN3_32B_TP2_POOL, tokens_per_id=RETOKENIZE["Qwen/Qwen3-32B"])
+    QWEN3_32B, QWEN3_32B_TP2_POOL, tokens_per_id=RETOKENIZE["Qwen/Qwen3-32B"],
+    gateway_limit=ENVOY_MAX_REQUESTS)
 # 37-capacity: load.type constant; warm-up 9 QPS x 30 s, then the ladder.
 X37 = Setup(
     "meta-llama/Llama-3.1-70B-Instruct", 4, 4, 83, 3, 8_000, 1_000, 1_000,
@@ -117,7 +144,8 @@ X37 = Setup(
      "load": {"kv": 1.0, "queue": 1.0},
      "random": {}},
     None, 461_376, warmup_in_summary=False,
-    tokens_per_id=RETOKENIZE["meta-llama/Llama-3.1-70B-Instruct"])
+    tokens_per_id=RETOKENIZE["meta-llama/Llama-3.1-70B-Instruct"],
+    gateway_limit=ENVOY_MAX_REQUESTS)
 
 # The approximate ("estimate" mode) scorer both runs used: llm-d-inference-scheduler v0.2.1
 # (pkg/plugins/scorer/prefix_cache.go) hands it to gateway-api-inference-extension v0.5.1's
@@ -235,7 +263,8 @@ class Stats:
 
 
 def stats(out: RunResult, reqs: list[Request]) -> Stats:
-    """The reports' figures over ``reqs``.
+    """The reports' figures over ``reqs``: TTFT, ITL and output tokens over the successful
+    ones, the span over all (``summarize_requests``).
 
     ITL is inference-perf's mean gap between the stream's timestamps over all of them:
     ``apis/completion.py`` (5b1da4d) stamps every line the stream yields, blank ones too,
@@ -244,12 +273,13 @@ def stats(out: RunResult, reqs: list[Request]) -> Stats:
     from its first token to its end (hence the reports' ITL median of 0): half the time
     per output token.
     """
-    ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in reqs)
     span = max(out.end[r.id] for r in reqs) - min(out.arrival[r.id] for r in reqs)
-    streamed = sum(out.end[r.id] - out.ttft[r.id] for r in reqs)
+    ok = [r for r in reqs if not (out.failed and out.failed[r.id])]
+    ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in ok)
+    streamed = sum(out.end[r.id] - out.ttft[r.id] for r in ok)
     return Stats(sum(ttfts) / len(ttfts), percentile(ttfts, 0.9),
-                 sum(r.output_tokens for r in reqs) / span,
-                 streamed / sum(2 * r.output_tokens + 1 for r in reqs))
+                 sum(r.output_tokens for r in ok) / span,
+                 streamed / sum(2 * r.output_tokens + 1 for r in ok))
 
 
 SETUPS = {"73-capacity": X73, "37-capacity": X37}
@@ -311,7 +341,8 @@ def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
     """
     work = workload(setup)
     out = run(work, copies(setup, reserve_full_prompt=reserve_full_prompt,
-                           pool_tokens=pool_tokens), routed_by)
+                           pool_tokens=pool_tokens), routed_by,
+              max_in_flight=setup.gateway_limit)
     staged = [stats(out, [s[0] for s in phase.sessions]) for phase in work.phases]
     per_stage = {rate: st for (rate, _), st in zip(setup.stages, staged, strict=True)}
     counted = (work.requests if setup.warmup_in_summary

@@ -113,7 +113,8 @@ PRECISE_GUIDE = ((3.0, 1_797, 0.415, 0.522), (10.0, 4_215, 0.630, 1.014),
 
 
 WORKERS = 64  # b2b-saas.yaml load.num_workers
-B2B_SAAS = replace(llmd.X73, tokens_per_id=1.0)  # exact-length prompts (above)
+# exact-length prompts (above), and no gateway: a Service fails nothing
+B2B_SAAS = replace(llmd.X73, tokens_per_id=1.0, gateway_limit=0)
 
 
 def service(seed: int) -> KeepAliveService:

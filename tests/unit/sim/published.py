@@ -141,13 +141,9 @@ def _llmd_rows() -> list[Row]:
 WITHIN = (1 / 1.5, 1.5)
 # Rows outside 1.5x: the honest current band (docs/planner.md says why for each).
 BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
-    ("73-capacity", "precise", "ttft_mean_s"): (0.277, 0.433),
-    ("73-capacity", "precise", "ttft_p90_s"): (0.171, 0.268),
-    ("73-capacity", "estimated", "ttft_mean_s"): (2.23, 3.49),
-    ("73-capacity", "estimated", "ttft_p90_s"): (3.28, 5.13),
-    ("73-capacity", "load", "ttft_p90_s"): (1.22, 1.91),
-    ("73-capacity", "random", "ttft_mean_s"): (1.22, 1.91),
-    ("73-capacity", "random", "ttft_p90_s"): (1.26, 1.96),
+    ("73-capacity", "precise", "ttft_mean_s"): (0.222, 0.348),
+    ("73-capacity", "precise", "ttft_p90_s"): (0.146, 0.228),
+    ("73-capacity", "estimated", "ttft_p90_s"): (1.36, 2.13),
     ("37-capacity", "precise", "ttft_mean_s"): (0.307, 0.48),
     ("37-capacity", "precise", "ttft_p90_s"): (0.295, 0.461),
     ("37-capacity", "default", "ttft_mean_s"): (0.0382, 0.0597),

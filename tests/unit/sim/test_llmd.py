@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 import pytest
 
 from lmikit.sim.loop import RunResult, run
+from lmikit.sim.routers import RandomRouter
 from lmikit.sim.workloads import Request
 from tests.unit.sim import llmd, llmd_service
 
@@ -154,7 +156,8 @@ def test_replay_summary_pools_its_stages_as_the_report_does(name) -> None:
     if setup.warmup_in_summary:  # every request of the run, the warm-up's too
         work = llmd.workload(setup)
         out = run(work, llmd.copies(setup, pool_tokens=setup.reported_pool),
-                  llmd.router(setup.routers["precise"], setup.system + setup.question))
+                  llmd.router(setup.routers["precise"], setup.system + setup.question),
+                  max_in_flight=setup.gateway_limit)
         whole = llmd.stats(out, work.requests)
         assert (summary.ttft_mean_s, summary.ttft_p90_s) == (whole.ttft_mean_s,
                                                              whole.ttft_p90_s)
@@ -183,3 +186,52 @@ def test_itl_reads_as_the_reports_stamp_the_stream() -> None:
     reqs = [Request(0, (), 100, 3, 0), Request(1, (), 100, 1, 1)]
     out = RunResult([0.0, 0.0], [1.0, 2.0], [1.6, 2.3], {}, [0, 0], [0.0])
     assert llmd.stats(out, reqs).itl_mean_s == pytest.approx((0.6 + 0.3) / (7 + 3))
+
+
+def test_failed_requests_leave_every_figure_but_the_span() -> None:
+    # inference-perf's summarize_requests: TTFT, ITL and output tokens over the successful
+    # requests, the span (last end - first start) over all of them
+    reqs = [Request(0, (), 100, 3, 0), Request(1, (), 100, 5, 1), Request(2, (), 100, 7, 2)]
+    out = RunResult([0.0, 0.0, 0.0], [1.0, float("nan"), 2.0], [1.6, 0.0, 4.0], {},
+                    [0, -1, 0], [0.0], failed=[False, True, False])
+    st = llmd.stats(out, reqs)
+    assert st.ttft_mean_s == pytest.approx(1.5)
+    assert st.output_tokens_s == pytest.approx((3 + 7) / 4.0)
+    assert st.itl_mean_s == pytest.approx((0.6 + 2.0) / (7 + 15))
+
+
+def _failures(setup: llmd.Setup, experiment: str) -> tuple[list[int], list[int]]:
+    """Per stage: requests sent and requests the gateway failed, one replay of the arm."""
+    weights = setup.routers[experiment]
+    rtr = (llmd.router(weights, sum(llmd.prompt_segments(setup))) if weights
+           else RandomRouter(random.Random(1)))
+    work = llmd.workload(setup)
+    out = run(work, llmd.copies(setup, pool_tokens=setup.reported_pool), rtr,
+              max_in_flight=setup.gateway_limit)
+    sent = [len(p.sessions) for p in work.phases]
+    failed = [sum(out.failed[s[0].id] for s in p.sessions) for p in work.phases]
+    return sent, failed
+
+
+@pytest.mark.parametrize("experiment", ["precise", "default", "load", "random"])
+def test_the_37_capacity_gateway_fails_nothing_as_its_report_says(experiment) -> None:
+    # the report prints a success rate of 100.00% for every arm and stage: its stages send
+    # at most 1,000 requests, under Envoy's 1,024
+    assert llmd.X37.gateway_limit == llmd.ENVOY_MAX_REQUESTS == 1_024
+    sent, failed = _failures(llmd.X37, experiment)
+    assert max(sent) == 1_000 and sum(failed) == 0
+
+
+def test_the_73_capacity_gateway_fails_what_its_bursts_send_past_1024() -> None:
+    # stages of up to 760 requests are all in flight at once and fail none; from 40 QPS a
+    # stage sends ~1,500, and about a third fail (the report's output rate over the span of
+    # its waiting-queue chart comes to ~1,000 requests' tokens of ~1,500)
+    sent, failed = _failures(llmd.X73, "random")
+    for n, f in zip(sent, failed, strict=True):
+        if n <= llmd.ENVOY_MAX_REQUESTS:
+            assert f == 0
+        else:
+            assert 0.25 <= f / n <= 0.40
+    assert sum(n > llmd.ENVOY_MAX_REQUESTS for n in sent) == 8  # the 40-60 QPS stages
+    # a Kubernetes Service has no gateway: the 2026 runs through one fail nothing
+    assert llmd_service.B2B_SAAS.gateway_limit == 0
