@@ -176,6 +176,35 @@ class _Copy:
         return len(self.waiting) + len(self.queue)
 
     @property
+    def num_waiting(self) -> int:
+        """vLLM's ``num_requests_waiting``: requests its scheduler would not start next step.
+
+        vLLM v1 takes arriving requests into its waiting queue before it schedules a step and
+        reports the queue after the step (``EngineCoreProc.run_busy_loop``: the input queue,
+        then ``step``: ``schedule``, execute, ``update_from_output`` -> ``make_stats``,
+        ``num_waiting_reqs = len(self.waiting)``; vLLM 0.10.1.1), and a step starts waiting
+        requests while its token budget lasts, the last one in part
+        (``while self.waiting and token_budget > 0``). So a request counts while the pool or
+        ``max_num_seqs`` keeps it out (not admitted here) or the step's budget is spent
+        before its turn: the running prefill's remaining tokens, then each admitted
+        request's uncached prompt in order. The loop runs admitted prefills one after the
+        other, so :attr:`queued` counts every admitted request whose prefill has not begun.
+        The loop does not track steps within a prefill: one that computes more than a
+        step's budget is taken to spend all of it, one that computes less to leave the rest.
+        """
+        left = self.step_chunk()
+        if self.current is not None and self.pf:
+            computes = int(self.pf[0] - self.pf[2])  # its tokens less those it loads
+            left = 0 if computes >= left else left - computes
+        n = len(self.waiting)
+        chunk = self.cfg.chunk_size
+        for r in self.queue:
+            if left <= 0:
+                n += 1
+            left -= max(1, r.prompt_tokens - self.resv[r.id][0] * chunk)
+        return n
+
+    @property
     def kv_usage(self) -> float:
         """Share of the GPU pool in use by admitted requests (vLLM's KV cache usage)."""
         return self.gpu.used_chunks() / self.gpu.pool if self.gpu.pool else 1.0

@@ -43,7 +43,10 @@ class Copy(Protocol):
     outstanding: int  # routed here and not finished
 
     @property
-    def queued(self) -> int: ...  # routed here and not yet prefilling (vLLM's waiting queue)
+    def queued(self) -> int: ...  # routed here and not yet prefilling
+
+    @property
+    def num_waiting(self) -> int: ...  # vLLM's num_requests_waiting (a metric it exports)
 
     @property
     def kv_usage(self) -> float: ...  # share of the GPU KV pool in use (0..1)
@@ -180,7 +183,9 @@ class Epp:
     ``pkg/epp/scheduling/framework/plugins/scorer/queue.go`` and ``kvcache_utilization.go``;
     llm-d-inference-scheduler ``precise_prefix_cache``):
 
-    - queue: (longest waiting queue - its queue) / (longest - shortest), 1 when all equal;
+    - queue: (longest waiting queue - its queue) / (longest - shortest), 1 when all equal,
+      on vLLM's ``num_requests_waiting`` (``Copy.num_waiting``: requests its scheduler
+      could not start, not those it has started and is prefilling in chunks);
     - kv-cache utilization: 1 - the share of its KV pool in use;
     - precise prefix cache: chunks of the prompt the copy holds from the start (its real
       cache, as vLLM's KV events report it), min-max normalized over the copies holding
@@ -197,7 +202,7 @@ class Epp:
     The event loop sets ``now`` before each pick.
 
     >>> class C:
-    ...     def __init__(self, q, held): self.queued = q; self._held = held; self.kv_usage = 0.5
+    ...     def __init__(self, q, held): self.num_waiting, self._held, self.kv_usage = q, held, .5
     ...     def holds(self, keys): return self._held
     >>> class R: keys = (1, 2, 3)
     >>> Epp(random.Random(0), prefix_weight=2, queue_weight=1).pick(R(), [C(0, 0), C(3, 3)])
@@ -221,14 +226,14 @@ class Epp:
     def _metrics(self, fleet: Sequence[Copy]) -> list[tuple[int, float]]:
         """(waiting queue, KV usage) of each copy as the picker last scraped them."""
         if not self.refresh_s:
-            return [(c.queued, c.kv_usage) for c in fleet]
+            return [(c.num_waiting, c.kv_usage) for c in fleet]
         n, every, now = len(fleet), self.refresh_s, self.now
         if not self._next:  # one ticker per copy, started at spread phases
-            self._seen = [(c.queued, c.kv_usage) for c in fleet]
+            self._seen = [(c.num_waiting, c.kv_usage) for c in fleet]
             self._next = [now + every * (i + 1) / n for i in range(n)]
         for i, c in enumerate(fleet):
             if now >= self._next[i]:
-                self._seen[i] = (c.queued, c.kv_usage)
+                self._seen[i] = (c.num_waiting, c.kv_usage)
                 self._next[i] += every * (int((now - self._next[i]) / every) + 1)
         return self._seen
 

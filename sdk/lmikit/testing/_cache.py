@@ -91,6 +91,10 @@ class _Copy:
         return 0
 
     @property
+    def num_waiting(self) -> int:
+        return 0
+
+    @property
     def kv_usage(self) -> float:
         return len(self.gpu) / self.gpu.capacity if self.gpu.capacity else 0.0
 

@@ -143,7 +143,8 @@ WITHIN = (1 / 1.5, 1.5)
 BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
     ("73-capacity", "precise", "ttft_mean_s"): (0.222, 0.348),
     ("73-capacity", "precise", "ttft_p90_s"): (0.146, 0.228),
-    ("73-capacity", "estimated", "ttft_p90_s"): (1.36, 2.13),
+    ("73-capacity", "estimated", "ttft_mean_s"): (0.00517, 0.00809),
+    ("73-capacity", "estimated", "ttft_p90_s"): (0.00261, 0.00408),
     ("37-capacity", "precise", "ttft_mean_s"): (0.307, 0.48),
     ("37-capacity", "precise", "ttft_p90_s"): (0.295, 0.461),
     ("37-capacity", "default", "ttft_mean_s"): (0.0382, 0.0597),

@@ -93,6 +93,34 @@ def test_max_batch_size_holds_requests_until_one_finishes() -> None:
     assert out.ttft[1] - out.arrival[1] >= out.end[0] - 0.01 - 1e-9
 
 
+class _Probe:
+    """Routes to copy 0 and notes (queued, num_waiting) of it at each pick."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def pick(self, req: Request, fleet: list) -> int:
+        self.seen.append((fleet[0].queued, fleet[0].num_waiting))
+        return 0
+
+
+def test_vllm_counts_as_waiting_only_what_its_next_step_cannot_start() -> None:
+    # pretokenized prompts join at once: 5,000 tokens prefill; 1,000 and 3,000 are admitted
+    # behind it and fit the 8,192-token step budget it leaves (3,192: the second starts in
+    # part); a fourth has no budget left; a fifth finds no room in a 10,000-token pool
+    sizes = [5_000, 1_000, 3_000, 500, 600]
+    reqs = [Request(i, chunk_keys([(i + 1, n)], 256), n, 1, session=i, arrival_s=0.0,
+                    pretokenized=True) for i, n in enumerate(sizes)]
+    probe = Request(9, chunk_keys([(99, 256)], 256), 256, 1, session=9, arrival_s=1e-6,
+                    pretokenized=True)
+    work = Workload("t", [Phase("t", [[r] for r in [*reqs, probe]], open_loop=True)], 256)
+    rtr = _Probe()
+    run(work, [copy(gpu_tokens=10_000)], rtr)
+    assert ENGINE.coeff.prefill_chunk_tokens == 8_192
+    queued, waiting = rtr.seen[-1]  # as the probe arrives
+    assert (queued, waiting) == (4, 2)  # 3 admitted behind the prefill + 1 kept out; 1 + 1
+
+
 def test_the_front_door_fails_what_arrives_past_its_limit_and_no_copy_sees_it() -> None:
     # three at t=0 behind a door of two: the third fails on arrival; one sent after both
     # have ended is served again

@@ -27,6 +27,10 @@ class C:
     def queued(self) -> int:
         return self.outstanding if self.waiting is None else self.waiting
 
+    @property
+    def num_waiting(self) -> int:  # the fakes report one count to both kinds of router
+        return self.queued
+
     def holds(self, keys: object) -> int:
         return self.held
 
@@ -129,3 +133,28 @@ def test_epp_without_a_refresh_interval_reads_live_queues() -> None:
     assert epp.pick(R(), fleet) == 0
     fleet[0].waiting = 9
     assert epp.pick(R(), fleet) == 1
+
+
+@dataclass
+class _Admitted(C):
+    """A copy whose prefills have not begun but which vLLM has started within its budget."""
+
+    starting: int = 0
+
+    @property
+    def queued(self) -> int:
+        return self.starting
+
+    @property
+    def num_waiting(self) -> int:
+        return 0
+
+
+def test_epp_queue_scorer_reads_what_vllm_reports_as_waiting() -> None:
+    # copy 0 has requests admitted behind a prefill that vLLM's next step starts: its
+    # num_requests_waiting is 0, so the copy holding the prompt keeps the request (read as
+    # 3 waiting, its queue score of 0 and its fuller pool would send it to copy 1)
+    fleet = [_Admitted(held=5, starting=3, kv_usage=0.1), _Admitted(held=0)]
+    epp = Epp(random.Random(0), prefix_weight=1.0, queue_weight=1.0, kv_weight=1.0,
+              approximate=None)
+    assert epp.pick(R(), fleet) == 0
