@@ -36,8 +36,10 @@ for a minute or more once it queues. The random and load arms' TTFT p90s then st
 gateway (``llmd_service.py``), measured 130-161 s and 126-139 s in two runs. And the random
 arm's output rate (about 4,800 tokens/s) over the span each such stage takes on the
 report's waiting-queue chart (about 200 s: its eight stages from 40 QPS take 26-27 minutes)
-comes to about 1,000 requests' tokens, not 1,500. Its stages of up to 760 requests, all in
-flight at once, show none of this. The 37-capacity report, whose stages send at most 1,000
+comes to about 1,000 requests' tokens, not 1,500, as do the estimated and precise arms'
+(their per-pod plots give such a stage about 130 s at about 8,000 tokens/s and about 96 s
+at about 10,300). Its stages of up to 760 requests, all in flight at once, show none of
+this. The 37-capacity report, whose stages send at most 1,000
 requests, prints a success rate of 100.00% for every arm and stage, and its replay fails
 none (``test_llmd.py``).
 
