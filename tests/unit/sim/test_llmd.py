@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 
 import pytest
 
 from lmikit.sim.loop import RunResult, run
-from lmikit.sim.routers import RandomRouter
 from lmikit.sim.workloads import Request
 from tests.unit.sim import llmd, llmd_service
 
@@ -202,9 +200,7 @@ def test_failed_requests_leave_every_figure_but_the_span() -> None:
 
 def _failures(setup: llmd.Setup, experiment: str) -> tuple[list[int], list[int]]:
     """Per stage: requests sent and requests the gateway failed, one replay of the arm."""
-    weights = setup.routers[experiment]
-    rtr = (llmd.router(weights, sum(llmd.prompt_segments(setup))) if weights
-           else RandomRouter(random.Random(1)))
+    rtr = llmd.router(setup.routers[experiment], sum(llmd.prompt_segments(setup)))
     work = llmd.workload(setup)
     out = run(work, llmd.copies(setup, pool_tokens=setup.reported_pool), rtr,
               max_in_flight=setup.gateway_limit)
