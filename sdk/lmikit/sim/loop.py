@@ -30,8 +30,10 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    generated. When the pool is overfull the newest admitted request is preempted: one
    admitted but not yet prefilling, then a stalled prefill (rule 2; the full chunks it
    computed stay cached), then the newest decoding one. On readmission a request prefills
-   its prompt (prefix-cache hits allowed) and recomputes the tokens it had generated; its
-   first token is not sent again. A request bigger than the pool is prefilled alone.
+   its prompt (prefix-cache hits allowed) and recomputes the tokens it had generated (vLLM
+   hashes generated blocks too and may find them still cached; here they are freed as
+   room, rule 5); its first token is not sent again. A request bigger than the pool is
+   prefilled alone.
    Preemption is checked at events, not at every step; every event (an arrival too)
    re-plans the decode event at which the growing decodes fill the pool, so between two
    events the pool can be over by up to one chunk (``test_loop.py`` holds random workloads
@@ -63,9 +65,16 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
 5. GPU prefix-cache capacity is the pool minus what admitted requests use; when a request
    finishes its chunks stay cached, and so do the full chunks of its output when its
    session's next turn repeats them (vLLM caches generated blocks too; LMCache stores
-   prompts only: ``save_decode_cache`` is off by default). Every tier evicts least recently
-   used chunks. GPU, CPU and disk tiers belong to one copy; the remote tier is one store
-   shared by every copy.
+   prompts only: ``save_decode_cache`` is off by default). The rest of what it held (its
+   output, its prompt's partial last chunk) is freed in the same order as room no prompt
+   names, and so is what a preempted request held but its computed chunks: vLLM appends
+   every block a request frees, cached or not, to the tail of its free queue, tail blocks
+   first, and takes new blocks from the head (``BlockPool.free_blocks``,
+   ``get_new_blocks``; vLLM 0.10.1.1), so that room is reused only after every block freed
+   before it and a request's output displaces older cached prefixes, not newer ones
+   (:meth:`~lmikit.sim.tiers.GpuCache.free`). Every tier evicts least recently used
+   chunks. GPU, CPU and disk tiers belong to one copy; the remote tier is one store shared
+   by every copy.
 6. A front door that holds at most ``max_in_flight`` requests at once across the fleet
    (0: no limit) fails a request that arrives while that many are outstanding, at once
    and before any copy sees it: it has no first token, ends at its arrival, and is marked
@@ -332,15 +341,18 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             target = min(target, c.D + (max(0, c.gpu.free_tokens()) + 1) / nrun)
         push(t + max(0.0, target - c.D) * step, DECODE, c, c.version)
 
-    def release(c: _Copy, r: Request, computed: Sequence[int] = ()) -> None:
+    def release(c: _Copy, r: Request, computed: Sequence[int] = (), generated: int = 0) -> None:
         """Back to the front of the waiting queue, its blocks freed (vLLM's preemption).
 
-        ``computed``: full chunks it computed beyond the ones it pinned, which stay cached.
-        vLLM frees a request's blocks tail first, so those go before its pinned prefix.
+        ``computed``: full chunks it computed beyond the ones it pinned, which stay cached;
+        ``generated``: tokens it had generated. vLLM frees a request's blocks tail first
+        (rule 5), so the rest of its blocks go first, then those, then its pinned prefix.
         """
         pinned, own = c.resv.pop(r.id)
         c.static -= own
-        c.sync()  # its private tokens are free before the cache makes room
+        c.sync()
+        chunk = c.cfg.chunk_size
+        c.gpu.free(own + generated - len(computed) * chunk)
         c.gpu.insert(computed)
         c.gpu.unpin(r.keys[:pinned])
         c.active -= 1
@@ -375,7 +387,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.base_sum -= b
                 c.ctx_const -= r.prompt_tokens - b
                 c.resumed[r.id] = int(c.D - b + 1e-6)
-                release(c, r)
+                release(c, r, generated=c.resumed[r.id])
             else:
                 break
             preempted = True
@@ -556,12 +568,15 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         pinned, own = c.resv.pop(r.id)
         c.static -= own
         c.sync()
-        follow = nxt[r.id]
-        if follow is not None:  # vLLM caches the output's full blocks the next turn repeats
-            k, chunk = len(r.keys), c.cfg.chunk_size
-            m = min(len(follow.keys), (r.prompt_tokens + r.output_tokens) // chunk)
-            if m > k and follow.keys[:k] == r.keys:
-                c.gpu.insert(follow.keys[k:m])  # freed before the prompt's: tail first
+        # its blocks are freed tail first (rule 5): the prompt's partial last chunk and the
+        # output, then the prompt's chunks; vLLM caches the output's full blocks the
+        # session's next turn repeats, the rest is room no prompt names
+        follow, k, chunk = nxt[r.id], len(r.keys), c.cfg.chunk_size
+        repeated: Sequence[int] = ()
+        if follow is not None and follow.keys[:k] == r.keys:
+            repeated = follow.keys[k:(r.prompt_tokens + r.output_tokens) // chunk]
+        c.gpu.free(own + r.output_tokens - len(repeated) * chunk)
+        c.gpu.insert(repeated)
         c.gpu.unpin(r.keys[:pinned])
         proceed(r, t)
 

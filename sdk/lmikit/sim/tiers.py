@@ -81,6 +81,10 @@ def stable_id(value: int | str) -> int:
     return zlib.crc32(value.encode()) * 2**32 + zlib.adler32(value.encode())
 
 
+# Keys of freed blocks no prompt names lie above every ``hash()`` (a signed 64-bit value)
+_ANONYMOUS = 1 << 64
+
+
 def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
     """Drop the least recently used keys beyond ``room``; how many were dropped."""
     over = len(held) - room
@@ -170,7 +174,7 @@ class GpuCache:
     (0, True, True)
     """
 
-    __slots__ = ("pool", "chunk", "private", "pinned", "_lru", "evictions")
+    __slots__ = ("pool", "chunk", "private", "pinned", "_lru", "evictions", "_anonymous")
 
     def __init__(self, pool_chunks: int, chunk: int = 1) -> None:
         self.pool = max(0, int(pool_chunks))
@@ -178,7 +182,8 @@ class GpuCache:
         self.private = 0  # tokens
         self.pinned: dict[int, int] = {}
         self._lru: OrderedDict[int, None] = OrderedDict()
-        self.evictions = 0
+        self.evictions = 0  # cached chunks evicted (not freed blocks no prompt names)
+        self._anonymous = _ANONYMOUS
 
     def __contains__(self, key: object) -> bool:
         return key in self.pinned or key in self._lru
@@ -252,6 +257,27 @@ class GpuCache:
                 held[k] = None
         self.shrink()
 
+    def free(self, tokens: int) -> None:
+        """Return ``tokens`` of freed blocks that no prompt names (a prompt's partial last
+        block, output no later prompt repeats, blocks allocated but never computed) as the
+        most recently freed, in whole chunks (what is left of one is room, as the pool is
+        in whole chunks).
+
+        vLLM appends every block a request frees to the tail of its free queue, cached or
+        not, and takes new blocks from the head (``BlockPool.free_blocks``,
+        ``get_new_blocks``): the room a finished request leaves is reused only after every
+        block freed before it, so it displaces older cached prefixes, not newer ones.
+        """
+        held, start = self._lru, self._anonymous
+        end = start + max(0, tokens) // self.chunk
+        for key in range(start, end):
+            held[key] = None
+        self._anonymous = end
+        self.shrink()
+
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""
-        self.evictions += _evict_lru(self._lru, max(0, self.pool - self.used_chunks()))
+        held = self._lru
+        for _ in range(len(held) - max(0, self.pool - self.used_chunks())):
+            if held.popitem(last=False)[0] < _ANONYMOUS:
+                self.evictions += 1

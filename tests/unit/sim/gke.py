@@ -98,8 +98,6 @@ CPU_GB_PER_WORKER, DISK_GB_PER_WORKER = 128.0, 640.0
 TOTAL_CACHE = {"Test 2": (4.0e6, 4.3e6), "Test 3": (12.6e6, 13.7e6)}
 # Rows outside 1.5x: the honest current band (docs/planner.md says why for each).
 BANDS: dict[tuple[str, int, str], tuple[float, float]] = {
-    ("Test 2", 10_000, "ttft_mean_s"): (1.24, 1.94),
-    ("Test 2", 50_000, "ttft_mean_s"): (0.51, 0.8),
     ("Test 3", 10_000, "ttft_mean_s"): (0.197, 0.308),
     ("Test 3", 50_000, "ttft_mean_s"): (0.229, 0.358),
     ("Test 3", 100_000, "ttft_mean_s"): (0.3, 0.469),

@@ -29,7 +29,7 @@ stage's last send, the next stage starts only when they all have, and vLLM close
 connection idle for 5 s, so 98% of requests find no idle connection of their worker and
 open a new one, to a random pod. Each figure is the median over seven draws of the
 Service (``llmd.ROUTER_SEEDS``); at the 10 and 15 QPS stages, where the fleet starts to
-queue, the draws spread the TTFT p90 over 1.1-1.3 s and 1.5-2.1 s. The other arms use picker
+queue, the draws spread the TTFT p90 over 1.0-1.3 s and 1.4-2.0 s. The other arms use picker
 plugins the simulator does not model (``prefix-cache-affinity-filter``, ``token-load-scorer``,
 ``no-hit-lru-scorer``).
 

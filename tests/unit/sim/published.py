@@ -141,15 +141,15 @@ def _llmd_rows() -> list[Row]:
 WITHIN = (1 / 1.5, 1.5)
 # Rows outside 1.5x: the honest current band (docs/planner.md says why for each).
 BANDS: dict[tuple[str, str, str], tuple[float, float]] = {
-    ("73-capacity", "precise", "ttft_mean_s"): (0.222, 0.348),
-    ("73-capacity", "precise", "ttft_p90_s"): (0.146, 0.228),
-    ("73-capacity", "estimated", "ttft_mean_s"): (0.00517, 0.00809),
-    ("73-capacity", "estimated", "ttft_p90_s"): (0.00261, 0.00408),
+    ("73-capacity", "precise", "ttft_mean_s"): (0.29, 0.454),
+    ("73-capacity", "precise", "ttft_p90_s"): (0.254, 0.397),
+    ("73-capacity", "estimated", "ttft_mean_s"): (0.509, 0.795),
+    ("73-capacity", "estimated", "ttft_p90_s"): (1.19, 1.86),
     ("37-capacity", "precise", "ttft_mean_s"): (0.307, 0.48),
     ("37-capacity", "precise", "ttft_p90_s"): (0.295, 0.461),
     ("37-capacity", "default", "ttft_mean_s"): (0.0382, 0.0597),
     ("37-capacity", "default", "ttft_p90_s"): (0.0107, 0.0167),
-    ("73-capacity", "precise", "qps3"): (0.141, 0.22),
+    ("73-capacity", "precise", "qps3"): (0.363, 0.569),
     ("37-capacity", "precise", "qps3"): (0.345, 0.539),
 }
 

@@ -306,6 +306,21 @@ def test_a_long_prompt_starts_its_prefill_before_the_whole_prompt_fits() -> None
     assert out.peak_kv_usage[0] <= 1.0
 
 
+def test_a_finished_requests_output_displaces_older_cached_prefixes() -> None:
+    # vLLM appends every block a request frees to the tail of its free queue, cached or not,
+    # and takes new blocks from the head (BlockPool.free_blocks, get_new_blocks). A 10-chunk
+    # pool: prompt X (4 chunks) is cached at 0.1 s; a request with a 2-chunk prompt frees
+    # its 768 output tokens (3 chunks) after it; a new 4-chunk prompt then needs room and
+    # takes it from X, freed longest ago (its tail first), not from that output: X comes
+    # back with its first chunk only
+    work = trace((0.0, [(1, 1_024)], 1), (10.0, [(2, 512)], 768), (40.0, [(3, 1_024)], 1),
+                 (60.0, [(1, 1_024)], 1))
+    out = run(work, [copy(gpu_tokens=10 * 256)], LeastOutstanding())
+    assert out.end[1] < 40.0  # one request at a time
+    assert out.served["gpu"][3] == 256
+    assert out.evictions["gpu"] == 3
+
+
 def test_from_vllm_0_19_a_prompt_waits_until_its_whole_uncached_part_fits() -> None:
     # scheduler_reserve_full_isl (vLLM 0.19.0 on, the default here): 6,000 free tokens do not
     # admit a 10,000-token prompt even though its 2,048-token first step fits; it starts once

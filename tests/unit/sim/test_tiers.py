@@ -112,6 +112,23 @@ def test_a_freed_prefix_outlives_its_suffix_in_the_gpu_pool() -> None:
     assert g.match([1, 2, 3, 4]) == 2 and 3 not in g and 4 not in g
 
 
+def test_room_a_request_frees_is_reused_after_what_was_freed_before_it() -> None:
+    # vLLM appends every block a request frees to the tail of its free queue, cached or not,
+    # and takes new blocks from the head (BlockPool.free_blocks, get_new_blocks): the room
+    # of output no prompt names is taken after an older cached prompt, not before it
+    g = GpuCache(4, chunk=256)
+    g.pin([1, 2])
+    g.unpin([1, 2])  # a prompt, cached
+    g.free(2 * 256 + 100)  # then a request's output: two whole chunks, the rest is room
+    assert len(g) == 4 and g.free_tokens() == 4 * 256
+    g.private = 2 * 256  # the next request takes two chunks' room
+    g.shrink()
+    assert g.match([1, 2]) == 0 and g.evictions == 2  # the prompt went, not the room
+    g.private = 4 * 256
+    g.shrink()
+    assert len(g) == 0 and g.evictions == 2  # evicting room evicts no cached chunk
+
+
 def test_an_lmcache_hit_keeps_its_prefix_longest() -> None:
     # LMCache's touch_cache walks a hit's keys in reverse ("flip the order of the keys in
     # the request"), so the first chunk of a prefix is the most recently used
