@@ -30,10 +30,12 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
    generated. When the pool is overfull the newest admitted request is preempted: one
    admitted but not yet prefilling, then a stalled prefill (rule 2; the full chunks it
    computed stay cached), then the newest decoding one. On readmission a request prefills
-   its prompt (prefix-cache hits allowed) and recomputes the tokens it had generated (vLLM
-   hashes generated blocks too and may find them still cached; here they are freed as
-   room, rule 5); its first token is not sent again. A request bigger than the pool is
-   prefilled alone.
+   its prompt (prefix-cache hits allowed) and the tokens it had generated, but for the
+   chunks of its prompt's tail and output still cached after its whole prompt, which it
+   takes back and loads (vLLM hashes generated blocks too,
+   ``Request.append_output_token_ids``, and matches them on readmission,
+   ``get_computed_blocks``; rule 5 frees them); its first token is not sent again. A
+   request bigger than the pool is prefilled alone.
    Preemption is checked at events, not at every step; every event (an arrival too)
    re-plans the decode event at which the growing decodes fill the pool, so between two
    events the pool can be over by up to one chunk (``test_loop.py`` holds random workloads
@@ -131,7 +133,8 @@ class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
-                 "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu")
+                 "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu",
+                 "tail_keys", "recovered")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
@@ -161,6 +164,10 @@ class _Copy:
         self.base: dict[int, float] = {}  # running request -> D at which it had 0 tokens
         self.base_sum = 0.0
         self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
+        # preempted request -> the keys its prompt's tail and its output were freed under,
+        # then, once readmitted, how many of those chunks it found still cached
+        self.tail_keys: dict[int, range] = {}
+        self.recovered: dict[int, int] = {}
         self.active = 0
         self.busy = 0.0
         self.version = 0
@@ -352,7 +359,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         c.static -= own
         c.sync()
         chunk = c.cfg.chunk_size
-        c.gpu.free(own + generated - len(computed) * chunk)
+        freed = c.gpu.free(own + generated - len(computed) * chunk)
+        c.recovered.pop(r.id, None)
+        if generated:
+            c.tail_keys[r.id] = freed
         c.gpu.insert(computed)
         c.gpu.unpin(r.keys[:pinned])
         c.active -= 1
@@ -415,6 +425,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 break
             c.waiting.popleft()
             c.active += 1
+            # a preempted request finds its prompt's tail and what it had generated still
+            # cached unless evicted, after its whole prompt (vLLM hashes generated blocks
+            # too, ``Request.append_output_token_ids``, and ``get_computed_blocks`` matches
+            # them before ``allocate_slots``): it takes them back, to load, not compute
+            freed = c.tail_keys.pop(r.id, None)
+            if freed is not None and g == len(keys):
+                c.recovered[r.id] = gpu.take(freed)
             gpu.pin(keys[:g])
             c.static += first
             c.resv[r.id] = (g, first)
@@ -482,6 +499,9 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         for name, per_request in res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
+        # what a preempted request found still cached at admission takes room but no
+        # compute, as a load does
+        hit += c.recovered.pop(r.id, 0) * chunk
         # vLLM computes at least the prompt's last token, for its logits: a prompt whose every
         # token hits prefills that one (vLLM ``KVCacheManager.get_computed_blocks`` caps the
         # hit at ``num_tokens - 1``; LMCache's ``vllm_v1_adapter.get_num_new_matched_tokens``

@@ -257,23 +257,37 @@ class GpuCache:
                 held[k] = None
         self.shrink()
 
-    def free(self, tokens: int) -> None:
+    def free(self, tokens: int) -> range:
         """Return ``tokens`` of freed blocks that no prompt names (a prompt's partial last
         block, output no later prompt repeats, blocks allocated but never computed) as the
         most recently freed, in whole chunks (what is left of one is room, as the pool is
-        in whole chunks).
+        in whole chunks), the last freed first; the keys they get, in token order.
 
         vLLM appends every block a request frees to the tail of its free queue, cached or
         not, and takes new blocks from the head (``BlockPool.free_blocks``,
         ``get_new_blocks``): the room a finished request leaves is reused only after every
         block freed before it, so it displaces older cached prefixes, not newer ones.
         """
-        held, start = self._lru, self._anonymous
-        end = start + max(0, tokens) // self.chunk
-        for key in range(start, end):
+        start = self._anonymous
+        keys = range(start, start + max(0, tokens) // self.chunk)
+        self._anonymous = keys.stop
+        held = self._lru
+        for key in reversed(keys):
             held[key] = None
-        self._anonymous = end
         self.shrink()
+        return keys
+
+    def take(self, keys: Sequence[int]) -> int:
+        """Take back the cached prefix of ``keys`` (chunks :meth:`free` named), now in use
+        again: how many."""
+        held = self._lru
+        n = 0
+        for k in keys:
+            if k not in held:
+                break
+            del held[k]
+            n += 1
+        return n
 
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""

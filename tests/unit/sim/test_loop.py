@@ -11,7 +11,7 @@ from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import engine_for
 from lmikit.sim.loop import CopyConfig, run
 from lmikit.sim.routers import LeastOutstanding, RandomRouter
-from lmikit.sim.tiers import chunk_keys
+from lmikit.sim.tiers import GpuCache, chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
@@ -319,6 +319,23 @@ def test_a_finished_requests_output_displaces_older_cached_prefixes() -> None:
     assert out.end[1] < 40.0  # one request at a time
     assert out.served["gpu"][3] == 256
     assert out.evictions["gpu"] == 3
+
+
+def test_a_preempted_request_loads_its_output_still_cached(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM hashes generated blocks too (Request.append_output_token_ids) and, readmitting a
+    # preempted request, matches them after its prompt's (get_computed_blocks): blocks not
+    # evicted meanwhile are not computed again. A 12-chunk pool: the second request is
+    # preempted with 411 tokens generated; with its prompt's 200-token tail that is two
+    # chunks, and the first request ends before it needs their room, so the second
+    # computes 99 tokens on readmission instead of 611
+    work = trace((0.0, [(1, 1_024)], 560), (0.1, [(2, 1_224)], 2_000))
+    out = run(work, [copy(gpu_tokens=12 * 256)], LeastOutstanding())
+    monkeypatch.setattr(GpuCache, "take", lambda self, keys: 0)
+    again = run(work, [copy(gpu_tokens=12 * 256)], LeastOutstanding())
+    assert again.ttft == out.ttft and again.end[0] == out.end[0]
+    assert again.end[1] - out.end[1] == pytest.approx(
+        ENGINE.prefill_s(611, 1_024) - ENGINE.prefill_s(99, 1_536), rel=1e-6)
 
 
 def test_from_vllm_0_19_a_prompt_waits_until_its_whole_uncached_part_fits() -> None:

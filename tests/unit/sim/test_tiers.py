@@ -129,6 +129,17 @@ def test_room_a_request_frees_is_reused_after_what_was_freed_before_it() -> None
     assert len(g) == 0 and g.evictions == 2  # evicting room evicts no cached chunk
 
 
+def test_freed_chunks_are_taken_back_first_chunk_first() -> None:
+    # freed tail first (vLLM's SingleTypeKVCacheManager.free): under pressure the last of
+    # a request's freed chunks goes first, and what is left is its first ones, in order
+    g = GpuCache(4, chunk=256)
+    keys = g.free(3 * 256)
+    assert len(keys) == 3 and list(keys) == sorted(keys)
+    g.private = 2 * 256
+    g.shrink()
+    assert g.take(keys) == 2 and len(g) == 0 and g.take(keys) == 0
+
+
 def test_an_lmcache_hit_keeps_its_prefix_longest() -> None:
     # LMCache's touch_cache walks a hit's keys in reverse ("flip the order of the keys in
     # the request"), so the first chunk of a prefix is the most recently used
