@@ -86,11 +86,13 @@ _ANONYMOUS = 1 << 64
 
 
 def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
-    """Drop the least recently used keys beyond ``room``; how many were dropped."""
-    over = len(held) - room
-    for _ in range(over):
-        held.popitem(last=False)
-    return max(0, over)
+    """Drop the least recently used keys beyond ``room``; how many cached chunks that
+    dropped (room :meth:`GpuCache.free` returned without a name is not one)."""
+    dropped = 0
+    for _ in range(len(held) - room):
+        if held.popitem(last=False)[0] < _ANONYMOUS:
+            dropped += 1
+    return dropped
 
 
 class LruTier:
@@ -291,7 +293,4 @@ class GpuCache:
 
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""
-        held = self._lru
-        for _ in range(len(held) - max(0, self.pool - self.used_chunks())):
-            if held.popitem(last=False)[0] < _ANONYMOUS:
-                self.evictions += 1
+        self.evictions += _evict_lru(self._lru, max(0, self.pool - self.used_chunks()))
