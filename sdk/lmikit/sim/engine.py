@@ -68,6 +68,21 @@ class EngineModel:
     coeff: Coefficients = field(default_factory=Coefficients)
     hidden_size: int = 0
     pcie_allreduce_gbps: float = 0.0  # >0: TP all-reduces cross PCIe at most this fast
+    _flops_rate: float = field(init=False, repr=False, compare=False)
+    _hbm_rate: float = field(init=False, repr=False, compare=False)
+    _step_overhead_s: float = field(init=False, repr=False, compare=False)
+    _pcie: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the rates every cost divides by, computed once (the simulator asks for a cost at
+        # nearly every event); each is the same expression the methods below once evaluated
+        c = self.coeff
+        object.__setattr__(self, "_flops_rate", self.tflops_per_gpu * 1e12 * self.tp
+                           * c.prefill_mfu)
+        object.__setattr__(self, "_hbm_rate", self.hbm_gbps * 1e9 * c.decode_hbm_efficiency)
+        object.__setattr__(self, "_step_overhead_s", c.decode_step_overhead_s if self.tp == 1
+                           else c.tp_decode_step_overhead_s)
+        object.__setattr__(self, "_pcie", self.tp > 1 and self.pcie_allreduce_gbps > 0)
 
     @property
     def allreduces_cross_pcie(self) -> bool:
@@ -78,7 +93,7 @@ class EngineModel:
         """Seconds a step of ``tokens`` waits for its all-reduces over PCIe (0 on one GPU or
         over NVLink): 2 per layer of ``tokens x hidden_size`` bf16 values, each GPU sending
         2 (TP - 1) / TP of them through its link."""
-        if not self.allreduces_cross_pcie or tokens <= 0:
+        if not self._pcie or tokens <= 0:
             return 0.0
         per_gpu = 2 * self.layers * tokens * self.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
         return per_gpu / (self.pcie_allreduce_gbps * 1e9)
@@ -96,30 +111,28 @@ class EngineModel:
     def _prefill_compute_s(self, new_tokens: int, context_tokens: int) -> float:
         flops = sizing.prefill_flops(self.active_params, self.layers, self.attention_dim,
                                      new_tokens, context_tokens)
-        return flops / (self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
+        return flops / self._flops_rate
 
     def _step_memory_s(self, context_tokens: int) -> float:
         """One pass over the weights and ``context_tokens`` of KV, per GPU in parallel."""
         per_gpu = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tp
-        return per_gpu / (self.hbm_gbps * 1e9 * self.coeff.decode_hbm_efficiency)
+        return per_gpu / self._hbm_rate
 
     def _decode_compute_s(self, batch: int) -> float:
-        return 2.0 * self.active_params * batch / (
-            self.tflops_per_gpu * 1e12 * self.tp * self.coeff.prefill_mfu)
+        return 2.0 * self.active_params * batch / self._flops_rate
 
     @property
     def step_overhead_s(self) -> float:
         """Fixed cost of one engine step: one GPU's, or a tensor-parallel engine's, whose
         steps also wait for all-reduces."""
-        return (self.coeff.decode_step_overhead_s if self.tp == 1
-                else self.coeff.tp_decode_step_overhead_s)
+        return self._step_overhead_s
 
     def decode_step_s(self, batch: int, context_tokens: int) -> float:
         """One decode step for ``batch`` sequences holding ``context_tokens`` of KV in all."""
         if batch <= 0:
             return 0.0
         return (max(self._step_memory_s(context_tokens), self._decode_compute_s(batch))
-                + self.step_overhead_s + self.allreduce_s(batch))
+                + self._step_overhead_s + self.allreduce_s(batch))
 
     def mixed_prefill_s(self, new_tokens: int, context_tokens: int, batch: int,
                         batch_context_tokens: int) -> tuple[float, int]:
@@ -139,7 +152,7 @@ class EngineModel:
         compute = (self._prefill_compute_s(new_tokens, context_tokens)
                    + steps * self._decode_compute_s(batch))
         memory = steps * self._step_memory_s(batch_context_tokens)
-        return (max(compute, memory) + steps * self.step_overhead_s
+        return (max(compute, memory) + steps * self._step_overhead_s
                 + self.allreduce_s(new_tokens + steps * batch), steps)
 
     def step_budget(self, batch: int) -> int:

@@ -91,6 +91,7 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 from collections import deque
@@ -134,11 +135,12 @@ class _Copy:
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
                  "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu",
-                 "tail_keys", "recovered")
+                 "tail_keys", "recovered", "budget", "local")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
         self.engine = cfg.engine
+        self.budget = cfg.engine.coeff.prefill_chunk_tokens
         c = cfg.chunk_size
         self.gpu = GpuCache(cfg.gpu_tokens // c, c)
         tiers: list[tuple[str, LruTier]] = []
@@ -149,6 +151,7 @@ class _Copy:
         if cfg.remote:
             tiers.append(("remote", remote))
         self.tiers = tiers
+        self.local = [tier for name, tier in tiers if name != "remote"]
         self.cpu = tiers[0][1] if tiers and tiers[0][0] == "cpu" else None
         self.outstanding = 0
         self.waiting: deque[Request] = deque()
@@ -184,8 +187,10 @@ class _Copy:
         self.spare_t = -1.0
 
     def step_chunk(self) -> int:
-        """Prompt tokens one step computes: vLLM's budget less a token per running decode."""
-        return self.engine.step_budget(len(self.running))
+        """Prompt tokens one step computes: vLLM's budget less a token per running decode
+        (:meth:`EngineModel.step_budget`)."""
+        left = self.budget - len(self.running)
+        return left if left > 1 else 1
 
     @property
     def queued(self) -> int:
@@ -223,21 +228,26 @@ class _Copy:
     @property
     def kv_usage(self) -> float:
         """Share of the GPU pool in use by admitted requests (vLLM's KV cache usage)."""
-        return self.gpu.used_chunks() / self.gpu.pool if self.gpu.pool else 1.0
+        gpu = self.gpu
+        if not gpu.pool:
+            return 1.0
+        return (len(gpu.pinned) - gpu.private // -gpu.chunk) / gpu.pool  # used_chunks()
 
     def sync(self) -> None:
         """Private tokens now: prompt tails and uncomputed chunks + every generated token."""
-        grown = len(self.running) * self.D - self.base_sum if self.running else 0.0
-        self.gpu.private = self.static + math.ceil(grown - 1e-6)
+        if self.running:
+            self.gpu.private = self.static + math.ceil(
+                len(self.running) * self.D - self.base_sum - 1e-6)
+        else:
+            self.gpu.private = self.static
 
     def holds(self, keys: Sequence[int]) -> int:
         """Chunks of ``keys`` this copy holds locally (GPU, then LMCache), as a prefix."""
         n = self.gpu.match(keys)
         local = 0
-        for name, tier in self.tiers:
-            if name != "remote":
-                local += tier.match(keys, local)
-        return max(n, local)
+        for tier in self.local:
+            local += tier.match(keys, local)
+        return n if n > local else local
 
 
 @dataclass
@@ -285,12 +295,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     [0.0] * len(fleet), failed=[False] * n)
     in_flight = 0
     events: list[tuple[float, int, int, object, int]] = []
-    counter = 0
+    counter = itertools.count(1)
 
     def push(t: float, kind: int, obj: object, version: int = 0) -> None:
-        nonlocal counter
-        counter += 1
-        heapq.heappush(events, (t, counter, kind, obj, version))
+        heapq.heappush(events, (t, next(counter), kind, obj, version))
 
     phases = workload.phases
     state = {"phase": -1, "left": 0}
@@ -342,11 +350,15 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         else:
             step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
             c.rate = 1.0 / step
-        c.sync()
         target = c.running[0][0]
         if nrun > 1 or c.queue or c.stalled:  # the pool fills up before then: preempt there
-            target = min(target, c.D + (max(0, c.gpu.free_tokens()) + 1) / nrun)
-        push(t + max(0.0, target - c.D) * step, DECODE, c, c.version)
+            c.sync()
+            free = c.gpu.free_tokens()
+            fills = c.D + ((free if free > 0 else 0) + 1) / nrun
+            if fills < target:
+                target = fills
+        ahead = target - c.D
+        push(t + (ahead if ahead > 0.0 else 0.0) * step, DECODE, c, c.version)
 
     def release(c: _Copy, r: Request, computed: Sequence[int] = (), generated: int = 0) -> None:
         """Back to the front of the waiting queue, its blocks freed (vLLM's preemption).
@@ -373,11 +385,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         """Send the newest admitted requests back to waiting while the pool is overfull.
 
         Newest first, as vLLM pops the end of its running list: requests admitted but not
-        yet prefilling, then a prefill stalled for room, then decoding requests.
+        yet prefilling, then a prefill stalled for room, then decoding requests. The caller
+        has synced ``c``.
         """
-        c.sync()
+        gpu = c.gpu
+        if (gpu.pool - len(gpu.pinned)) * gpu.chunk >= gpu.private:  # free_tokens() >= 0
+            return False
         preempted = False
-        while c.gpu.free_tokens() < 0:
+        while gpu.free_tokens() < 0:
             if c.queue:
                 release(c, c.queue.pop())
             elif c.stalled:
@@ -403,14 +418,17 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             preempted = True
         return preempted
 
-    def admit(c: _Copy, t: float) -> None:
+    def admit(c: _Copy, t: float) -> bool:
+        """Admit waiting requests while they fit, and start the next prefill if none runs.
+        True when the last thing it did was start a prefill segment, which re-planned the
+        copy's decode event (nothing changed after it, so the caller need not)."""
         cfg = c.cfg
         chunk = cfg.chunk_size
         gpu = c.gpu
         if c.stalled:
             segment(c, t)
             if c.stalled:  # first come, first served: nothing is admitted behind it
-                return
+                return False
         while c.waiting and c.active < cfg.max_batch_size:
             r = c.waiting[0]
             keys = r.keys
@@ -434,24 +452,25 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.recovered[r.id] = gpu.take(freed)
             gpu.pin(keys[:g])
             c.static += first
+            gpu.private += first  # synced above: what sync() gives now
             c.resv[r.id] = (g, first)
-            c.sync()
             gpu.shrink()
             c.queue.append(r)
         if c.current is None and c.queue:
-            start_prefill(c, t)
+            return start_prefill(c, t)
+        return False
 
     def join(c: _Copy, r: Request, t: float) -> None:
         """A tokenized request joins its copy's waiting queue. Admitting it may queue it or
         stall a prefill, so the pool fills sooner: the decode event is re-planned."""
         c.waiting.append(r)
         advance(c, t)
-        admit(c, t)
-        reschedule(c, t)
+        if not admit(c, t):
+            reschedule(c, t)
 
-    def start_prefill(c: _Copy, t: float) -> None:
+    def start_prefill(c: _Copy, t: float) -> bool:
+        """Start the next admitted request's prefill (every caller has advanced ``c`` to t)."""
         r = c.queue.popleft()
-        advance(c, t)
         c.current = r
         chunk = c.cfg.chunk_size
         keys = r.keys
@@ -509,10 +528,11 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         new_tokens = max(1, r.prompt_tokens - hit + resumed)
         total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
         c.pf = [total, 0, total - new_tokens, hit, new_tokens, retrieve, eng.store_s(stored)]
-        segment(c, t)
+        return segment(c, t)
 
-    def segment(c: _Copy, t: float) -> None:
-        """Run the current prefill as far as the pool has room, or stall it.
+    def segment(c: _Copy, t: float) -> bool:
+        """Run the current prefill as far as the pool has room, or stall it; True when it
+        ran (and re-planned the decode event), False when it stalled.
 
         vLLM allocates each step's blocks as the step computes (``allocate_slots``): a
         prefill needs room for its next chunk (and the tiers' hits it loads) to go on; when
@@ -538,7 +558,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             m = room - nrun * -(-room // ch)
             if m < need:
                 c.stalled = True
-                return
+                return False
         c.stalled = False
         grow = int(taken) + m - own
         if grow > 0:
@@ -575,9 +595,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         else:
             c.spare -= packed
         c.spare_t = t + duration if ends else -1.0
-        advance(c, t)
-        reschedule(c, t)
+        # its end first, then the decode event: at a tie the prefill's end comes first
         push(t + duration, PREFILL_DONE, c)
+        reschedule(c, t)
+        return True
 
     def finish(r: Request, c: _Copy, t: float) -> None:
         res.end[r.id] = t
@@ -630,9 +651,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     while events:
         if touched is not None:
             touched.sync()
-            touched.peak = max(touched.peak, touched.kv_usage)
+            gpu = touched.gpu
+            # kv_usage, inlined: this runs after every event
+            usage = (len(gpu.pinned) - gpu.private // -gpu.chunk) / gpu.pool if gpu.pool else 1.0
+            if usage > touched.peak:
+                touched.peak = usage
         t, _, kind, obj, version = heapq.heappop(events)
         if kind == DECODE and isinstance(obj, _Copy) and version != obj.version:
+            touched = None  # its peak is taken: nothing changed since
             continue  # a decode end since rescheduled: nothing happens at t
         last = t
         if kind == ARRIVE:
@@ -670,8 +696,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             advance(c, t)
             assert c.current is not None
             if c.pf[1] < c.pf[0]:  # a segment of the prefill: go on, or stall for room
-                segment(c, t)
-                reschedule(c, t)
+                if not segment(c, t):
+                    reschedule(c, t)
                 continue
             r = c.current
             c.current = None
@@ -699,9 +725,9 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.ctx_const += r.prompt_tokens - zero
             c.sync()
             c.gpu.shrink()
-            if not preempt(c):  # its first output token may need a block
-                admit(c, t)
-            reschedule(c, t)
+            # its first output token may need a block
+            if preempt(c) or not admit(c, t):
+                reschedule(c, t)
         else:
             assert isinstance(obj, _Copy)
             c = obj
@@ -716,9 +742,9 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 done.append(r)
             for r in done:
                 finish(r, c, t + c.engine.coeff.request_overhead_s)
-            if not preempt(c):
-                admit(c, t)
-            reschedule(c, t)
+            c.sync()
+            if preempt(c) or not admit(c, t):
+                reschedule(c, t)
     res.makespan_s = last  # not a stale event's time, which may lie past the work's end
     for i, c in enumerate(fleet):
         advance(c, last)

@@ -162,11 +162,12 @@ class KvAware:
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         self._turn += 1
         keys = req.keys if req is not None else ()
-        open_ = [i for i, c in enumerate(fleet) if c.queued < self.busy_at]
+        queued = [c.queued for c in fleet]
+        open_ = [i for i, q in enumerate(queued) if q < self.busy_at]
         held = [fleet[i].holds(keys) for i in open_]
         if not any(held):
             return _least(fleet, self._turn)
-        queues = [fleet[i].queued for i in open_]
+        queues = [queued[i] for i in open_]
         lo, hi = min(queues), max(queues)
         span = (hi - lo) or 1
         total = max(1, len(keys))

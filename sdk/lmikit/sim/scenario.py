@@ -213,13 +213,15 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
               hourly_price_usd: float | None = None,
               prices: PriceTable | None = None) -> ScenarioResult:
     measured = [r for p in workload.phases if p.measured for s in p.sessions for r in s]
-    ttfts = sorted(out.ttft[r.id] - out.arrival[r.id] for r in measured)
-    start = min(out.arrival[r.id] for r in measured)
-    end = max(out.end[r.id] for r in measured)
+    ids = [r.id for r in measured]
+    arrival = [out.arrival[i] for i in ids]
+    ttfts = sorted([out.ttft[i] - a for i, a in zip(ids, arrival, strict=True)])
+    start = min(arrival)
+    end = max([out.end[i] for i in ids])
     total = max(end - start, 1e-9)
-    prompt = sum(r.prompt_tokens for r in measured)
-    output = sum(r.output_tokens for r in measured)
-    served = {tier: sum(v[r.id] for r in measured) for tier, v in out.served.items()}
+    prompt = sum([r.prompt_tokens for r in measured])
+    output = sum([r.output_tokens for r in measured])
+    served = {tier: sum(map(v.__getitem__, ids)) for tier, v in out.served.items()}
     hit = {tier: round(tokens / prompt, 6) for tier, tokens in served.items()}
     hit["miss"] = round(max(0.0, 1.0 - sum(hit.values())), 6)
     found = price_or_reason(dep.instance_type, dep.region, hourly_price_usd, prices)

@@ -89,8 +89,9 @@ def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
     """Drop the least recently used keys beyond ``room``; how many cached chunks that
     dropped (room :meth:`GpuCache.free` returned without a name is not one)."""
     dropped = 0
+    pop = held.popitem
     for _ in range(len(held) - room):
-        if held.popitem(last=False)[0] < _ANONYMOUS:
+        if pop(False)[0] < _ANONYMOUS:
             dropped += 1
     return dropped
 
@@ -117,11 +118,12 @@ class LruTier:
     def match(self, keys: Sequence[int], start: int = 0) -> int:
         """How many keys from ``start`` on are held, stopping at the first one that is not."""
         held = self._keys
-        n = start
-        end = len(keys)
-        while n < end and keys[n] in held:
+        n = 0
+        for k in keys[start:] if start else keys:
+            if k not in held:
+                break
             n += 1
-        return n - start
+        return n
 
     def touch(self, keys: Sequence[int]) -> None:
         """Mark a hit's keys as just used, the first most recently: LMCache's
@@ -135,15 +137,17 @@ class LruTier:
     def insert(self, keys: Iterable[int]) -> None:
         """Add keys (or refresh them), evicting the least recently used beyond capacity."""
         held = self._keys
+        move = held.move_to_end
         for k in keys:
             if k in held:
-                held.move_to_end(k)
+                move(k)
             else:
                 held[k] = None
         self.shrink()
 
     def shrink(self) -> None:
-        self.evictions += _evict_lru(self._keys, self.capacity)
+        if len(self._keys) > self.capacity:
+            self.evictions += _evict_lru(self._keys, self.capacity)
 
 
 class UnboundedTier(LruTier):
@@ -196,15 +200,18 @@ class GpuCache:
     def match(self, keys: Sequence[int], start: int = 0) -> int:
         """How many keys from ``start`` on are held (pinned or cached), as a prefix."""
         pinned, held = self.pinned, self._lru
-        n, end = start, len(keys)
-        while n < end and (keys[n] in pinned or keys[n] in held):
+        n = 0
+        for k in keys[start:] if start else keys:
+            if k not in pinned and k not in held:
+                break
             n += 1
-        return n - start
+        return n
 
     def unpinned(self, keys: Iterable[int]) -> int:
-        """How many of ``keys`` are cached but not pinned (pinning them takes room)."""
-        pinned, held = self.pinned, self._lru
-        return sum(1 for k in keys if k not in pinned and k in held)
+        """How many of ``keys`` are cached but not pinned (pinning them takes room).
+
+        A key is pinned or cached, never both: :meth:`pin` takes it out of the cache."""
+        return sum(map(self._lru.__contains__, keys))
 
     def used_chunks(self) -> int:
         """Pinned chunks plus private tokens, in chunks (vLLM's KV cache usage)."""
@@ -293,4 +300,6 @@ class GpuCache:
 
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""
-        self.evictions += _evict_lru(self._lru, max(0, self.pool - self.used_chunks()))
+        room = self.pool - len(self.pinned) + self.private // -self.chunk  # - used_chunks()
+        if len(self._lru) > room:
+            self.evictions += _evict_lru(self._lru, max(0, room))

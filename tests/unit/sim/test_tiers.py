@@ -148,3 +148,31 @@ def test_an_lmcache_hit_keeps_its_prefix_longest() -> None:
     t.touch([1, 2, 3, 4])
     t.insert([5, 6])
     assert list(t) == [2, 1, 5, 6] and t.match([1, 2, 3]) == 2
+
+
+def test_a_gpu_pool_chunk_is_pinned_or_cached_never_both() -> None:
+    # ``GpuCache.unpinned`` counts cached keys only, on this rule; random pins, unpins,
+    # inserts, frees and take-backs must keep it
+    import random
+
+    rng = random.Random(7)
+    g = GpuCache(12, 4)
+    pins: list[list[int]] = []
+    freed: list[range] = []
+    for _ in range(3_000):
+        op = rng.randrange(5)
+        keys = rng.sample(range(30), rng.randrange(1, 6))
+        if op == 0:
+            g.pin(keys)
+            pins.append(keys)
+        elif op == 1 and pins:
+            g.unpin(pins.pop(rng.randrange(len(pins))))
+        elif op == 2:
+            g.insert(keys)
+        elif op == 3:
+            freed.append(g.free(rng.randrange(0, 13)))
+        elif freed:
+            g.take(freed.pop(rng.randrange(len(freed))))
+        cached = set(g._lru)
+        assert not cached & set(g.pinned)
+        assert g.unpinned(keys) == sum(1 for k in keys if k in cached)
