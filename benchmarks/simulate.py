@@ -9,8 +9,11 @@ system prompt) on Qwen3-8B, one copy per ml.g6e.2xlarge.
 
 from __future__ import annotations
 
+import platform
 import sys
 import time
+
+from tokenize_prompts import cpu_name
 
 from lmikit import sim
 
@@ -34,6 +37,7 @@ def main() -> int:
         print(f"{r.routing:18s} {r.kv_cache:9s} {r.ttft_p50_s:8.3f} {r.ttft_p90_s:8.3f} "
               f"{r.hit_rate['miss']:6.2f}")
     verdict = "ok" if elapsed < TARGET_S else "SLOW"
+    print(f"CPU: {cpu_name()}; Python {platform.python_version()}")
     print(f"{len(results)} scenarios, {simulated:,} requests in {elapsed:.2f} s "
           f"({simulated / elapsed:,.0f} requests/s; target < {TARGET_S:g} s) {verdict}")
     return 0 if elapsed < TARGET_S else 1

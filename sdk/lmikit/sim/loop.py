@@ -508,13 +508,16 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     served[name] = tokens
                     retrieve += eng.retrieve_s(name, tokens)
                     if back is not None and tier is not back:
-                        back.insert(keys[lo:start + m])
+                        back.put(keys[lo:start + m])
             hit = max(g, pos) * chunk
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
                 new = keys[pos:]
                 for _, tier in c.tiers:
-                    tier.insert(new)
+                    if tier is c.cpu:
+                        tier.put(new)
+                    else:
+                        tier.insert(new)
         for name, per_request in res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)

@@ -145,6 +145,18 @@ class LruTier:
                 held[k] = None
         self.shrink()
 
+    def put(self, keys: Iterable[int]) -> None:
+        """Add the keys not held, as LMCache's CPU tier stores chunks: a key it holds already
+        keeps its place (``LocalCPUBackend.submit_put_task`` returns at ``if key in
+        self.hot_cache``, in the PyPI wheels of 0.3.3 and 0.5.6), where its disk tier
+        refreshes one (:meth:`insert`: ``LocalDiskBackend.insert_key`` pops and re-adds it in
+        0.3.3, ``submit_put_task`` calls ``cache_policy.update_on_hit`` in 0.5.6)."""
+        held = self._keys
+        for k in keys:
+            if k not in held:
+                held[k] = None
+        self.shrink()
+
     def shrink(self) -> None:
         if len(self._keys) > self.capacity:
             self.evictions += _evict_lru(self._keys, self.capacity)

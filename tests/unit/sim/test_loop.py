@@ -534,3 +534,19 @@ def test_a_disk_hit_is_written_back_to_the_cpu_tier_as_lmcache_does(write_back: 
     assert beyond_gpu > 0
     assert out.served["cpu"][5] == (beyond_gpu if write_back else 0)
     assert out.served["disk"][5] == (0 if write_back else beyond_gpu)
+
+
+def test_lmcache_storing_a_chunk_its_cpu_tier_holds_leaves_it_where_it_was() -> None:
+    # LMCache's CPU tier returns from a put of a key it holds without touching it
+    # (LocalCPUBackend.submit_put_task, 0.3.3 and 0.5.6), so a prompt stored again after
+    # its first chunk was evicted keeps its older chunks at the front of the LRU order.
+    # The pool holds one 4-chunk document, the CPU tier 9 chunks: A (4) and B (4) fit, C's
+    # 2 push out A's first chunk; A comes back (a miss: its first chunk is gone), and its
+    # store adds that chunk and evicts its second, the oldest, not B's first.
+    a, b, c = (1, 1_024), (2, 1_024), (3, 512)
+    docs = [a, b, c, a, b, a]
+    work = trace(*((5.0 * i, [d, (100 + i, 100)], 1) for i, d in enumerate(docs)))
+    out = run(work, [copy(gpu_tokens=1_280, cpu_tokens=2_304)], LeastOutstanding())
+    assert out.served["cpu"][3] == out.served["gpu"][3] == 0
+    assert out.served["cpu"][4] == 1_024  # B whole in the CPU tier (the pool holds A)
+    assert out.served["cpu"][5] + out.served["gpu"][5] < 1_024  # A's second chunk is gone

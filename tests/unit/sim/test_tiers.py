@@ -176,3 +176,14 @@ def test_a_gpu_pool_chunk_is_pinned_or_cached_never_both() -> None:
         cached = set(g._lru)
         assert not cached & set(g.pinned)
         assert g.unpinned(keys) == sum(1 for k in keys if k in cached)
+
+
+def test_lmcache_cpu_put_leaves_a_held_key_in_place_and_insert_refreshes_it() -> None:
+    # LocalCPUBackend.submit_put_task returns for a key it holds; the disk backend re-adds it
+    cpu, disk = LruTier(3), LruTier(3)
+    for t in (cpu, disk):
+        t.insert([1, 2, 3])
+    cpu.put([1, 4])
+    disk.insert([1, 4])
+    assert list(cpu) == [2, 3, 4] and cpu.evictions == 1
+    assert list(disk) == [3, 1, 4] and disk.evictions == 1
