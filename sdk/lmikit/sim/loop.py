@@ -620,7 +620,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if follow is not None and follow.keys[:k] == r.keys:
             repeated = follow.keys[k:(r.prompt_tokens + r.output_tokens) // chunk]
         c.gpu.free(own + r.output_tokens - len(repeated) * chunk)
-        c.gpu.insert(repeated)
+        if repeated:
+            c.gpu.insert(repeated)
         c.gpu.unpin(r.keys[:pinned])
         proceed(r, t)
 
@@ -679,13 +680,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             i = router.pick(r, fleet)
             res.copy_of[r.id] = i
             c = fleet[i]
-            touched = c
             c.outstanding += 1
             tokenize = (0.0 if r.pretokenized
                         else r.prompt_tokens * c.engine.coeff.tokenize_s_per_token)
-            if tokenize > 0:
+            if tokenize > 0:  # nothing on the copy changed yet: no peak to take
+                touched = None
                 push(t + tokenize, ENQUEUE, r, i)
                 continue
+            touched = c
             join(c, r, t)
         elif kind == ENQUEUE:
             assert isinstance(obj, Request)
