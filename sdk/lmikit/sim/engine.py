@@ -87,7 +87,7 @@ class EngineModel:
     @property
     def allreduces_cross_pcie(self) -> bool:
         """Tensor parallel on GPUs without NVLink: its all-reduces are costed over PCIe."""
-        return self.tp > 1 and self.pcie_allreduce_gbps > 0
+        return self._pcie
 
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` waits for its all-reduces over PCIe (0 on one GPU or
@@ -157,7 +157,8 @@ class EngineModel:
 
     def step_budget(self, batch: int) -> int:
         """Prompt tokens one step computes beside ``batch`` decoding sequences."""
-        return max(1, self.coeff.prefill_chunk_tokens - max(0, batch))
+        left = self.coeff.prefill_chunk_tokens - (batch if batch > 0 else 0)
+        return left if left > 1 else 1  # max() costs more: this runs at nearly every event
 
     def packed_prefill_s(self, new_tokens: int, context_tokens: int) -> float:
         """Seconds ``new_tokens`` of a prompt add to a step another prefill pays for: their

@@ -135,17 +135,16 @@ class _Copy:
                  "current", "running", "D", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
                  "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu",
-                 "tail_keys", "recovered", "budget", "local")
+                 "tail_keys", "recovered", "local")
 
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
         self.engine = cfg.engine
-        self.budget = cfg.engine.coeff.prefill_chunk_tokens
         c = cfg.chunk_size
         self.gpu = GpuCache(cfg.gpu_tokens // c, c)
         tiers: list[tuple[str, LruTier]] = []
         if cfg.cpu_tokens:
-            tiers.append(("cpu", LruTier(cfg.cpu_tokens // c)))
+            tiers.append(("cpu", LruTier(cfg.cpu_tokens // c, refresh=False)))
         if cfg.disk_tokens:
             tiers.append(("disk", LruTier(cfg.disk_tokens // c)))
         if cfg.remote:
@@ -187,10 +186,8 @@ class _Copy:
         self.spare_t = -1.0
 
     def step_chunk(self) -> int:
-        """Prompt tokens one step computes: vLLM's budget less a token per running decode
-        (:meth:`EngineModel.step_budget`)."""
-        left = self.budget - len(self.running)
-        return left if left > 1 else 1
+        """Prompt tokens one step computes: vLLM's budget less a token per running decode."""
+        return self.engine.step_budget(len(self.running))
 
     @property
     def queued(self) -> int:
@@ -228,10 +225,7 @@ class _Copy:
     @property
     def kv_usage(self) -> float:
         """Share of the GPU pool in use by admitted requests (vLLM's KV cache usage)."""
-        gpu = self.gpu
-        if not gpu.pool:
-            return 1.0
-        return (len(gpu.pinned) - gpu.private // -gpu.chunk) / gpu.pool  # used_chunks()
+        return self.gpu.used_chunks() / self.gpu.pool if self.gpu.pool else 1.0
 
     def sync(self) -> None:
         """Private tokens now: prompt tails and uncomputed chunks + every generated token."""
@@ -388,11 +382,8 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         yet prefilling, then a prefill stalled for room, then decoding requests. The caller
         has synced ``c``.
         """
-        gpu = c.gpu
-        if (gpu.pool - len(gpu.pinned)) * gpu.chunk >= gpu.private:  # free_tokens() >= 0
-            return False
         preempted = False
-        while gpu.free_tokens() < 0:
+        while c.gpu.free_tokens() < 0:
             if c.queue:
                 release(c, c.queue.pop())
             elif c.stalled:
@@ -508,16 +499,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                     served[name] = tokens
                     retrieve += eng.retrieve_s(name, tokens)
                     if back is not None and tier is not back:
-                        back.put(keys[lo:start + m])
+                        back.insert(keys[lo:start + m])
             hit = max(g, pos) * chunk
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
                 new = keys[pos:]
                 for _, tier in c.tiers:
-                    if tier is c.cpu:
-                        tier.put(new)
-                    else:
-                        tier.insert(new)
+                    tier.insert(new)
         for name, per_request in res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
@@ -655,9 +643,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     while events:
         if touched is not None:
             touched.sync()
-            gpu = touched.gpu
-            # kv_usage, inlined: this runs after every event
-            usage = (len(gpu.pinned) - gpu.private // -gpu.chunk) / gpu.pool if gpu.pool else 1.0
+            usage = touched.kv_usage
             if usage > touched.peak:
                 touched.peak = usage
         t, _, kind, obj, version = heapq.heappop(events)

@@ -99,10 +99,12 @@ def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
 class LruTier:
     """A cache of chunk keys with a capacity in chunks and least-recently-used eviction."""
 
-    __slots__ = ("capacity", "_keys", "evictions")
+    __slots__ = ("capacity", "refresh", "_keys", "evictions")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, refresh: bool = True) -> None:
         self.capacity = max(0, int(capacity))
+        # whether storing a key it holds makes it the most recent (:meth:`insert`)
+        self.refresh = refresh
         self._keys: OrderedDict[int, None] = OrderedDict()
         self.evictions = 0
 
@@ -135,26 +137,19 @@ class LruTier:
             move(k)
 
     def insert(self, keys: Iterable[int]) -> None:
-        """Add keys (or refresh them), evicting the least recently used beyond capacity."""
+        """Add keys, evicting the least recently used beyond capacity. A key held already
+        becomes the most recent, unless the tier was made with ``refresh=False``: LMCache's
+        CPU tier returns from a put of a key it holds (``LocalCPUBackend.submit_put_task``,
+        ``if key in self.hot_cache``, in the PyPI wheels of 0.3.3 and 0.5.6), where its disk
+        tier refreshes one (``LocalDiskBackend.insert_key`` pops and re-adds it in 0.3.3,
+        ``submit_put_task`` calls ``cache_policy.update_on_hit`` in 0.5.6)."""
         held = self._keys
-        move = held.move_to_end
-        for k in keys:
-            if k in held:
-                move(k)
-            else:
-                held[k] = None
-        self.shrink()
-
-    def put(self, keys: Iterable[int]) -> None:
-        """Add the keys not held, as LMCache's CPU tier stores chunks: a key it holds already
-        keeps its place (``LocalCPUBackend.submit_put_task`` returns at ``if key in
-        self.hot_cache``, in the PyPI wheels of 0.3.3 and 0.5.6), where its disk tier
-        refreshes one (:meth:`insert`: ``LocalDiskBackend.insert_key`` pops and re-adds it in
-        0.3.3, ``submit_put_task`` calls ``cache_policy.update_on_hit`` in 0.5.6)."""
-        held = self._keys
+        move = held.move_to_end if self.refresh else None
         for k in keys:
             if k not in held:
                 held[k] = None
+            elif move is not None:
+                move(k)
         self.shrink()
 
     def shrink(self) -> None:
@@ -312,6 +307,6 @@ class GpuCache:
 
     def shrink(self) -> None:
         """Evict least recently used cached chunks beyond the room left by the pinned."""
-        room = self.pool - len(self.pinned) + self.private // -self.chunk  # - used_chunks()
+        room = self.pool - self.used_chunks()
         if len(self._lru) > room:
             self.evictions += _evict_lru(self._lru, max(0, room))

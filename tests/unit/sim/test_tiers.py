@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 
@@ -153,8 +154,6 @@ def test_an_lmcache_hit_keeps_its_prefix_longest() -> None:
 def test_a_gpu_pool_chunk_is_pinned_or_cached_never_both() -> None:
     # ``GpuCache.unpinned`` counts cached keys only, on this rule; random pins, unpins,
     # inserts, frees and take-backs must keep it
-    import random
-
     rng = random.Random(7)
     g = GpuCache(12, 4)
     pins: list[list[int]] = []
@@ -178,12 +177,12 @@ def test_a_gpu_pool_chunk_is_pinned_or_cached_never_both() -> None:
         assert g.unpinned(keys) == sum(1 for k in keys if k in cached)
 
 
-def test_lmcache_cpu_put_leaves_a_held_key_in_place_and_insert_refreshes_it() -> None:
+def test_lmcache_cpu_tier_leaves_a_held_key_in_place_and_the_disk_tier_refreshes_it() -> None:
     # LocalCPUBackend.submit_put_task returns for a key it holds; the disk backend re-adds it
-    cpu, disk = LruTier(3), LruTier(3)
+    cpu, disk = LruTier(3, refresh=False), LruTier(3)
     for t in (cpu, disk):
         t.insert([1, 2, 3])
-    cpu.put([1, 4])
+    cpu.insert([1, 4])
     disk.insert([1, 4])
     assert list(cpu) == [2, 3, 4] and cpu.evictions == 1
     assert list(disk) == [3, 1, 4] and disk.evictions == 1
