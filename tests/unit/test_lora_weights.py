@@ -34,8 +34,9 @@ def _theirs(path: Path) -> dict[str, tuple[str, list[int]]]:
 
 
 @settings(max_examples=60)
+# "__metadata__" names the header's metadata, never a tensor (safetensors' format)
 @given(st.dictionaries(st.text(st.characters(codec="ascii", min_codepoint=33), min_size=1,
-                               max_size=30),
+                               max_size=30).filter(lambda name: name != "__metadata__"),
                        st.tuples(st.sampled_from(sorted(NP_DTYPES)),
                                  st.lists(st.integers(0, 5), max_size=3)),
                        max_size=5))
