@@ -4,7 +4,14 @@ Target: the 15 scenarios (150,000 simulated requests) in under 10 s. Prints requ
 simulated per second. The workload is RAG (Zipf-popular corpus chunks behind a shared
 system prompt) on Qwen3-8B, one copy per ml.g6e.2xlarge.
 
-    python benchmarks/simulate.py
+It times the lmikit it imports and says which build that is. A wheel or ``pip install .``
+compiles the event loop with mypyc (``setup.py``); the editable install of a checkout is
+pure Python and about 1.4x slower. To time what users install, from a checkout:
+
+    pip install --no-deps --target build/wheel-install .
+    PYTHONPATH=build/wheel-install python benchmarks/simulate.py
+
+    python benchmarks/simulate.py   # the editable install: pure Python
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from importlib.util import find_spec
 
 from tokenize_prompts import cpu_name
 
@@ -37,7 +45,9 @@ def main() -> int:
         print(f"{r.routing:18s} {r.kv_cache:9s} {r.ttft_p50_s:8.3f} {r.ttft_p90_s:8.3f} "
               f"{r.hit_rate['miss']:6.2f}")
     verdict = "ok" if elapsed < TARGET_S else "SLOW"
-    print(f"CPU: {cpu_name()}; Python {platform.python_version()}")
+    loop = str(find_spec("lmikit.sim.loop").origin)
+    build = "pure Python" if loop.endswith(".py") else "compiled with mypyc"
+    print(f"CPU: {cpu_name()}; Python {platform.python_version()}; lmikit.sim {build} ({loop})")
     print(f"{len(results)} scenarios, {simulated:,} requests in {elapsed:.2f} s "
           f"({simulated / elapsed:,.0f} requests/s; target < {TARGET_S:g} s) {verdict}")
     return 0 if elapsed < TARGET_S else 1

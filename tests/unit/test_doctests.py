@@ -29,6 +29,9 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    module = importlib.import_module(name)
+    if not str(module.__file__).endswith(".py"):  # doctest finds no examples in C functions
+        pytest.skip(f"{name} is compiled by mypyc in this install (setup.py)")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0

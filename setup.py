@@ -1,0 +1,82 @@
+"""Builds lmikit's wheel with the simulator's event loop compiled to C by mypyc.
+
+The metadata lives in ``pyproject.toml``; this file only adds the compiled modules. mypyc
+(part of mypy: https://mypyc.readthedocs.io) turns type-annotated Python into a C extension
+with the same behaviour, which runs ``benchmarks/simulate.py`` in about 70% of the
+time (docs/planner.md, "The workload simulator").
+
+- A wheel or a plain ``pip install .`` compiles ``COMPILED``. With ``LMIKIT_PURE_PYTHON=1``
+  it installs them as Python; where compiling fails (no C compiler) it does too, and says
+  so. The results are identical, only slower.
+- An editable install (``pip install -e .``, what ``.ci/setup`` does) stays pure Python, so
+  an edit to a module takes effect at once instead of being shadowed by a stale build.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_ext import build_ext
+
+# the modules one simulated request runs through; the rest of lmikit stays Python
+COMPILED = [
+    "sdk/lmikit/sim/engine.py",
+    "sdk/lmikit/sim/loop.py",
+    "sdk/lmikit/sim/routers.py",
+    "sdk/lmikit/sim/tiers.py",
+]
+PURE_ENV = "LMIKIT_PURE_PYTHON"
+
+
+class _MaybeBinary(Distribution):
+    """Tells setuptools there may be extensions, so ``build_ext`` runs and the wheel is
+    tagged for its platform; ``_Mypyc`` decides what, if anything, gets compiled."""
+
+    def has_ext_modules(self) -> bool:
+        return not os.environ.get(PURE_ENV)
+
+
+class _Mypyc(build_ext):
+    """Generates the C sources only when a build compiles, not at every ``setup.py``
+    evaluation (pip evaluates it several times per install), and falls back to pure Python
+    when compiling fails."""
+
+    def finalize_options(self) -> None:
+        # an editable install builds in place: a compiled module there would shadow later
+        # edits of its source
+        self.compiling = not (self.editable_mode or self.inplace or os.environ.get(PURE_ENV))
+        if self.compiling:
+            try:
+                from mypyc.build import mypycify
+
+                # mypy's defaults, not pyproject's [tool.mypy], whose pydantic plugin the
+                # build environment lacks; the compiled modules use no third-party package,
+                # so the missing ones being typed Any elsewhere in lmikit changes nothing
+                self.distribution.ext_modules = mypycify(
+                    ["--config-file=", "--ignore-missing-imports", *COMPILED],
+                    group_name="lmikit_sim", opt_level="3")
+            except Exception as exc:  # mypyc missing, or it refused a module
+                self._fall_back(exc)
+        super().finalize_options()
+
+    def run(self) -> None:
+        if not self.compiling:
+            return
+        try:
+            super().run()
+        except Exception as exc:  # no C compiler, or one mypyc does not support
+            for path in self.get_outputs():
+                Path(path).unlink(missing_ok=True)
+            self._fall_back(exc)
+
+    def _fall_back(self, exc: Exception) -> None:
+        self.compiling = False
+        self.distribution.ext_modules = []
+        print(f"lmikit: not compiling the simulator ({type(exc).__name__}: {exc}); installing "
+              "it as pure Python, which gives the same results more slowly", file=sys.stderr)
+
+
+setup(distclass=_MaybeBinary, cmdclass={"build_ext": _Mypyc})
