@@ -29,6 +29,8 @@ COMPILED = [
     "sdk/lmikit/sim/tiers.py",
 ]
 PURE_ENV = "LMIKIT_PURE_PYTHON"
+# build_ext's options a build sets (its command line, bdist_wheel, pip)
+_KEPT = ("build_lib", "build_temp", "plat_name", "compiler", "debug", "force", "parallel")
 
 
 class _MaybeBinary(Distribution):
@@ -40,43 +42,39 @@ class _MaybeBinary(Distribution):
 
 
 class _Mypyc(build_ext):
-    """Generates the C sources only when a build compiles, not at every ``setup.py``
-    evaluation (pip evaluates it several times per install), and falls back to pure Python
-    when compiling fails."""
-
-    def finalize_options(self) -> None:
-        # an editable install builds in place: a compiled module there would shadow later
-        # edits of its source
-        self.compiling = not (self.editable_mode or self.inplace or os.environ.get(PURE_ENV))
-        if self.compiling:
-            try:
-                from mypyc.build import mypycify
-
-                # mypy's defaults, not pyproject's [tool.mypy], whose pydantic plugin the
-                # build environment lacks; the compiled modules use no third-party package,
-                # so the missing ones being typed Any elsewhere in lmikit changes nothing
-                self.distribution.ext_modules = mypycify(
-                    ["--config-file=", "--ignore-missing-imports", *COMPILED],
-                    group_name="lmikit_sim", opt_level="3")
-            except Exception as exc:  # mypyc missing, or it refused a module
-                self._fall_back(exc)
-        super().finalize_options()
+    """Generates and compiles the C only when the build runs, not when setuptools merely
+    finalizes this command (``egg_info`` and ``sdist`` do, to list its sources), and falls
+    back to pure Python when that fails."""
 
     def run(self) -> None:
-        if not self.compiling:
+        # an editable install builds in place: a compiled module there would shadow later
+        # edits of its source
+        if self.editable_mode or self.inplace or os.environ.get(PURE_ENV):
             return
         try:
+            from mypyc.build import mypycify
+
+            # mypy's defaults, not pyproject's [tool.mypy], whose pydantic plugin the build
+            # environment lacks; the rest of lmikit is analysed for its types but not
+            # reported on (``mypy`` checks it with the plugin), the compiled modules are
+            self.distribution.ext_modules = mypycify(
+                ["--config-file=", "--ignore-missing-imports", "--follow-imports=silent",
+                 *COMPILED], group_name="lmikit_sim", opt_level="3")
+            # finalize this command again, now with the extensions: reinitializing resets
+            # it (finalizing twice fails), so keep where it was told to build
+            kept = {name: getattr(self, name) for name in _KEPT}
+            self.reinitialize_command("build_ext")
+            for name, value in kept.items():
+                setattr(self, name, value)
+            self.ensure_finalized()
             super().run()
-        except Exception as exc:  # no C compiler, or one mypyc does not support
+        except Exception as exc:  # no C compiler, or one mypyc cannot drive
             for path in self.get_outputs():
                 Path(path).unlink(missing_ok=True)
-            self._fall_back(exc)
-
-    def _fall_back(self, exc: Exception) -> None:
-        self.compiling = False
-        self.distribution.ext_modules = []
-        print(f"lmikit: not compiling the simulator ({type(exc).__name__}: {exc}); installing "
-              "it as pure Python, which gives the same results more slowly", file=sys.stderr)
+            self.extensions = self.distribution.ext_modules = []
+            print(f"lmikit: not compiling the simulator ({type(exc).__name__}: {exc}); "
+                  "installing it as pure Python, which gives the same results more slowly",
+                  file=sys.stderr)
 
 
 setup(distclass=_MaybeBinary, cmdclass={"build_ext": _Mypyc})
