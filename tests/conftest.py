@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,12 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def compiled_by_mypyc(module: str) -> bool:
+    """Whether this install runs ``module`` as a C extension (a wheel's, setup.py), not Python."""
+    spec = find_spec(module)
+    return spec is not None and not str(spec.origin).endswith(".py")
 
 
 def assert_golden(name: str, text: str) -> None:

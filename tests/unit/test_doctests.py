@@ -7,6 +7,8 @@ import importlib
 
 import pytest
 
+from tests.conftest import compiled_by_mypyc
+
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
            "lmikit.catalog.models", "lmikit.catalog.model_options", "lmikit.fit",
            "lmikit.catalog.model_config", "lmikit._files", "lmikit._credentials",
@@ -29,9 +31,8 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
-    module = importlib.import_module(name)
-    if not str(module.__file__).endswith(".py"):  # doctest finds no examples in C functions
+    if compiled_by_mypyc(name):  # doctest finds no examples in C functions
         pytest.skip(f"{name} is compiled by mypyc in this install (setup.py)")
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
     assert result.failed == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import random
 
 import pytest
@@ -14,6 +13,7 @@ from lmikit.sim.loop import CopyConfig, run
 from lmikit.sim.routers import LeastOutstanding, RandomRouter
 from lmikit.sim.tiers import GpuCache, chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
+from tests.conftest import compiled_by_mypyc
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
                     coeff=Coefficients(request_overhead_s=0.01))
@@ -324,10 +324,8 @@ def test_a_finished_requests_output_displaces_older_cached_prefixes() -> None:
 
 # a wheel's tiers are compiled by mypyc (setup.py): their classes cannot be monkeypatched;
 # test_compiled.py holds the compiled loop to the results of the Python one tested here
-TIERS_COMPILED = not str(importlib.util.find_spec("lmikit.sim.tiers").origin).endswith(".py")
-
-
-@pytest.mark.skipif(TIERS_COMPILED, reason="monkeypatches GpuCache, compiled in this install")
+@pytest.mark.skipif(compiled_by_mypyc("lmikit.sim.tiers"),
+                    reason="monkeypatches GpuCache, compiled in this install")
 def test_a_preempted_request_loads_its_output_still_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # vLLM hashes generated blocks too (Request.append_output_token_ids) and, readmitting a
