@@ -2,7 +2,7 @@
 
 The metadata lives in ``pyproject.toml``; this file only adds the compiled modules. mypyc
 (part of mypy: https://mypyc.readthedocs.io) turns type-annotated Python into a C extension
-with the same behaviour, which runs ``benchmarks/simulate.py`` in about 70% of the
+with the same behaviour, which runs ``benchmarks/simulate.py`` in about two thirds of the
 time (docs/planner.md, "The workload simulator").
 
 - A wheel or a plain ``pip install .`` compiles ``COMPILED``. With ``LMIKIT_PURE_PYTHON=1``
