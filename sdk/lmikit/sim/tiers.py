@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 ROOT_KEY = 0
 
@@ -84,14 +85,19 @@ def stable_id(value: int | str) -> int:
 # Keys of freed blocks no prompt names lie above every ``hash()`` (a signed 64-bit value)
 _ANONYMOUS = 1 << 64
 
+# The tiers take and hold their keys (ints) as ``object``: compiled by mypyc (``setup.py``),
+# an ``int`` read from a tuple of keys is unboxed to a C integer and boxed again for every
+# dict operation, a new int object each time for about half of all 64-bit hashes; an
+# ``object`` is passed through as it is. The results are the same.
 
-def _evict_lru(held: OrderedDict[int, None], room: int) -> int:
+
+def _evict_lru(held: OrderedDict[object, None], room: int) -> int:
     """Drop the least recently used keys beyond ``room``; how many cached chunks that
     dropped (room :meth:`GpuCache.free` returned without a name is not one)."""
     dropped = 0
     pop = held.popitem
     for _ in range(len(held) - room):
-        if pop(False)[0] < _ANONYMOUS:
+        if cast(int, pop(False)[0]) < _ANONYMOUS:
             dropped += 1
     return dropped
 
@@ -105,7 +111,7 @@ class LruTier:
         self.capacity = max(0, int(capacity))
         # whether storing a key it holds makes it the most recent (:meth:`insert`)
         self.refresh = refresh
-        self._keys: OrderedDict[int, None] = OrderedDict()
+        self._keys: OrderedDict[object, None] = OrderedDict()
         self.evictions = 0
 
     def __len__(self) -> int:
@@ -115,9 +121,9 @@ class LruTier:
         return key in self._keys
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._keys)
+        return iter(cast("OrderedDict[int, None]", self._keys))
 
-    def match(self, keys: Sequence[int], start: int = 0) -> int:
+    def match(self, keys: Sequence[object], start: int = 0) -> int:
         """How many keys from ``start`` on are held, stopping at the first one that is not."""
         held = self._keys
         n = 0
@@ -127,7 +133,7 @@ class LruTier:
             n += 1
         return n
 
-    def touch(self, keys: Sequence[int]) -> None:
+    def touch(self, keys: Sequence[object]) -> None:
         """Mark a hit's keys as just used, the first most recently: LMCache's
         ``touch_cache`` walks a lookup's keys in reverse ("flip the order of the keys in the
         request", ``v1/storage_backend/local_cpu_backend.py`` and ``local_disk_backend.py``,
@@ -136,7 +142,7 @@ class LruTier:
         for k in reversed(keys):
             move(k)
 
-    def insert(self, keys: Iterable[int]) -> None:
+    def insert(self, keys: Iterable[object]) -> None:
         """Add keys, evicting the least recently used beyond capacity. A key held already
         becomes the most recent, unless the tier was made with ``refresh=False``: LMCache's
         CPU tier returns from a put of a key it holds (``LocalCPUBackend.submit_put_task``,
@@ -193,8 +199,8 @@ class GpuCache:
         self.pool = max(0, int(pool_chunks))
         self.chunk = chunk
         self.private = 0  # tokens
-        self.pinned: dict[int, int] = {}
-        self._lru: OrderedDict[int, None] = OrderedDict()
+        self.pinned: dict[object, int] = {}
+        self._lru: OrderedDict[object, None] = OrderedDict()
         self.evictions = 0  # cached chunks evicted (not freed blocks no prompt names)
         self._anonymous = _ANONYMOUS
 
@@ -204,7 +210,7 @@ class GpuCache:
     def __len__(self) -> int:
         return len(self.pinned) + len(self._lru)
 
-    def match(self, keys: Sequence[int], start: int = 0) -> int:
+    def match(self, keys: Sequence[object], start: int = 0) -> int:
         """How many keys from ``start`` on are held (pinned or cached), as a prefix."""
         pinned, held = self.pinned, self._lru
         n = 0
@@ -214,7 +220,7 @@ class GpuCache:
             n += 1
         return n
 
-    def unpinned(self, keys: Iterable[int]) -> int:
+    def unpinned(self, keys: Iterable[object]) -> int:
         """How many of ``keys`` are cached but not pinned (pinning them takes room).
 
         A key is pinned or cached, never both: :meth:`pin` takes it out of the cache."""
@@ -228,7 +234,7 @@ class GpuCache:
         """Tokens of the pool not in use: empty or holding evictable cached chunks."""
         return (self.pool - len(self.pinned)) * self.chunk - self.private
 
-    def pin(self, keys: Iterable[int]) -> None:
+    def pin(self, keys: Iterable[object]) -> None:
         pinned, held = self.pinned, self._lru
         for k in keys:
             c = pinned.get(k)
@@ -238,7 +244,7 @@ class GpuCache:
                 held.pop(k, None)
                 pinned[k] = 1
 
-    def unpin(self, keys: Sequence[int]) -> None:
+    def unpin(self, keys: Sequence[object]) -> None:
         """Release a request's keys; those no request uses any more become the most recent
         cached, the first most recently: vLLM frees a request's blocks in reverse "so that
         the tail blocks are freed first" (``SingleTypeKVCacheManager.free``), and evicts
@@ -253,14 +259,14 @@ class GpuCache:
                 held[k] = None
         self.shrink()
 
-    def touch(self, keys: Sequence[int]) -> None:
+    def touch(self, keys: Sequence[object]) -> None:
         """Mark cached keys as just used, the first most recently (as :meth:`unpin`)."""
         held = self._lru
         for k in reversed(keys):
             if k in held:
                 held.move_to_end(k)
 
-    def insert(self, keys: Sequence[int]) -> None:
+    def insert(self, keys: Sequence[object]) -> None:
         """Cache computed keys nobody pins (or refresh them), freed tail first as
         :meth:`unpin` frees them."""
         pinned, held = self.pinned, self._lru
@@ -293,7 +299,7 @@ class GpuCache:
         self.shrink()
         return keys
 
-    def take(self, keys: Sequence[int]) -> int:
+    def take(self, keys: Sequence[object]) -> int:
         """Take back the cached prefix of ``keys`` (chunks :meth:`free` named), now in use
         again: how many."""
         held = self._lru
