@@ -91,12 +91,12 @@ Each model copy is one GPU timeline with continuous batching (rules, each unit-t
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lmikit.sim.engine import EngineModel
 from lmikit.sim.routers import Router
@@ -273,55 +273,68 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     """
     if max_in_flight < 0:
         raise ValueError(f"max_in_flight must be 0 (no limit) or more, not {max_in_flight}")
-    shared_remote = UnboundedTier()  # one remote store behind every copy
-    fleet = [_Copy(c, shared_remote) for c in copies]
-    reqs = workload.requests
-    n = max((r.id for r in reqs), default=-1) + 1
-    nxt: dict[int, Request | None] = {}
-    phase_of: dict[int, int] = {}
-    for pi, p in enumerate(workload.phases):
-        for s in p.sessions:
-            for a, b in zip(s, [*s[1:], None], strict=True):
-                nxt[a.id] = b
-                phase_of[a.id] = pi
-    res = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
-                    {t: [0] * n for t in ("gpu", *LMCACHE_TIERS)}, [-1] * n,
-                    [0.0] * len(fleet), failed=[False] * n)
-    in_flight = 0
-    events: list[tuple[float, int, int, object, int]] = []
-    counter = itertools.count(1)
+    return _Run(workload, copies, router, rng, max_in_flight).go()
 
-    def push(t: float, kind: int, obj: object, version: int = 0) -> None:
-        heapq.heappush(events, (t, next(counter), kind, obj, version))
 
-    phases = workload.phases
-    state = {"phase": -1, "left": 0}
-    queue: deque[list[Request]] = deque()
+class _Run:
+    """One run of the loop: its fleet, its events, the phase under way, and the results."""
 
-    def start_phase(i: int, t: float) -> None:
-        while i < len(phases) and not phases[i].sessions:
+    def __init__(self, workload: Workload, copies: Sequence[CopyConfig], router: Router,
+                 rng: random.Random | None, max_in_flight: int) -> None:
+        shared_remote = UnboundedTier()  # one remote store behind every copy
+        self.fleet = [_Copy(c, shared_remote) for c in copies]
+        self.router = router
+        self.rng = rng
+        self.max_in_flight = max_in_flight
+        n = max((r.id for r in workload.requests), default=-1) + 1
+        self.nxt: dict[int, Request | None] = {}
+        for p in workload.phases:
+            for s in p.sessions:
+                for a, b in zip(s, [*s[1:], None], strict=True):
+                    self.nxt[a.id] = b
+        self.res = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
+                             {t: [0] * n for t in ("gpu", *LMCACHE_TIERS)}, [-1] * n,
+                             [0.0] * len(self.fleet), failed=[False] * n)
+        self.in_flight = 0
+        self.events: list[tuple[float, int, int, object, int]] = []
+        self.pushed = 0  # events pushed so far: at a tie in time, the first pushed is first
+        self.phases = workload.phases
+        self.phase = -1  # the phase under way
+        self.left = 0  # its requests not yet over
+        self.queue: deque[list[Request]] = deque()  # its sessions no user has started
+        # A router with a clock (``Epp``'s metric scrapes) has ``now`` set before each pick; one
+        # that tracks its own state per request (connections) hears of each finish.
+        self.clocked: Any = router if hasattr(router, "now") else None
+        self.on_finish: Callable[[int, float], object] | None = getattr(router, "finished", None)
+
+    def push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
+        self.pushed += 1
+        heapq.heappush(self.events, (t, self.pushed, kind, obj, version))
+
+    def start_phase(self, i: int, t: float) -> None:
+        while i < len(self.phases) and not self.phases[i].sessions:
             i += 1
-        state["phase"] = i
-        if i >= len(phases):
+        self.phase = i
+        if i >= len(self.phases):
             return
-        p = phases[i]
-        state["left"] = sum(len(s) for s in p.sessions)
-        queue.clear()
+        p = self.phases[i]
+        self.left = sum(len(s) for s in p.sessions)
+        self.queue.clear()
         if p.open_loop:
             for s in p.sessions:
                 for r in s:
-                    push(t + (r.arrival_s or 0.0), ARRIVE, r)
+                    self.push(t + (r.arrival_s or 0.0), ARRIVE, r)
             return
         if p.dispatcher is not None:
             for r in p.dispatcher.start():
-                push(t, ARRIVE, r)
+                self.push(t, ARRIVE, r)
             return
-        queue.extend(p.sessions)
-        for _ in range(min(p.concurrency, len(queue))):
-            offset = rng.uniform(0, p.think_time_s) if rng and p.think_time_s else 0.0
-            push(t + offset, ARRIVE, queue.popleft()[0])
+        self.queue.extend(p.sessions)
+        for _ in range(min(p.concurrency, len(self.queue))):
+            offset = self.rng.uniform(0, p.think_time_s) if self.rng and p.think_time_s else 0.0
+            self.push(t + offset, ARRIVE, self.queue.popleft()[0])
 
-    def advance(c: _Copy, t: float) -> None:
+    def advance(self, c: _Copy, t: float) -> None:
         dt = t - c.last
         if dt > 0:
             if c.rate:
@@ -330,7 +343,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.busy += dt
         c.last = t
 
-    def reschedule(c: _Copy, t: float) -> None:
+    def reschedule(self, c: _Copy, t: float) -> None:
         c.version += 1
         nrun = len(c.running)
         if not nrun:
@@ -352,9 +365,10 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             if fills < target:
                 target = fills
         ahead = target - c.D
-        push(t + (ahead if ahead > 0.0 else 0.0) * step, DECODE, c, c.version)
+        self.push(t + (ahead if ahead > 0.0 else 0.0) * step, DECODE, c, c.version)
 
-    def release(c: _Copy, r: Request, computed: Sequence[int] = (), generated: int = 0) -> None:
+    def release(self, c: _Copy, r: Request, computed: Sequence[int] = (),
+                generated: int = 0) -> None:
         """Back to the front of the waiting queue, its blocks freed (vLLM's preemption).
 
         ``computed``: full chunks it computed beyond the ones it pinned, which stay cached;
@@ -375,7 +389,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         c.waiting.appendleft(r)
         c.sync()
 
-    def preempt(c: _Copy) -> bool:
+    def preempt(self, c: _Copy) -> bool:
         """Send the newest admitted requests back to waiting while the pool is overfull.
 
         Newest first, as vLLM pops the end of its running list: requests admitted but not
@@ -385,14 +399,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         preempted = False
         while c.gpu.free_tokens() < 0:
             if c.queue:
-                release(c, c.queue.pop())
+                self.release(c, c.queue.pop())
             elif c.stalled:
                 assert c.current is not None
                 r = c.current
                 g, _ = c.resv[r.id]
                 # the full chunks it computed stay in the GPU prefix cache once freed
                 done = g + int(c.pf[1]) // c.cfg.chunk_size
-                release(c, r, r.keys[g:min(done, len(r.keys))])
+                self.release(c, r, r.keys[g:min(done, len(r.keys))])
                 c.current = None
                 c.stalled = False
             elif len(c.running) > 1:
@@ -403,13 +417,13 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 c.base_sum -= b
                 c.ctx_const -= r.prompt_tokens - b
                 c.resumed[r.id] = int(c.D - b + 1e-6)
-                release(c, r, generated=c.resumed[r.id])
+                self.release(c, r, generated=c.resumed[r.id])
             else:
                 break
             preempted = True
         return preempted
 
-    def admit(c: _Copy, t: float) -> bool:
+    def admit(self, c: _Copy, t: float) -> bool:
         """Admit waiting requests while they fit, and start the next prefill if none runs.
         True when the last thing it did was start a prefill segment, which re-planned the
         copy's decode event (nothing changed after it, so the caller need not)."""
@@ -417,7 +431,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         chunk = cfg.chunk_size
         gpu = c.gpu
         if c.stalled:
-            segment(c, t)
+            self.segment(c, t)
             if c.stalled:  # first come, first served: nothing is admitted behind it
                 return False
         while c.waiting and c.active < cfg.max_batch_size:
@@ -448,18 +462,18 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             gpu.shrink()
             c.queue.append(r)
         if c.current is None and c.queue:
-            return start_prefill(c, t)
+            return self.start_prefill(c, t)
         return False
 
-    def join(c: _Copy, r: Request, t: float) -> None:
+    def join(self, c: _Copy, r: Request, t: float) -> None:
         """A tokenized request joins its copy's waiting queue. Admitting it may queue it or
         stall a prefill, so the pool fills sooner: the decode event is re-planned."""
         c.waiting.append(r)
-        advance(c, t)
-        if not admit(c, t):
-            reschedule(c, t)
+        self.advance(c, t)
+        if not self.admit(c, t):
+            self.reschedule(c, t)
 
-    def start_prefill(c: _Copy, t: float) -> bool:
+    def start_prefill(self, c: _Copy, t: float) -> bool:
         """Start the next admitted request's prefill (every caller has advanced ``c`` to t)."""
         r = c.queue.popleft()
         c.current = r
@@ -506,7 +520,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
                 new = keys[pos:]
                 for _, tier in c.tiers:
                     tier.insert(new)
-        for name, per_request in res.served.items():
+        for name, per_request in self.res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
         # what a preempted request found still cached at admission takes room but no
@@ -519,9 +533,9 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         new_tokens = max(1, r.prompt_tokens - hit + resumed)
         total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
         c.pf = [total, 0, total - new_tokens, hit, new_tokens, retrieve, eng.store_s(stored)]
-        return segment(c, t)
+        return self.segment(c, t)
 
-    def segment(c: _Copy, t: float) -> bool:
+    def segment(self, c: _Copy, t: float) -> bool:
         """Run the current prefill as far as the pool has room, or stall it; True when it
         ran (and re-planned the decode event), False when it stalled.
 
@@ -541,7 +555,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         need = int(retrieved) + min(int(new_tokens), ch) if taken == 0 else min(left, ch)
         c.sync()
         while own - taken + c.gpu.free_tokens() < need and c.queue:
-            release(c, c.queue.pop())
+            self.release(c, c.queue.pop())
         room = int(own - taken) + c.gpu.free_tokens()
         if left <= room or not (c.running or c.queue):  # a prompt bigger than the pool
             m = left
@@ -587,14 +601,14 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
             c.spare -= packed
         c.spare_t = t + duration if ends else -1.0
         # its end first, then the decode event: at a tie the prefill's end comes first
-        push(t + duration, PREFILL_DONE, c)
-        reschedule(c, t)
+        self.push(t + duration, PREFILL_DONE, c)
+        self.reschedule(c, t)
         return True
 
-    def finish(r: Request, c: _Copy, t: float) -> None:
-        res.end[r.id] = t
-        if on_finish is not None:
-            on_finish(r.id, t)
+    def finish(self, r: Request, c: _Copy, t: float) -> None:
+        self.res.end[r.id] = t
+        if self.on_finish is not None:
+            self.on_finish(r.id, t)
         c.outstanding -= 1
         c.active -= 1
         pinned, own = c.resv.pop(r.id)
@@ -603,7 +617,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         # its blocks are freed tail first (rule 5): the prompt's partial last chunk and the
         # output, then the prompt's chunks; vLLM caches the output's full blocks the
         # session's next turn repeats, the rest is room no prompt names
-        follow, k, chunk = nxt[r.id], len(r.keys), c.cfg.chunk_size
+        follow, k, chunk = self.nxt[r.id], len(r.keys), c.cfg.chunk_size
         repeated: Sequence[int] = ()
         if follow is not None and follow.keys[:k] == r.keys:
             repeated = follow.keys[k:(r.prompt_tokens + r.output_tokens) // chunk]
@@ -611,138 +625,135 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
         if repeated:
             c.gpu.insert(repeated)
         c.gpu.unpin(r.keys[:pinned])
-        proceed(r, t)
+        self.proceed(r, t)
 
-    def proceed(r: Request, t: float) -> None:
+    def proceed(self, r: Request, t: float) -> None:
         """``r`` is over, served or failed: its session, phase and users go on."""
-        nonlocal in_flight
-        in_flight -= 1
-        follow = nxt[r.id]
-        p = phases[state["phase"]]
+        self.in_flight -= 1
+        follow = self.nxt[r.id]
+        p = self.phases[self.phase]
         if p.dispatcher is not None:
             for later in p.dispatcher.finished(r.id):
-                push(t, ARRIVE, later)
+                self.push(t, ARRIVE, later)
         elif follow is not None:
             think = p.think_time_s
-            if rng is not None and think > 0:
-                think = rng.expovariate(1.0 / think)
-            push(t + think, ARRIVE, follow)
-        elif queue:
-            push(t, ARRIVE, queue.popleft()[0])
-        state["left"] -= 1
-        if state["left"] == 0:
-            start_phase(state["phase"] + 1, t)
+            if self.rng is not None and think > 0:
+                think = self.rng.expovariate(1.0 / think)
+            self.push(t + think, ARRIVE, follow)
+        elif self.queue:
+            self.push(t, ARRIVE, self.queue.popleft()[0])
+        self.left -= 1
+        if self.left == 0:
+            self.start_phase(self.phase + 1, t)
 
-    # A router with a clock (``Epp``'s metric scrapes) has ``now`` set before each pick; one
-    # that tracks its own state per request (connections) hears of each finish.
-    clocked = router if hasattr(router, "now") else None
-    on_finish = getattr(router, "finished", None)
-    start_phase(0, 0.0)
-    t = last = 0.0  # last: the time of the last event that changed anything
-    touched: _Copy | None = None
-    while events:
-        if touched is not None:
-            touched.sync()
-            usage = touched.kv_usage
-            if usage > touched.peak:
-                touched.peak = usage
-        t, _, kind, obj, version = heapq.heappop(events)
-        if kind == DECODE and isinstance(obj, _Copy) and version != obj.version:
-            touched = None  # its peak is taken: nothing changed since
-            continue  # a decode end since rescheduled: nothing happens at t
-        last = t
-        if kind == ARRIVE:
-            assert isinstance(obj, Request)
-            r = obj
-            res.arrival[r.id] = t
-            if clocked is not None:
-                clocked.now = t
-            in_flight += 1
-            if max_in_flight and in_flight > max_in_flight:
-                res.failed[r.id] = True
-                res.end[r.id] = t
-                proceed(r, t)
-                continue
-            i = router.pick(r, fleet)
-            res.copy_of[r.id] = i
-            c = fleet[i]
-            c.outstanding += 1
-            tokenize = (0.0 if r.pretokenized
-                        else r.prompt_tokens * c.engine.coeff.tokenize_s_per_token)
-            if tokenize > 0:  # nothing on the copy changed yet: no peak to take
-                touched = None
-                push(t + tokenize, ENQUEUE, r, i)
-                continue
-            touched = c
-            join(c, r, t)
-        elif kind == ENQUEUE:
-            assert isinstance(obj, Request)
-            c = fleet[version]
-            touched = c
-            join(c, obj, t)
-        elif kind == PREFILL_DONE:
-            assert isinstance(obj, _Copy)
-            c = obj
-            touched = c
-            advance(c, t)
-            assert c.current is not None
-            if c.pf[1] < c.pf[0]:  # a segment of the prefill: go on, or stall for room
-                if not segment(c, t):
-                    reschedule(c, t)
-                continue
-            r = c.current
-            c.current = None
-            before = c.resumed.pop(r.id, None)
-            if before is None:
-                res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
-            done_g, own = c.resv[r.id]
-            n_keys = len(r.keys)
-            moved = (n_keys - done_g) * c.cfg.chunk_size + (before or 0)
-            if n_keys > done_g:  # the computed chunks join the pool, pinned while it runs
-                c.gpu.pin(r.keys[done_g:])
-            c.static -= moved  # generated tokens are counted from here on as they grow
-            c.resv[r.id] = (n_keys, own - moved)
-            generated = (before or 0) + 1
-            if generated >= r.output_tokens:
-                end = t + c.engine.coeff.request_overhead_s
-                res.end[r.id] = end
-                finish(r, c, end)
+    def go(self) -> RunResult:
+        self.start_phase(0, 0.0)
+        t = last = 0.0  # last: the time of the last event that changed anything
+        touched: _Copy | None = None
+        while self.events:
+            if touched is not None:
+                touched.sync()
+                usage = touched.kv_usage
+                if usage > touched.peak:
+                    touched.peak = usage
+            t, _, kind, obj, version = heapq.heappop(self.events)
+            if kind == DECODE and isinstance(obj, _Copy) and version != obj.version:
+                touched = None  # its peak is taken: nothing changed since
+                continue  # a decode end since rescheduled: nothing happens at t
+            last = t
+            if kind == ARRIVE:
+                assert isinstance(obj, Request)
+                r = obj
+                self.res.arrival[r.id] = t
+                if self.clocked is not None:
+                    self.clocked.now = t
+                self.in_flight += 1
+                if self.max_in_flight and self.in_flight > self.max_in_flight:
+                    self.res.failed[r.id] = True
+                    self.res.end[r.id] = t
+                    self.proceed(r, t)
+                    continue
+                i = self.router.pick(r, self.fleet)
+                self.res.copy_of[r.id] = i
+                c = self.fleet[i]
+                c.outstanding += 1
+                tokenize = (0.0 if r.pretokenized
+                            else r.prompt_tokens * c.engine.coeff.tokenize_s_per_token)
+                if tokenize > 0:  # nothing on the copy changed yet: no peak to take
+                    touched = None
+                    self.push(t + tokenize, ENQUEUE, r, i)
+                    continue
+                touched = c
+                self.join(c, r, t)
+            elif kind == ENQUEUE:
+                assert isinstance(obj, Request)
+                c = self.fleet[version]
+                touched = c
+                self.join(c, obj, t)
+            elif kind == PREFILL_DONE:
+                assert isinstance(obj, _Copy)
+                c = obj
+                touched = c
+                self.advance(c, t)
+                assert c.current is not None
+                if c.pf[1] < c.pf[0]:  # a segment of the prefill: go on, or stall for room
+                    if not self.segment(c, t):
+                        self.reschedule(c, t)
+                    continue
+                r = c.current
+                c.current = None
+                before = c.resumed.pop(r.id, None)
+                if before is None:
+                    self.res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
+                done_g, own = c.resv[r.id]
+                n_keys = len(r.keys)
+                moved = (n_keys - done_g) * c.cfg.chunk_size + (before or 0)
+                if n_keys > done_g:  # the computed chunks join the pool, pinned while it runs
+                    c.gpu.pin(r.keys[done_g:])
+                c.static -= moved  # generated tokens are counted from here on as they grow
+                c.resv[r.id] = (n_keys, own - moved)
+                generated = (before or 0) + 1
+                if generated >= r.output_tokens:
+                    end = t + c.engine.coeff.request_overhead_s
+                    self.res.end[r.id] = end
+                    self.finish(r, c, end)
+                else:
+                    c.seq += 1
+                    zero = c.D - generated
+                    heapq.heappush(c.running, (zero + r.output_tokens, c.seq, r))
+                    c.base[r.id] = zero
+                    c.base_sum += zero
+                    c.ctx_const += r.prompt_tokens - zero
+                c.sync()
+                c.gpu.shrink()
+                # its first output token may need a block
+                if self.preempt(c) or not self.admit(c, t):
+                    self.reschedule(c, t)
             else:
-                c.seq += 1
-                zero = c.D - generated
-                heapq.heappush(c.running, (zero + r.output_tokens, c.seq, r))
-                c.base[r.id] = zero
-                c.base_sum += zero
-                c.ctx_const += r.prompt_tokens - zero
-            c.sync()
-            c.gpu.shrink()
-            # its first output token may need a block
-            if preempt(c) or not admit(c, t):
-                reschedule(c, t)
-        else:
-            assert isinstance(obj, _Copy)
-            c = obj
-            touched = c
-            advance(c, t)
-            done = []
-            while c.running and c.running[0][0] <= c.D + 1e-6:
-                _, _, r = heapq.heappop(c.running)
-                zero = c.base.pop(r.id)
-                c.base_sum -= zero
-                c.ctx_const -= r.prompt_tokens - zero
-                done.append(r)
-            for r in done:
-                finish(r, c, t + c.engine.coeff.request_overhead_s)
-            c.sync()
-            if preempt(c) or not admit(c, t):
-                reschedule(c, t)
-    res.makespan_s = last  # not a stale event's time, which may lie past the work's end
-    for i, c in enumerate(fleet):
-        advance(c, last)
-        res.busy_s[i] = c.busy
-    res.peak_kv_usage = [c.peak for c in fleet]
-    res.evictions = {"gpu": sum(c.gpu.evictions for c in fleet)}
-    for name in LMCACHE_TIERS:
-        res.evictions[name] = sum({id(tier): tier.evictions for c in fleet
-                                   for tn, tier in c.tiers if tn == name}.values())
-    return res
+                assert isinstance(obj, _Copy)
+                c = obj
+                touched = c
+                self.advance(c, t)
+                done = []
+                while c.running and c.running[0][0] <= c.D + 1e-6:
+                    _, _, r = heapq.heappop(c.running)
+                    zero = c.base.pop(r.id)
+                    c.base_sum -= zero
+                    c.ctx_const -= r.prompt_tokens - zero
+                    done.append(r)
+                for r in done:
+                    self.finish(r, c, t + c.engine.coeff.request_overhead_s)
+                c.sync()
+                if self.preempt(c) or not self.admit(c, t):
+                    self.reschedule(c, t)
+        # not a stale event's time, which may lie past the work's end
+        self.res.makespan_s = last
+        for i, c in enumerate(self.fleet):
+            self.advance(c, last)
+            self.res.busy_s[i] = c.busy
+        self.res.peak_kv_usage = [c.peak for c in self.fleet]
+        self.res.evictions = {"gpu": sum(c.gpu.evictions for c in self.fleet)}
+        for name in LMCACHE_TIERS:
+            self.res.evictions[name] = sum({id(tier): tier.evictions for c in self.fleet
+                                            for tn, tier in c.tiers if tn == name}.values())
+        return self.res
