@@ -1,9 +1,9 @@
-"""Builds lmikit's wheel with the simulator's event loop compiled to C by mypyc.
+"""Builds lmikit's wheel with the simulator's hot path compiled to C by mypyc.
 
 The metadata lives in ``pyproject.toml``; this file only adds the compiled modules. mypyc
 (part of mypy: https://mypyc.readthedocs.io) turns type-annotated Python into a C extension
-with the same behaviour, which runs ``benchmarks/simulate.py`` in about two thirds of the
-time (docs/planner.md, "The workload simulator").
+with the same behaviour, which runs ``benchmarks/simulate.py`` in about half the time
+(docs/planner.md, "The workload simulator").
 
 - A wheel or a plain ``pip install .`` compiles ``COMPILED``. With ``LMIKIT_PURE_PYTHON=1``
   it installs them as Python; where compiling fails (no C compiler) it does too, and says
@@ -21,12 +21,15 @@ from pathlib import Path
 from setuptools import Distribution, setup
 from setuptools.command.build_ext import build_ext
 
-# the modules one simulated request runs through; the rest of lmikit stays Python
+# the modules one simulated request runs through (the workload builders, which check what
+# users give them, are not: a compiled function refuses a wrong type before it can say which
+# argument it was); the rest of lmikit stays Python
 COMPILED = [
     "sdk/lmikit/sim/engine.py",
     "sdk/lmikit/sim/loop.py",
     "sdk/lmikit/sim/routers.py",
     "sdk/lmikit/sim/tiers.py",
+    "sdk/lmikit/sim/work.py",
 ]
 PURE_ENV = "LMIKIT_PURE_PYTHON"
 # build_ext's options a build sets (its command line, bdist_wheel, pip)

@@ -6,7 +6,7 @@ system prompt) on Qwen3-8B, one copy per ml.g6e.2xlarge.
 
 It times the lmikit it imports and says which build that is. A wheel or ``pip install .``
 compiles the event loop with mypyc (``setup.py``); the editable install of a checkout is
-pure Python and about 1.5x slower. To time what users install, from a checkout:
+pure Python and about twice as slow. To time what users install, from a checkout:
 
     pip install --no-deps --target build/wheel-install .
     PYTHONPATH=build/wheel-install python benchmarks/simulate.py

@@ -101,7 +101,7 @@ from typing import Any
 from lmikit.sim.engine import EngineModel
 from lmikit.sim.routers import Router
 from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
-from lmikit.sim.workloads import Request, Workload
+from lmikit.sim.work import Request, Workload
 
 ARRIVE, PREFILL_DONE, DECODE, ENQUEUE = 0, 1, 2, 3
 LMCACHE_TIERS = ("cpu", "disk", "remote")

@@ -33,15 +33,16 @@ import io
 import itertools
 import json
 import math
+import numbers
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError
 from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id, token_chunk_keys
+from lmikit.sim.work import Dispatcher, Phase, Request, Workload
 
 QUESTION_TOKENS = 12  # "Summarize the document above in one sentence." plus separators
 
@@ -57,66 +58,25 @@ MAX_TRACE_BYTES = 128 * 1024**2
 
 
 WorkloadError = SimulationError
+# Request, Phase, Workload and Dispatcher are defined in lmikit.sim.work (compiled in a
+# wheel) and are part of this module's interface too
+__all__ = [
+    "MAX_CORPUS_CHUNKS", "MAX_PROMPT_CHUNKS", "MAX_REQUESTS", "MAX_REQUEST_TOKENS",
+    "MAX_TRACE_BYTES", "MAX_ZIPF", "QUESTION_TOKENS", "Dispatcher", "Phase", "Request",
+    "Workload", "WorkloadError", "finite", "load_trace", "long_doc_qa", "multi_turn_chat", "rag",
+]
 
 
-@dataclass(frozen=True)
-class Request:
-    """One request: its chunk keys (full chunks only), sizes, and routing hints."""
-
-    id: int
-    keys: tuple[int, ...]
-    prompt_tokens: int
-    output_tokens: int
-    session: int
-    prefix_id: int | None = None
-    arrival_s: float | None = None  # open-loop phases only
-    forced: tuple[str, int] | None = None  # (tier, cached tokens): calibration replays
-    # sent as token ids (vLLM's completions API takes a list of ints as ``prompt``): vLLM's
-    # API server does not tokenize it (vLLM 0.23.0 ``renderers/inputs/preprocess.py`` makes it
-    # a ``TokensPrompt``; ``renderers/base.py`` tokenizes only prompts without token ids)
-    pretokenized: bool = False
-
-
-class Dispatcher(Protocol):
-    """A load generator's own rule for when a closed-loop phase sends its requests.
-
-    Given to a :class:`Phase`, it replaces the phase's users: the loop sends what
-    :meth:`start` returns when the phase starts, and what :meth:`finished` returns when one
-    of the phase's requests ends. It must send each of the phase's requests exactly once.
-    """
-
-    def start(self) -> list[Request]: ...
-
-    def finished(self, request_id: int) -> list[Request]: ...
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    sessions: list[list[Request]]
-    concurrency: int = 1
-    think_time_s: float = 0.0
-    measured: bool = True
-    open_loop: bool = False
-    dispatcher: Dispatcher | None = None  # sends the sessions' requests in its own order
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    phases: list[Phase]
-    chunk_size: int
-    params: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def requests(self) -> list[Request]:
-        return [r for p in self.phases for s in p.sessions for r in s]
-
-
-def _positive(**values: float) -> None:
+def _whole(low: int, **values: Any) -> list[int]:
+    """``values`` as ints, in order, each a whole number of at least ``low`` (of any integer
+    type, numpy's too, not a bool), else a WorkloadError naming the first that is not."""
+    out: list[int] = []
     for name, value in values.items():
-        if value < 1:
-            raise WorkloadError(f"{name} must be at least 1 (got {value})")
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise WorkloadError(f"{name} must be a whole number of at least {low} "
+                                f"(got {value!r})")
+        out.append(int(value))
+    return out
 
 
 def finite(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> float:
@@ -131,11 +91,7 @@ def finite(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> f
 def _window(context_window: int | None) -> int:
     if context_window is None:
         return MAX_REQUEST_TOKENS
-    if isinstance(context_window, bool) or not isinstance(context_window, int) \
-            or context_window < 2:
-        raise WorkloadError(f"context_window must be a whole number >= 2 (got "
-                            f"{context_window!r})")
-    return context_window
+    return _whole(2, context_window=context_window)[0]
 
 
 def _fits(prompt: int, output: int, window: int, prompt_is: str) -> None:
@@ -183,8 +139,9 @@ def long_doc_qa(documents: int, document_tokens: int, output_tokens: int, concur
     the documents the query round asks about, in order (default: each once, in order; a
     ``lmikit bench`` run's ``LongDocQA.query_prompts`` for its ``--repeat-mode``).
     """
-    _positive(documents=documents, document_tokens=document_tokens,
-              output_tokens=output_tokens, concurrency=concurrency, chunk_size=chunk_size)
+    documents, document_tokens, output_tokens, concurrency, chunk_size = _whole(
+        1, documents=documents, document_tokens=document_tokens, output_tokens=output_tokens,
+        concurrency=concurrency, chunk_size=chunk_size)
     asked = documents if query_order is None else len(query_order)
     prompt = document_tokens + QUESTION_TOKENS
     _fits(prompt, output_tokens, _window(context_window),
@@ -192,7 +149,8 @@ def long_doc_qa(documents: int, document_tokens: int, output_tokens: int, concur
     _bounded(documents + asked, (documents + asked) * (prompt // chunk_size),
              f"--documents {documents:,} (each sent in warm-up, {asked:,} in the query round)")
     # bounded first: a hostile --documents must not build its list before being refused
-    order = list(range(documents)) if query_order is None else list(query_order)
+    order = (list(range(documents)) if query_order is None
+             else [_whole(0, query_order=d)[0] for d in query_order])
     if not order or not all(0 <= d < documents for d in order):
         raise WorkloadError(f"query_order must name documents 0 to {documents - 1} "
                             f"(got {len(order)} entries)")
@@ -222,8 +180,9 @@ def multi_turn_chat(context_tokens: int, turns: int, output_tokens: int, concurr
     message of ``(context_tokens - (turns - 1) x output_tokens) / turns`` tokens. The last
     turn's prompt and its output must fit ``context_window`` (the model's ``max_model_len``).
     """
-    _positive(context_tokens=context_tokens, turns=turns, output_tokens=output_tokens,
-              concurrency=concurrency, requests=requests, chunk_size=chunk_size)
+    context_tokens, turns, output_tokens, concurrency, requests, chunk_size = _whole(
+        1, context_tokens=context_tokens, turns=turns, output_tokens=output_tokens,
+        concurrency=concurrency, requests=requests, chunk_size=chunk_size)
     think_time_s = finite("--think-time", think_time_s)
     _bounded(max(requests, turns), 0, f"--requests {requests:,} in sessions of --turns "
                                       f"{turns:,}")
@@ -271,9 +230,12 @@ def rag(corpus_chunks: int, chunk_tokens: int, chunks_per_request: int, zipf: fl
     rank, from 1) drawn with weight ``r ** -zipf``. The prompt and the output must fit
     ``context_window`` (the model's ``max_model_len``).
     """
-    _positive(corpus_chunks=corpus_chunks, chunk_tokens=chunk_tokens,
-              chunks_per_request=chunks_per_request, output_tokens=output_tokens,
-              concurrency=concurrency, requests=requests, chunk_size=chunk_size)
+    corpus_chunks, chunk_tokens, chunks_per_request, output_tokens, concurrency, requests, \
+        chunk_size = _whole(1, corpus_chunks=corpus_chunks, chunk_tokens=chunk_tokens,
+                            chunks_per_request=chunks_per_request, output_tokens=output_tokens,
+                            concurrency=concurrency, requests=requests, chunk_size=chunk_size)
+    query_tokens, system_tokens = _whole(0, query_tokens=query_tokens,
+                                         system_tokens=system_tokens)
     if chunks_per_request > corpus_chunks:
         raise WorkloadError(f"--chunks-per-request {chunks_per_request} exceeds --corpus-chunks "
                             f"{corpus_chunks}")
@@ -400,6 +362,7 @@ def load_trace(path: str | Path, chunk_size: int = 256,
     ``prefix_id``.
     """
     p = Path(path)
+    chunk_size = _whole(1, chunk_size=chunk_size)[0]
     window = _window(context_window)
     records: list[Request] = []
     chunks = 0

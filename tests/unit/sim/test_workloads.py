@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,42 @@ def test_trace_is_bounded_in_bytes_and_requests(tmp_path: Path,
 def test_trace_must_be_a_regular_file() -> None:
     with deadline(5), pytest.raises(SimulationError, match="not a regular file .*character"):
         load_trace("/dev/zero")
+
+
+@pytest.mark.parametrize(("build", "field", "low", "value"), [
+    (lambda v: long_doc_qa(v, 1_000, 10, 2), "documents", 1, 4.0),
+    (lambda v: long_doc_qa(4, v, 10, 2), "document_tokens", 1, None),
+    (lambda v: long_doc_qa(4, 1_000, 10, 2, query_order=[0, v]), "query_order", 0, 1.5),
+    (lambda v: multi_turn_chat(8_000, v, 100, 2), "turns", 1, 4.5),
+    (lambda v: multi_turn_chat(8_000, 4, 100, v), "concurrency", 1, "8"),
+    (lambda v: rag(200, 256, 3, 1.1, 10, v), "concurrency", 1, True),
+    (lambda v: rag(200, 256, 3, 1.1, 10, 1, query_tokens=v), "query_tokens", 0, -1),
+    (lambda v: rag(200, 256, 3, 1.1, 10, 1, context_window=v), "context_window", 2, 8192.0),
+    (lambda v: load_trace("unread.jsonl", chunk_size=v), "chunk_size", 1, 0),
+])
+def test_counts_must_be_whole_numbers_and_the_error_names_the_field(
+        build: Callable[[object], object], field: str, low: int, value: object) -> None:
+    # a float, a string, None or a bool where a count belongs is refused before anything is
+    # built (the trace's file is not even opened), naming the argument and the value
+    with pytest.raises(SimulationError) as refused:
+        build(value)
+    assert str(refused.value) == f"{field} must be a whole number of at least {low} (got {value!r})"
+
+
+def test_numpy_integers_build_the_same_workload_with_plain_ints() -> None:
+    # what a notebook passes from numpy; the workload holds plain ints, as the compiled
+    # request classes of a wheel require (``setup.py``)
+    np = pytest.importorskip("numpy")
+    plain = rag(200, 256, 3, 1.1, 10, 4, requests=50, query_tokens=32)
+    numpy_args = rag(np.int64(200), np.int32(256), np.int64(3), 1.1, np.int64(10),
+                     np.int64(4), requests=np.int64(50), query_tokens=np.int16(32))
+    assert numpy_args == plain
+    doc = long_doc_qa(np.int64(3), np.int64(1_000), np.int64(10), np.int64(2),
+                      query_order=np.array([2, 0]))
+    assert doc == long_doc_qa(3, 1_000, 10, 2, query_order=[2, 0])
+    for work in (numpy_args, doc):
+        for phase in work.phases:
+            assert type(phase.concurrency) is int
+            for r in (r for s in phase.sessions for r in s):
+                assert all(type(x) is int for x in (r.id, r.prompt_tokens, r.output_tokens,
+                                                    r.session))
