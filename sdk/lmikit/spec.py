@@ -78,9 +78,12 @@ class ModelSpec(_Model):
         min_length=3, max_length=256,
         json_schema_extra={"pattern": f"({HF_ID_PATTERN})|({S3_URI_PATTERN})"},
     )
+    # a branch, tag or commit: letters, digits and ``_ . / -`` (what lmi_options accepts for
+    # ``option.revision``); no space, ``=`` or control character, which would end or split
+    # the serving.properties line it is written to
     revision: str | None = Field(
         default=None, description="Hugging Face revision (branch, tag or commit) to pin.",
-        max_length=128,
+        max_length=128, pattern=r"^[A-Za-z0-9_./-]+$",
     )
     dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
         default="auto",

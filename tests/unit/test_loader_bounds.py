@@ -200,6 +200,25 @@ def test_load_spec_dates_stay_strings():
     assert load_spec_text(text, "date.yaml").model.revision == "2024-01-01"
 
 
+@pytest.mark.parametrize("revision", ["\\x1e0", "main\\nengine=Python", "v 1", "a=b", ""])
+def test_a_revision_that_would_split_its_serving_properties_line_is_refused(revision):
+    # written verbatim to ``option.revision=...``: a line break or control character (Python's
+    # splitlines breaks at \x1e too) would start a new option, a space or ``=`` would be read
+    # into the value; a branch, tag or commit never needs them
+    text = BASE.replace("id: Qwen/Qwen2.5-7B-Instruct",
+                        f'id: Qwen/Qwen2.5-7B-Instruct\n  revision: "{revision}"')
+    with pytest.raises(SpecError, match=r"model\.revision .*should match pattern "
+                                        r"'\^\[A-Za-z0-9_\./-\]\+\$'"):
+        load_spec_text(text, "rev.yaml")
+
+
+@pytest.mark.parametrize("revision", ["refs/pr/12", "3a1b2c4d5e6f", "v1.0_rc-2", "main"])
+def test_branches_tags_commits_and_pr_refs_are_revisions(revision):
+    text = BASE.replace("id: Qwen/Qwen2.5-7B-Instruct",
+                        f"id: Qwen/Qwen2.5-7B-Instruct\n  revision: {revision}")
+    assert load_spec_text(text, "rev.yaml").model.revision == revision
+
+
 def test_load_spec_exponent_without_a_dot_is_a_number():
     text = BASE.replace("max_model_len: 32768", "max_model_len: 32768\n  "
                         "gpu_memory_utilization: 85e-2")

@@ -152,7 +152,7 @@ MODEL_ROWS: tuple[LmiOption, ...] = (
        f"{LOAD}; {PY}/properties_manager/properties.py set_model_id_or_path; ModelInfo."
        "downloadS3 copies an s3:// model_id with s5cmd and points model_id at the copy",
        "hub id, s3:// prefix or local path"),
-    _o("revision", Accepts(pattern=r"[\w./-]{1,128}"), "unset (the Hub's main)",
+    _o("revision", Accepts(pattern=r"[A-Za-z0-9_./-]{1,128}"), "unset (the Hub's main)",
        f"{VLLM_PROPS} generate_vllm_engine_arg_dict ('revision')"),
     _e("HF_MODEL_ID", Accepts(never="it registers a second model beside /opt/ml/model "
                               "(ModelStore.initialize -> createHuggingFaceModel); two "
