@@ -40,8 +40,10 @@ class _MaybeBinary(Distribution):
     """Tells setuptools there may be extensions, so ``build_ext`` runs and the wheel is
     tagged for its platform; ``_Mypyc`` decides what, if anything, gets compiled."""
 
+    compiled_nothing = False  # set when compiling failed: the build is pure Python after all
+
     def has_ext_modules(self) -> bool:
-        return not os.environ.get(PURE_ENV)
+        return not (os.environ.get(PURE_ENV) or self.compiled_nothing)
 
 
 class _Mypyc(build_ext):
@@ -75,9 +77,21 @@ class _Mypyc(build_ext):
             for path in self.get_outputs():
                 Path(path).unlink(missing_ok=True)
             self.extensions = self.distribution.ext_modules = []
+            _built_as_pure_python(self.distribution)
             print(f"lmikit: not compiling the simulator ({type(exc).__name__}: {exc}); "
                   "installing it as pure Python, which gives the same results more slowly",
                   file=sys.stderr)
+
+
+def _built_as_pure_python(dist: Distribution) -> None:
+    """After a failed compile, tag the wheel as what it now is, pure Python
+    (``py3-none-any``): ``bdist_wheel`` chose a platform tag when it was set up, before the
+    build ran, and only reads that choice back when it names and writes the wheel."""
+    if isinstance(dist, _MaybeBinary):
+        dist.compiled_nothing = True
+    wheel = dist.command_obj.get("bdist_wheel")
+    if wheel is not None:
+        wheel.root_is_pure = True
 
 
 setup(distclass=_MaybeBinary, cmdclass={"build_ext": _Mypyc})
