@@ -227,6 +227,8 @@ ROW = {"region": "eu-west-1", "instance_type": "ml.g5.xlarge", "usd_per_hour": 1
                           "above 0"),
     ({"usd_per_hour": float("inf")}, r"usd_per_hour is inf"),
     ({"usd_per_hour": True}, r"usd_per_hour is True"),
+    # past a float's range: math.isfinite raised OverflowError, a traceback
+    ({"usd_per_hour": 10**400}, r"usd_per_hour is <an integer of about 401 digits>"),
     ({"region": "Europe"}, r"prices\[0\].region is 'Europe'; expected an AWS region"),
     ({"instance_type": "g5.xlarge"}, r"instance_type is 'g5.xlarge'; expected a SageMaker "
                                      "instance type"),

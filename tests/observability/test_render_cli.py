@@ -46,3 +46,11 @@ def test_render_rejects_non_positive_price() -> None:
     result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--hourly-price", "0"])
     assert result.exit_code == 2
     assert "hourly-price" in result.output
+
+
+def test_render_rejects_a_price_past_any_instance_s() -> None:
+    """As price files do (MAX_USD_PER_HOUR): 1e308 an hour makes every cost infinite."""
+    result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--hourly-price",
+                                       "1e308"])
+    assert result.exit_code == 2
+    assert "1e+308 is not in the range 0<x<=10000.0" in result.output

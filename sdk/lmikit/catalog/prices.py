@@ -209,7 +209,7 @@ def _row(row: object, where: str, fetched_at: str) -> Price:
         ("instance_type", lambda v: isinstance(v, str) and INSTANCE_RE.match(v),
          "a SageMaker instance type such as 'ml.g5.xlarge'"),
         ("usd_per_hour", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
-         and math.isfinite(v) and 0 < v <= MAX_USD_PER_HOUR,
+         and 0 < v <= MAX_USD_PER_HOUR and math.isfinite(v),  # bounds first: 10**400
          f"a number of US dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}"),
         ("as_of", lambda v: isinstance(v, str) and _is_date(v), "a date such as '2026-11-01'"),
         ("sku", lambda v: isinstance(v, str) and len(v) <= 64, "a string (the price list SKU)"),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lmikit.accept import TARGETS
+from lmikit.catalog.prices import MAX_USD_PER_HOUR
 from lmikit.cli._common import spec_argument
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
               help="hyperpod: vLLM worker image for manifests with the operator's KV cache or "
               "intelligent routing (pinned tag or digest; default: the AWS sample's vLLM "
               "0.11.1 image, see docs/hyperpod.md).")
-@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True,
+                                                    max=MAX_USD_PER_HOUR), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "
               "--prices, else lmikit's small us-east-1 table, where it has the instance "
               "type).")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from lmikit.catalog.prices import MAX_USD_PER_HOUR
 from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
@@ -89,7 +90,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--zipf", type=click.FloatRange(0, 10), default=1.0, show_default=True,
               callback=_finite, help="rag: Zipf exponent of chunk popularity (0 = uniform).")
 @click.option("--requests", type=click.IntRange(1), default=1_000, show_default=True,
-              help="multi-turn-chat and rag: requests in all.")
+              help="multi-turn-chat and rag: requests in all (multi-turn-chat rounds it up "
+                   "to whole sessions of --turns).")
 @click.option("--output-tokens", type=click.IntRange(1), default=100, show_default=True,
               help="Tokens generated per request.")
 @click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True,
@@ -107,7 +109,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
               help="Fit the coefficients to this lmikit bench --output file first.")
-@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True),
+@click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True,
+                                                    max=MAX_USD_PER_HOUR),
               callback=_finite, help="USD per instance-hour (default: --prices, else lmikit's "
                                      "dated price table).")
 @click.option("--prices", "prices_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -137,6 +140,13 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     """
     if plot_path is not None:
         check_writable(plot_path, "--plot")
+        if plot_path.suffix.lower() not in PLOT_FORMATS:
+            raise click.BadParameter(
+                f"{str(plot_path)!r} must end in {', '.join(PLOT_FORMATS)} (the chart's "
+                "format)", param_hint="--plot")
+        if plot_path.exists() and not plot_path.is_file():  # a FIFO would block the write
+            raise click.BadParameter(f"{str(plot_path)!r} is not a regular file",
+                                     param_hint="--plot")
     for name, applies in WORKLOAD_FLAGS.items():
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
                 and workload not in applies:
@@ -324,6 +334,9 @@ def tick_label(seconds: float, minor: bool = False) -> str:
     return f"{seconds:.3g} s"
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
     try:
         import matplotlib
@@ -349,7 +362,7 @@ def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        fig.savefig(path)
+        fig.savefig(path, format=path.suffix.lower()[1:])
     except (OSError, ValueError) as exc:
         raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
                                  param_hint="--plot") from exc

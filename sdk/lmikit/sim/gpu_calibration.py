@@ -59,7 +59,7 @@ from typing import Any
 
 from lmikit import sizing
 from lmikit._files import FileRefused, read_limited
-from lmikit.errors import SimulationError
+from lmikit.errors import SimulationError, safe_repr
 from lmikit.sim.coefficients import Coefficients
 
 FORMAT = "lmikit-gpu-calibration/v1"
@@ -382,9 +382,9 @@ def _count(value: Any, at: str) -> int:
 
 def _seconds(value: Any, at: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0 < value <= 3600:
+            or not 0 < value <= 3600 or not math.isfinite(value):
         raise SimulationError(f"{at} must be a number of seconds above 0, at most 3600 "
-                              f"(got {value!r})")
+                              f"(got {safe_repr(value)})")
     return float(value)
 
 

@@ -365,7 +365,13 @@ class _Run:
             if fills < target:
                 target = fills
         ahead = target - c.D
-        self.push(t + (ahead if ahead > 0.0 else 0.0) * step, DECODE, c, c.version)
+        when = t + (ahead if ahead > 0.0 else 0.0) * step
+        if when <= t:
+            # so little decoding is left that the clock cannot resolve it (far out, ~3e8 s
+            # on: a float's step there is ~6e-8 s): it is done now, or the same event would
+            # be pushed for ever with nothing moving
+            c.D = target if target > c.D else c.D
+        self.push(when, DECODE, c, c.version)
 
     def release(self, c: _Copy, r: Request, computed: Sequence[int] = (),
                 generated: int = 0) -> None:

@@ -233,7 +233,9 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
         source = f"{found.source} (as of {found.as_of})" if found.as_of else found.source
     billed = -(-dep.instances // dep.copies_per_instance)
     usd = None if price is None else price * billed * total / 3600 / (prompt + output) * 1000
-    makespan = max(out.makespan_s, 1e-9)
+    # from the first request the run sent, not from 0: a trace may start at any time
+    origin = min([out.arrival[r.id] for r in workload.requests])
+    makespan = max(out.makespan_s - origin, 1e-9)
     return ScenarioResult(
         routing=routing, kv_cache=mode, ttft_p50_s=round(percentile(ttfts, 0.5), 6),
         ttft_p90_s=round(percentile(ttfts, 0.9), 6), ttft_p99_s=round(percentile(ttfts, 0.99), 6),

@@ -79,7 +79,9 @@ def stable_id(value: int | str) -> int:
         return value
     import zlib
 
-    return zlib.crc32(value.encode()) * 2**32 + zlib.adler32(value.encode())
+    # surrogatepass: JSON can name a lone surrogate ("\\ud800"), which strict UTF-8 refuses
+    data = value.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) * 2**32 + zlib.adler32(data)
 
 
 # Keys of freed blocks no prompt names lie above every ``hash()`` (a signed 64-bit value)

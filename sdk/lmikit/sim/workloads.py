@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lmikit._files import FileRefused, read_limited
-from lmikit.errors import SimulationError
+from lmikit.errors import SimulationError, safe_repr
 from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id, token_chunk_keys
 from lmikit.sim.work import Dispatcher, Phase, Request, Workload
 
@@ -55,14 +55,18 @@ MAX_REQUEST_TOKENS = 1 << 24  # prompt + output of one request when no context w
 MAX_CORPUS_CHUNKS = 1_000_000
 MAX_ZIPF = 10.0
 MAX_TRACE_BYTES = 128 * 1024**2
+# the latest arrival the simulator takes (30 days): its clock is a float, and far enough out
+# (~4e12 s) a millisecond step no longer moves it, so a run would never end
+MAX_ARRIVAL_S = 30 * 86_400.0
 
 
 WorkloadError = SimulationError
 # Request, Phase, Workload and Dispatcher are defined in lmikit.sim.work (compiled in a
 # wheel) and are part of this module's interface too
 __all__ = [
-    "MAX_CORPUS_CHUNKS", "MAX_PROMPT_CHUNKS", "MAX_REQUESTS", "MAX_REQUEST_TOKENS",
-    "MAX_TRACE_BYTES", "MAX_ZIPF", "QUESTION_TOKENS", "Dispatcher", "Phase", "Request",
+    "MAX_ARRIVAL_S", "MAX_CORPUS_CHUNKS", "MAX_PROMPT_CHUNKS", "MAX_REQUESTS",
+    "MAX_REQUEST_TOKENS", "MAX_TRACE_BYTES", "MAX_ZIPF", "QUESTION_TOKENS", "Dispatcher", "Phase",
+    "Request",
     "Workload", "WorkloadError", "finite", "load_trace", "long_doc_qa", "multi_turn_chat", "rag",
 ]
 
@@ -81,10 +85,14 @@ def _whole(low: int, **values: Any) -> list[int]:
 
 def finite(name: str, value: Any, low: float = 0.0, high: float = math.inf) -> float:
     """``value`` if it is a finite number in [low, high], else a WorkloadError naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not low <= value <= high:
+    try:
+        good = not isinstance(value, bool) and isinstance(value, (int, float)) \
+            and math.isfinite(value) and low <= value <= high
+    except OverflowError:  # an int past a float's range: 1 followed by 400 zeros
+        good = False
+    if not good:
         valid = f"between {low:g} and {high:g}" if math.isfinite(high) else f">= {low:g}"
-        raise WorkloadError(f"{name} must be a finite number {valid} (got {value!r})")
+        raise WorkloadError(f"{name} must be a finite number {valid} (got {safe_repr(value)})")
     return float(value)
 
 
@@ -102,7 +110,16 @@ def _fits(prompt: int, output: int, window: int, prompt_is: str) -> None:
         raise WorkloadError(
             f"{prompt_is} is {prompt:,} tokens; with --output-tokens {output:,} that is "
             f"{prompt + output:,}, over the context window of {window:,} tokens (vLLM refuses "
-            f"such a request); the prompt may be at most {max(0, window - output):,} tokens")
+            f"such a request); {_valid_split(prompt, output, window)}")
+
+
+def _valid_split(prompt: int, output: int, window: int) -> str:
+    """What would fit the window: a shorter prompt, or, if even none fits, fewer outputs."""
+    if output < window:
+        return (f"the prompt may be at most {window - output:,} tokens, or --output-tokens "
+                f"at most {max(1, window - prompt):,} with this prompt"
+                if prompt < window else f"the prompt may be at most {window - output:,} tokens")
+    return f"--output-tokens must be below the context window, at most {window - 1:,}"
 
 
 def _bounded(requests: int, chunks: int, how: str) -> None:
@@ -179,6 +196,7 @@ def multi_turn_chat(context_tokens: int, turns: int, output_tokens: int, concurr
     Each turn sends the whole history (earlier user messages and answers) plus a new user
     message of ``(context_tokens - (turns - 1) x output_tokens) / turns`` tokens. The last
     turn's prompt and its output must fit ``context_window`` (the model's ``max_model_len``).
+    ``requests`` is rounded up to whole sessions: ``ceil(requests / turns)`` of them.
     """
     context_tokens, turns, output_tokens, concurrency, requests, chunk_size = _whole(
         1, context_tokens=context_tokens, turns=turns, output_tokens=output_tokens,
@@ -340,10 +358,13 @@ class _WeightTree:
         for i in gone:
             self._remove(i, undo)
         out: list[int] = []
+        lowest = 0  # no index below it is left; gone only grows, so it only moves up
         for _ in range(k):
             i = self._find(rng.random() * self._total())
             if i >= self.n or i in gone or self.weights[i] <= 0:  # rounding, or nothing left
-                i = next(j for j in range(self.n) if j not in gone)  # the most popular left
+                while lowest in gone:  # the most popular left (a scan from 0 for each such
+                    lowest += 1        # draw made a steep corpus's k draws take k^2 steps)
+                i = lowest
             out.append(i)
             gone.add(i)
             self._remove(i, undo)
@@ -382,9 +403,13 @@ def load_trace(path: str | Path, chunk_size: int = 256,
             data = json.loads(line)
         except ValueError as exc:
             raise WorkloadError(f"{p}:{n}: not JSON ({exc})") from exc
+        except RecursionError as exc:
+            raise WorkloadError(f"{p}:{n}: nests too deeply to be a trace record") from exc
         if not isinstance(data, dict):
             raise WorkloadError(f"{p}:{n}: each line must be a JSON object")
-        req = _trace_request(data, f"{p}:{n}", n - 1, chunk_size, window)
+        # numbered by record, not by line: ids index the loop's per-request arrays, and a
+        # file of blank lines would otherwise size them by its line count
+        req = _trace_request(data, f"{p}:{n}", len(records), chunk_size, window)
         chunks += len(req.keys)
         if chunks > MAX_PROMPT_CHUNKS:
             raise WorkloadError(f"trace {str(p)!r} has more than {MAX_PROMPT_CHUNKS:,} full "
@@ -400,11 +425,21 @@ def load_trace(path: str | Path, chunk_size: int = 256,
 
 def _trace_request(d: dict[str, Any], where: str, rid: int, chunk: int,
                    window: int = MAX_REQUEST_TOKENS) -> Request:
-    def number(key: str, low: float, default: float | None = None) -> float:
-        return finite(f"{where}: {key}", d.get(key, default), low)
+    def number(key: str, low: float, default: float | None = None,
+               high: float = math.inf) -> float:
+        return finite(f"{where}: {key}", d.get(key, default), low, high)
 
-    arrival = number("arrival_s", 0)
-    output = int(number("output_tokens", 1))
+    def whole(key: str, low: int, default: int | None = None) -> int:
+        value = number(key, low, default)
+        if value != int(value):
+            raise WorkloadError(f"{where}: {key} must be a whole number of at least {low} "
+                                f"(got {d.get(key, default)!r})")
+        return int(value)
+
+    arrival = number("arrival_s", 0, high=MAX_ARRIVAL_S)
+    output = whole("output_tokens", 1)
+    if "prompt_token_ids" in d and "chunk_ids" in d:
+        raise WorkloadError(f"{where}: give either prompt_token_ids or chunk_ids, not both")
     if "prompt_token_ids" in d:
         tokens = d["prompt_token_ids"]
         if not isinstance(tokens, list) or not tokens or not all(
@@ -416,7 +451,7 @@ def _trace_request(d: dict[str, Any], where: str, rid: int, chunk: int,
         if not isinstance(cids, list) or not all(isinstance(c, (int, str))
                                                  and not isinstance(c, bool) for c in cids):
             raise WorkloadError(f"{where}: chunk_ids must be a list of ints or strings")
-        prompt = int(number("prompt_tokens", 1, len(cids) * chunk or 1))
+        prompt = whole("prompt_tokens", 1, len(cids) * chunk or 1)
         if prompt < len(cids) * chunk:
             raise WorkloadError(f"{where}: prompt_tokens {prompt} is shorter than its "
                                 f"{len(cids)} chunks of {chunk} tokens")

@@ -150,6 +150,10 @@ def test_a_record_of_a_gpu_outside_the_catalog_has_no_mfu() -> None:
      r"prefill\[0\].tokens must be a whole number from 1 .*\(got 0\)"),
     ({"prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 8, "seconds": float("nan")}]},
      r"prefill\[0\].seconds must be a number of seconds above 0"),
+    # past a float's range: math.isfinite raised OverflowError
+    ({"prefill": [{"model_id": "Qwen/Qwen3-8B", "tokens": 8, "seconds": 10**400}]},
+     r"prefill\[0\].seconds must be a number of seconds above 0, at most 3600 \(got <an "
+     r"integer of about 401 digits>\)"),
     ({"copies": [{"direction": "sideways", "chunk_bytes": 1, "chunks": 1, "seconds": 1}]},
      r"copies\[0\].direction must be one of host_to_gpu, gpu_to_host \(got 'sideways'\)"),
     ({"decode": [{"model_id": "Qwen/Qwen3-8B", "batch": 0, "weight_bytes": 1, "seconds": 1}]},

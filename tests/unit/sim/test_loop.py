@@ -555,3 +555,19 @@ def test_lmcache_storing_a_chunk_its_cpu_tier_holds_leaves_it_where_it_was() -> 
     assert out.served["cpu"][3] == out.served["gpu"][3] == 0
     assert out.served["cpu"][4] == 1_024  # B whole in the CPU tier (the pool holds A)
     assert out.served["cpu"][5] + out.served["gpu"][5] < 1_024  # A's second chunk is gone
+
+
+@pytest.mark.parametrize("think_time_s", [1e8, 1e9])
+def test_a_run_whose_clock_runs_far_out_still_ends(think_time_s: float) -> None:
+    """Past ~3e8 s a float's step is ~6e-8 s, larger than the time some last fraction of a
+    decode token takes: the decode event was pushed for ever at the same time. A chat's
+    think time puts the clock there (an hour between turns over 100,000 requests too)."""
+    from lmikit.sim.scenario import deployment
+    from lmikit.sim.workloads import multi_turn_chat
+    from tests.conftest import deadline
+
+    dep = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+    work = multi_turn_chat(2_000, 8, 100, 4, requests=16, think_time_s=think_time_s)
+    with deadline(30):
+        out = run(work, dep.copies("cpu"), LeastOutstanding(), random.Random(0))
+    assert len(out.end) == 16 and min(out.end) > 0 and max(out.end) > think_time_s

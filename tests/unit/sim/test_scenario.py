@@ -154,3 +154,26 @@ def test_progress_is_reported_before_each_scenario() -> None:
              progress=lambda *a: calls.append(a))
     assert calls == [(0, 4, "random", "off"), (1, 4, "random", "cpu"),
                      (2, 4, "kv_aware", "off"), (3, 4, "kv_aware", "cpu")]
+
+
+def test_utilization_counts_from_the_first_request_not_from_zero(tmp_path) -> None:
+    """The same 50 requests starting 1,000 s into a trace: same TTFTs and total time, and
+    the same utilization (it was 0.008 against 0.999, busy time over the clock from 0)."""
+    import json
+
+    from lmikit.sim.workloads import load_trace
+
+    dep = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
+    results = []
+    for shift in (0, 1_000):
+        path = tmp_path / f"t{shift}.jsonl"
+        path.write_text("".join(json.dumps({"arrival_s": shift + i * 0.05, "output_tokens": 64,
+                                            "chunk_ids": [i % 5, i]}) + "\n"
+                                for i in range(50)))
+        (r,) = simulate(dep, load_trace(path), ["least_outstanding"], ["cpu"])
+        results.append(r)
+    same, shifted = results
+    assert same.ttfts_s == pytest.approx(shifted.ttfts_s, rel=1e-6)
+    assert same.total_time_s == pytest.approx(shifted.total_time_s, rel=1e-6)
+    assert same.utilization == pytest.approx(shifted.utilization, abs=1e-3)
+    assert same.utilization[0] > 0.5

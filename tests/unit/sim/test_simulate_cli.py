@@ -174,6 +174,29 @@ def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path)
     assert "TTFT" not in r.output  # no results: nothing was simulated
 
 
+def test_plot_must_name_a_format_and_a_regular_file(tmp_path: Path) -> None:
+    """Without a suffix matplotlib wrote FILE.png, not FILE; to a FIFO named .svg it blocked
+    for ever."""
+    import os
+
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "chart"))
+    assert r.exit_code == 2 and "must end in .png, .svg, .pdf" in r.output
+    assert not list(tmp_path.iterdir())
+    fifo = tmp_path / "f.svg"
+    os.mkfifo(fifo)
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(fifo))
+    assert r.exit_code == 2 and "is not a regular file" in r.output
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".PDF"])
+def test_plot_writes_the_format_its_name_says(tmp_path: Path, suffix: str) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"ttft{suffix}"
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(out))
+    assert r.exit_code == 0 and [p.name for p in tmp_path.iterdir()] == [out.name]
+    assert out.read_bytes()[:5] in (b"<?xml", b"%PDF-")
+
+
 def test_plot_writes_a_chart(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "ttft.png"
@@ -206,7 +229,9 @@ def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyP
     (["--workload", "rag", "--zipf", "nan"], "nan is not a finite number"),
     (["--workload", "rag", "--zipf", "11"], "11.0 is not in the range 0<=x<=10"),
     (["--workload", "rag", "--corpus-chunks", "100000000"], "over the simulator's 1,000,000"),
-    (["--workload", "rag", "--hourly-price", "inf"], "inf is not a finite number"),
+    (["--workload", "rag", "--hourly-price", "inf"], "inf is not in the range 0<x<=10000.0"),
+    # the cost overflowed to Infinity, which --json printed as invalid JSON
+    (["--workload", "rag", "--hourly-price", "1e308"], "1e+308 is not in the range 0<x<=10000.0"),
     (["--workload", "multi-turn-chat", "--turns", "100000000", "--context-tokens",
       "2000000000"], "makes 100,000,000 requests"),
 ])

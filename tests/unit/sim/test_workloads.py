@@ -149,9 +149,23 @@ def test_weighted_draws_without_replacement_follow_successive_draws() -> None:
 
 @pytest.mark.parametrize(("row", "message"), [
     ({"arrival_s": float("nan"), "output_tokens": 1, "chunk_ids": [1]},
-     r"arrival_s must be a finite number >= 0 \(got nan\)"),
+     r"arrival_s must be a finite number between 0 and 2\.592e\+06 \(got nan\)"),
+    # 30 days at most: at 4e12 s the simulated clock cannot tell a decode step from none,
+    # and the run never ended
+    ({"arrival_s": 4e12, "output_tokens": 1, "chunk_ids": [1]},
+     r"arrival_s must be a finite number between 0 and 2\.592e\+06 \(got 4000000000000\.0\)"),
     ({"arrival_s": 0, "output_tokens": float("inf"), "chunk_ids": [1]},
      r"output_tokens must be a finite number >= 1 \(got inf\)"),
+    # each of these was a traceback (OverflowError) or silently taken as something else
+    ({"arrival_s": 10**400, "output_tokens": 1, "chunk_ids": [1]},
+     r"arrival_s must be a finite number between 0 and 2\.592e\+06 \(got <an integer of "
+     r"about 401 digits>\)"),
+    ({"arrival_s": 0, "output_tokens": 1.9, "chunk_ids": [1]},
+     r"output_tokens must be a whole number of at least 1 \(got 1\.9\)"),
+    ({"arrival_s": 0, "output_tokens": 1, "chunk_ids": [1], "prompt_tokens": 300.5},
+     r"prompt_tokens must be a whole number of at least 1 \(got 300\.5\)"),
+    ({"arrival_s": 0, "output_tokens": 1, "chunk_ids": [1], "prompt_token_ids": [1, 2]},
+     "give either prompt_token_ids or chunk_ids, not both"),
     ({"arrival_s": 0, "output_tokens": 10, "chunk_ids": [1], "prompt_tokens": 10**12},
      r"a prompt of 1,000,000,000,000 tokens and output_tokens 10 .* over the context window"),
 ])
@@ -221,3 +235,39 @@ def test_numpy_integers_build_the_same_workload_with_plain_ints() -> None:
             for r in (r for s in phase.sessions for r in s):
                 assert all(type(x) is int for x in (r.id, r.prompt_tokens, r.output_tokens,
                                                     r.session))
+
+
+def test_trace_lines_that_once_broke_the_loader(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(SimulationError, match=r"deep.jsonl:1: nests too deeply"):
+        load_trace(deep)
+    # a lone surrogate is valid JSON for a string id; hashing it raised UnicodeEncodeError
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"arrival_s": 0, "output_tokens": 2, "chunk_ids": ["\\ud800"], '
+                   '"session_id": "\\udfff"}\n')
+    (req,) = load_trace(odd).requests
+    from lmikit.sim.tiers import id_chunk_keys, stable_id
+
+    assert req.keys == id_chunk_keys(["\ud800"]) and req.session == stable_id("\udfff")
+    assert stable_id("\ud800") != stable_id("\udfff")
+
+
+def test_trace_requests_are_numbered_by_record_not_by_line(tmp_path: Path) -> None:
+    """The loop sizes its per-request arrays by the largest id: a trace of one request after
+    a million blank lines took gigabytes."""
+    path = tmp_path / "sparse.jsonl"
+    path.write_text("\n" * 1_000_000 + json.dumps(
+        {"arrival_s": 0, "output_tokens": 1, "chunk_ids": [1]}) + "\n\n" + json.dumps(
+        {"arrival_s": 1, "output_tokens": 1, "chunk_ids": [2]}))
+    assert [r.id for r in load_trace(path).requests] == [0, 1]
+
+
+def test_a_request_over_the_window_is_told_what_would_fit() -> None:
+    """An output count alone over the window was told "the prompt may be at most 0 tokens"."""
+    with pytest.raises(SimulationError, match=r"the prompt may be at most 5,960 tokens, or "
+                                              r"--output-tokens at most 30,948 with this prompt"):
+        w.long_doc_qa(2, 10_000, 35_000, 1, context_window=40_960)
+    with pytest.raises(SimulationError, match=r"--output-tokens must be below the context "
+                                              r"window, at most 40,959$"):
+        w.long_doc_qa(2, 10_000, 10_000_000, 1, context_window=40_960)
