@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -195,17 +195,19 @@ PRE_WARMUP_TOKENS = 6
 
 def bench_file(result: BenchResult, *, model: str | None = None, instance: str | None = None,
                tp: int | None = None, chunk_size: int = 256, kv_cache: str | None = None,
-               query_outcomes: Sequence[tuple[str | None, int]] | None = None,
+               query_outcomes: Sequence[Mapping[str, int]] | None = None,
                copies: int | None = None) -> dict[str, Any]:
     """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
 
     One row per request: round, start (s from the benchmark start), TTFT and total time
     (s from the request's start), prompt tokens (the document's ``hi`` tokens plus the id
     and question, an estimate: the client does not tokenize), output tokens, and its cache
-    outcome: warm-up rows miss; the i-th query row takes ``query_outcomes[i]`` (tier, cached
-    tokens; tier None: a miss), what the deployment's caches should give it
+    outcome: warm-up rows miss; the i-th query row takes ``query_outcomes[i]`` (its cached
+    tokens per tier; empty: a miss), what the deployment's caches should give it
     (:func:`lmikit.sim.calibrate.expected_outcomes`: a client cannot see which tier served
-    a request), or, without them, ``hit: null`` (unknown, left out of the TTFT fit).
+    a request), or, without them, ``hit: null`` (unknown, left out of the TTFT fit). A row
+    served by more than one tier keeps every tier's share (``cached_by_tier``), which the
+    fit prices tier by tier; ``tier`` names the one that served most.
     ``copies``: the model copies that served the run, which the fit replays it on.
 
     >>> w = LongDocQA(num_documents=1, document_tokens=600, pre_warmup=0)
@@ -213,29 +215,27 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     ...                                 [Measurement(0.5, 0.9, 3)]),
     ...                     RoundResult("query", 1, 1.0, [0.1], 3, [1.0],
     ...                                 [Measurement(0.1, 0.5, 3)])])
-    >>> [(x["hit"], x["tier"], x["cached_tokens"]) for x in bench_file(
-    ...     r, kv_cache="cpu", query_outcomes=[("cpu", 512)])["requests"]]
-    [(False, None, None), (True, 'cpu', 512)]
+    >>> [(x["hit"], x["tier"], x["cached_tokens"], x["cached_by_tier"]) for x in bench_file(
+    ...     r, kv_cache="cpu", query_outcomes=[{"gpu": 256, "cpu": 512}])["requests"]]
+    [(False, None, None, None), (True, 'cpu', 768, {'gpu': 256, 'cpu': 512})]
     >>> bench_file(r)["requests"][1]["hit"] is None
     True
     """
+    from lmikit.sim.calibrate import outcome_fields
+
     rows = []
     for rnd in result.rounds:
         prompt = PRE_WARMUP_TOKENS if rnd.name == "pre-warmup" \
             else result.workload.document_tokens + QUESTION_TOKENS
         for i, (began, m) in enumerate(zip(rnd.starts_s, rnd.measurements, strict=True)):
-            hit: bool | None = False
-            tier, cached = None, 0
+            cache = outcome_fields({})
             if rnd.name == "query":
-                if query_outcomes is None:
-                    hit = None
-                else:
-                    tier, cached = query_outcomes[i]
-                    hit = tier is not None
+                cache = outcome_fields(dict(query_outcomes[i])) if query_outcomes is not None \
+                    else {**cache, "hit": None}
             rows.append({"round": rnd.name, "start_s": round(began, 6),
                          "ttft_s": round(m.ttft_s, 6), "total_s": round(m.total_s, 6),
                          "prompt_tokens": prompt, "output_tokens": max(1, m.output_tokens),
-                         "hit": hit, "tier": tier, "cached_tokens": cached or None})
+                         **cache})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
             "workload": asdict(result.workload), "requests": rows}

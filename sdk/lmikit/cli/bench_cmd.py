@@ -121,7 +121,7 @@ def _resolve(target: str, spec_path: Path | None, adapter: str | None,
 
 
 def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
-                    copies: int | None, routing: str) -> list[tuple[str | None, int]] | None:
+                    copies: int | None, routing: str) -> list[dict[str, int]] | None:
     """Where each query request should find its document: the simulator's caches for the
     spec (the plan's capacities, LRU, the routing) fed the bench's rounds in its order."""
     from lmikit.errors import LmikitError

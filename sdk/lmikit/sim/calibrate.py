@@ -5,9 +5,12 @@ request: when it started, its TTFT and end, prompt and output tokens, and, where
 whether it hit the cache, from which tier and how many tokens were cached. Calibration
 replays those requests at their recorded start times through the event loop, with each
 request's cache outcome taken from the file, and searches the coefficients that explain the
-measured TTFTs and decode times best (least squares on log ratios, coordinate search).
+measured TTFTs and decode times best (least squares on log ratios; rounds of a coordinate
+search and Nelder-Mead, :func:`_search`).
 Only coefficients the file has evidence for are fitted: retrieve efficiency needs CPU hits,
-disk efficiency disk hits, remote bandwidth remote hits. The replay runs on as many model
+disk efficiency disk hits, remote bandwidth remote hits (the remote round trip is kept). A
+request served by several tiers (part from the GPU pool, part from LMCache) is priced tier by
+tier (``cached_by_tier``). The replay runs on as many model
 copies as served the bench (``copies``, which ``lmikit bench`` reads from the endpoint), not on
 the deployment being simulated: four requests in flight queue on one copy, not on eight.
 
@@ -31,11 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lmikit._files import FileRefused, read_limited
-from lmikit.errors import SimulationError
+from lmikit.errors import SimulationError, safe_repr
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.loop import RunResult, run
 from lmikit.sim.routers import LeastOutstanding
+from lmikit.sim.scenario import KV_MODES
 from lmikit.sim.workloads import (
+    MAX_ARRIVAL_S,
     MAX_PROMPT_CHUNKS,
     MAX_REQUEST_TOKENS,
     Phase,
@@ -53,14 +58,24 @@ FORMAT = "lmikit-bench/1"
 MAX_BENCH_REQUESTS = 5_000
 MAX_BENCH_BYTES = 16 * 1024**2
 MAX_BENCH_COPIES = 512  # as lmikit simulate --instances
+# from the first request's start to the last's, as a trace's arrivals (the replay's clock)
+MAX_BENCH_SPAN_S = MAX_ARRIVAL_S
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
 # coefficient -> tier whose hits are its evidence (None: every request is evidence)
 FITTED: dict[str, str | None] = {
     "prefill_mfu": None, "request_overhead_s": None, "decode_hbm_efficiency": None,
     "cpu_retrieve_efficiency": "cpu", "disk_read_efficiency": "disk", "remote_gbps": "remote",
 }
-BOUNDED = {"prefill_mfu", "decode_hbm_efficiency", "cpu_retrieve_efficiency",
-           "disk_read_efficiency"}
+# coefficient -> the catalog figure it is a share of (so at most 1.0)
+BOUNDED = {"prefill_mfu": "tflops_per_gpu", "decode_hbm_efficiency": "hbm_gbps",
+           "cpu_retrieve_efficiency": "host_to_gpu_gbps",
+           "disk_read_efficiency": "nvme_read_gbps"}
+START_BELOW_BOUND = 0.9
+# replays a fit may take (benchmarks/simulate_limits.py times a 1,000-request file's); a fit
+# stops sooner when a round of its search gains under 2%
+MAX_EVALUATIONS = 1500
+SEARCH_SPANS = (1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01)  # log space: x e^1 down to x 1.01
+PAST_BOUND = 1.05  # where a fit at the bound looks whether the bench wants more
 
 
 @dataclass(frozen=True)
@@ -72,8 +87,16 @@ class BenchRecord:
     prompt_tokens: int
     output_tokens: int
     hit: bool | None = None
-    tier: str | None = None
+    tier: str | None = None  # the tier that served most of its cached tokens
     cached_tokens: int | None = None
+    # cached tokens per tier, in tier order ((tier, tokens), ...; tiers serving none left out)
+    cached_by_tier: tuple[tuple[str, int], ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        row = {k: v for k, v in self.__dict__.items() if k != "cached_by_tier"}
+        if self.cached_by_tier is not None:
+            row["cached_by_tier"] = dict(self.cached_by_tier)
+        return row
 
 
 @dataclass(frozen=True)
@@ -89,7 +112,7 @@ class BenchFile:
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "model": self.model, "instance": self.instance,
                 "tp": self.tp, "chunk_size": self.chunk_size, "kv_cache": self.kv_cache,
-                "copies": self.copies, "requests": [r.__dict__ for r in self.records]}
+                "copies": self.copies, "requests": [r.to_dict() for r in self.records]}
 
 
 def load_bench(path: str | Path) -> BenchFile:
@@ -101,6 +124,9 @@ def load_bench(path: str | Path) -> BenchFile:
         raise SimulationError(str(exc)) from exc
     except ValueError as exc:
         raise SimulationError(f"cannot read bench file {str(p)!r}: {exc}") from exc
+    except RecursionError as exc:
+        raise SimulationError(f"cannot read bench file {str(p)!r}: it nests too deeply "
+                              "to be a lmikit bench file") from exc
     return bench_from_dict(data, str(p))
 
 
@@ -116,67 +142,150 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
                               f"{MAX_BENCH_REQUESTS:,}")
     chunk = data.get("chunk_size", 256)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise SimulationError(f"{where}: chunk_size must be a positive integer")
+        raise SimulationError(f"{where}: chunk_size must be a positive integer (got "
+                              f"{safe_repr(chunk)})")
     copies = data.get("copies")
     if copies is not None and (isinstance(copies, bool) or not isinstance(copies, int)
                                or not 1 <= copies <= MAX_BENCH_COPIES):
         raise SimulationError(f"{where}: copies must be a whole number from 1 to "
                               f"{MAX_BENCH_COPIES} (the model copies that served the bench), "
-                              f"or null (got {copies!r})")
+                              f"or null (got {safe_repr(copies)})")
+    for name in ("model", "instance"):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise SimulationError(f"{where}: {name} must be a string or null (got "
+                                  f"{safe_repr(data[name])})")
+    tp = data.get("tp")
+    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
+        raise SimulationError(f"{where}: tp must be a whole number of at least 1 (GPUs per "
+                              f"model copy), or null (got {safe_repr(tp)})")
+    kv_cache = data.get("kv_cache")
+    if kv_cache is not None and kv_cache not in KV_MODES:
+        raise SimulationError(f"{where}: kv_cache must be one of {', '.join(KV_MODES)}, or "
+                              f"null (got {safe_repr(kv_cache)})")
     records = []
     chunks = 0
     for n, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise SimulationError(f"{where}: requests[{n}] must be an object")
-        try:
-            at = f"{where}: requests[{n}]."
-            rec = BenchRecord(
-                round=str(row.get("round", "")), start_s=finite(at + "start_s", row["start_s"]),
-                ttft_s=finite(at + "ttft_s", row["ttft_s"]),
-                total_s=finite(at + "total_s", row["total_s"]),
-                prompt_tokens=int(finite(at + "prompt_tokens", row["prompt_tokens"], 1)),
-                output_tokens=int(finite(at + "output_tokens", row["output_tokens"], 1)),
-                hit=row.get("hit"), tier=row.get("tier"), cached_tokens=row.get("cached_tokens"))
-        except KeyError as exc:
-            raise SimulationError(f"{where}: requests[{n}] needs numeric start_s, ttft_s, "
-                                  f"total_s, prompt_tokens, output_tokens ({exc})") from exc
-        if rec.hit is not None and not isinstance(rec.hit, bool):
-            raise SimulationError(f"{where}: requests[{n}].hit must be true, false or null "
-                                  f"(unknown) (got {rec.hit!r})")
-        if rec.prompt_tokens + rec.output_tokens > MAX_REQUEST_TOKENS:
-            raise SimulationError(f"{where}: requests[{n}] has {rec.prompt_tokens:,} prompt and "
-                                  f"{rec.output_tokens:,} output tokens; at most "
-                                  f"{MAX_REQUEST_TOKENS:,} together")
-        if rec.cached_tokens is not None and (
-                isinstance(rec.cached_tokens, bool) or not isinstance(rec.cached_tokens, int)
-                or not 0 <= rec.cached_tokens <= rec.prompt_tokens):
-            raise SimulationError(f"{where}: requests[{n}].cached_tokens must be a whole number "
-                                  f"from 0 to its prompt_tokens {rec.prompt_tokens} (got "
-                                  f"{rec.cached_tokens!r})")
+        rec = _record(row, f"{where}: requests[{n}]", kv_cache)
         chunks += rec.prompt_tokens // chunk
         if chunks > MAX_PROMPT_CHUNKS:
             raise SimulationError(f"{where}: more than {MAX_PROMPT_CHUNKS:,} full chunks of "
                                   f"prompt by requests[{n}]; a fit holds at most "
                                   f"{MAX_PROMPT_CHUNKS:,}")
-        if rec.tier is not None and rec.tier not in TIER_NAMES:
-            raise SimulationError(f"{where}: requests[{n}].tier {rec.tier!r} is not one of "
-                                  f"{', '.join(TIER_NAMES)}")
-        if rec.ttft_s <= 0 or rec.total_s < rec.ttft_s or rec.prompt_tokens < 1 \
-                or rec.output_tokens < 1:
-            raise SimulationError(f"{where}: requests[{n}] needs ttft_s > 0, total_s >= ttft_s "
-                                  "and positive token counts")
         records.append(rec)
-    return BenchFile(data.get("model"), data.get("instance"), data.get("tp"), chunk,
-                     data.get("kv_cache"), records, copies)
+    starts = [r.start_s for r in records]
+    if max(starts) - min(starts) > MAX_BENCH_SPAN_S:
+        n = starts.index(max(starts))
+        raise SimulationError(f"{where}: requests[{n}].start_s {safe_repr(max(starts))} is "
+                              f"{max(starts) - min(starts):,.0f} s after the first request's; "
+                              f"a bench spans at most {MAX_BENCH_SPAN_S:,.0f} s (30 days)")
+    return BenchFile(data.get("model"), data.get("instance"), tp, chunk, kv_cache, records,
+                     copies)
 
 
-def _outcome(rec: BenchRecord, kv_cache: str | None, chunk: int) -> tuple[str, int]:
+def _whole(at: str, name: str, value: Any, low: int, high: int, high_is: str = "") -> int:
+    """A whole-number field (an integral float such as 4000.0 too), else an error naming it;
+    ``high_is`` says what the upper bound is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not low <= value <= high or not math.isfinite(value) or value != int(value):
+        raise SimulationError(f"{at}.{name} must be a whole number from {low:,} to "
+                              f"{high_is + ' ' if high_is else ''}{high:,} "
+                              f"(got {safe_repr(value)})")
+    return int(value)
+
+
+def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
+    """One request of a bench file, checked field by field."""
+    if not isinstance(row, dict):
+        raise SimulationError(f"{at} must be an object")
+    missing = [k for k in ("start_s", "ttft_s", "total_s", "prompt_tokens", "output_tokens")
+               if k not in row]
+    if missing:
+        raise SimulationError(f"{at} needs {', '.join(missing)} (numbers: seconds, and tokens)")
+    if not isinstance(row.get("round", ""), str):
+        raise SimulationError(f"{at}.round must be a string (got {safe_repr(row['round'])})")
+    ttft = finite(f"{at}.ttft_s", row["ttft_s"])
+    if ttft <= 0:
+        raise SimulationError(f"{at}.ttft_s must be above 0 s (got {safe_repr(row['ttft_s'])})")
+    total = finite(f"{at}.total_s", row["total_s"])
+    if total < ttft:
+        raise SimulationError(f"{at}.total_s must be at least its ttft_s {ttft:g} s (got "
+                              f"{safe_repr(row['total_s'])}): both count from the request's start")
+    prompt = _whole(at, "prompt_tokens", row["prompt_tokens"], 1, MAX_REQUEST_TOKENS)
+    output = _whole(at, "output_tokens", row["output_tokens"], 1, MAX_REQUEST_TOKENS)
+    if prompt + output > MAX_REQUEST_TOKENS:
+        raise SimulationError(f"{at} has {prompt:,} prompt and {output:,} output tokens; at "
+                              f"most {MAX_REQUEST_TOKENS:,} together")
+    hit = row.get("hit")
+    if hit is not None and not isinstance(hit, bool):
+        raise SimulationError(f"{at}.hit must be true, false or null (unknown) "
+                              f"(got {safe_repr(hit)})")
+    tier = row.get("tier")
+    if tier is not None and tier not in TIER_NAMES:
+        raise SimulationError(f"{at}.tier must be one of {', '.join(TIER_NAMES)}, or null "
+                              f"(got {safe_repr(tier)})")
+    cached = row.get("cached_tokens")
+    if cached is not None:
+        cached = _whole(at, "cached_tokens", cached, 0, prompt, "its prompt_tokens")
+    by_tier = _cached_by_tier(row.get("cached_by_tier"), at, prompt)
+    if by_tier is not None:
+        summed = sum(v for _, v in by_tier)
+        if cached is not None and cached != summed:
+            raise SimulationError(f"{at}.cached_tokens {cached} is not the sum of its "
+                                  f"cached_by_tier ({summed})")
+        cached = summed
+        top = max(by_tier, key=lambda kv: kv[1])[0] if by_tier else None
+        if tier is not None and tier != top:
+            raise SimulationError(f"{at}.tier {safe_repr(tier)} is not the tier that served "
+                                  "most of "
+                                  f"its cached_by_tier ({safe_repr(top)})")
+        tier = tier or top
+    if hit is False and (tier is not None or cached):
+        raise SimulationError(f"{at}: hit is false, yet tier {safe_repr(tier)} and cached_tokens "
+                              f"{safe_repr(cached)} say it was cached; a miss has neither")
+    offloaded = [t for t in [t for t, _ in (by_tier or ())] + [tier] if t not in (None, "gpu")]
+    if kv_cache == "off" and offloaded:
+        raise SimulationError(f"{at} was served from the {offloaded[0]} tier, but the bench "
+                              "file's kv_cache is off (GPU prefix cache only)")
+    return BenchRecord(row.get("round", ""), finite(f"{at}.start_s", row["start_s"]), ttft,
+                       total, prompt, output, hit, tier, cached, by_tier)
+
+
+def _cached_by_tier(value: Any, at: str, prompt: int) -> tuple[tuple[str, int], ...] | None:
+    """``{"gpu": 3328, "cpu": 512}``: a request's cached tokens per tier, in tier order."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or any(k not in TIER_NAMES for k in value):
+        raise SimulationError(f"{at}.cached_by_tier must be an object whose keys are tiers "
+                              f"({', '.join(TIER_NAMES)}) (got {safe_repr(value)})")
+    pairs = tuple((t, _whole(at, f"cached_by_tier.{t}", value[t], 0, prompt,
+                             "its prompt_tokens"))
+                  for t in TIER_NAMES if t in value)
+    if sum(v for _, v in pairs) > prompt:
+        raise SimulationError(f"{at}.cached_by_tier holds {sum(v for _, v in pairs):,} tokens, "
+                              f"more than its prompt_tokens {prompt:,}")
+    return tuple((t, v) for t, v in pairs if v)
+
+
+def _outcome(rec: BenchRecord, kv_cache: str | None,
+             chunk: int) -> tuple[tuple[str, int], ...]:
+    """``rec``'s cached tokens per tier, in tier order (empty for a miss), at most its
+    prompt less one token (vLLM computes the last token of every prompt)."""
     if not rec.hit:
-        return ("gpu", 0)
-    tier = rec.tier or ("gpu" if kv_cache in (None, "off", "none") else "cpu")
-    cached = rec.cached_tokens if rec.cached_tokens is not None \
-        else (rec.prompt_tokens // chunk) * chunk
-    return (tier, min(cached, rec.prompt_tokens - 1))
+        return ()
+    if rec.cached_by_tier is not None:
+        parts = list(rec.cached_by_tier)
+    else:
+        tier = rec.tier or ("gpu" if kv_cache in (None, "off") else "cpu")
+        cached = rec.cached_tokens if rec.cached_tokens is not None \
+            else (rec.prompt_tokens // chunk) * chunk
+        parts = [(tier, cached)]
+    over = sum(v for _, v in parts) - (rec.prompt_tokens - 1)
+    while over > 0 and parts:  # the last token is in the deepest tier's part
+        tier, v = parts.pop()
+        if v > over:
+            parts.append((tier, v - over))
+        over -= v
+    return tuple(parts)
 
 
 def replay_workload(bench: BenchFile) -> Workload:
@@ -255,33 +364,56 @@ class Fit:
 
 
 def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
-        max_evaluations: int = 1500,
+        max_evaluations: int = MAX_EVALUATIONS,
         progress: Callable[[int, int], None] | None = None) -> Fit:
-    """Coefficients that best explain ``bench`` on ``dep`` (Nelder-Mead in log space).
+    """Coefficients that best explain ``bench`` on ``dep`` (in log space: rounds of a
+    coordinate search and Nelder-Mead, :func:`_search`).
 
     ``progress(done, at_most)`` is called after each replay of the bench (one evaluation).
     """
     if bench.chunk_size != dep.chunk_size:
         raise SimulationError(f"the bench ran with chunk_size {bench.chunk_size} but the "
                               f"deployment uses {dep.chunk_size}")
-    for name, value in (("model", dep.model_id), ("instance", dep.instance_type)):
+    for name, value in (("model", dep.model_id), ("instance", dep.instance_type),
+                        ("tp", dep.tp)):
         given = getattr(bench, name)
-        if given and given.lower() != value.lower():
-            raise SimulationError(f"the bench file was measured on {name} {given!r}, not "
-                                  f"{value!r}; calibrate with a matching --model/--instance")
+        if given is not None and str(given).lower() != str(value).lower():
+            raise SimulationError(f"the bench file was measured with {name} "
+                                  f"{safe_repr(given)}, not {safe_repr(value)}; calibrate a "
+                                  "deployment that matches it (the "
+                                  "spec it was measured with, or --model/--instance/--tp)")
+    if bench.kv_cache is not None and bench.kv_cache not in dep.tier_tokens:
+        raise SimulationError(f"the bench file was measured with kv_cache "
+                              f"{safe_repr(bench.kv_cache)}, which this deployment cannot replay: "
+                              f"{dep.mode_problem(bench.kv_cache)}")
+    for n, r in enumerate(bench.records):
+        if dep.max_model_len and r.prompt_tokens + r.output_tokens > dep.max_model_len:
+            raise SimulationError(
+                f"bench request {n} has {r.prompt_tokens:,} prompt and {r.output_tokens:,} "
+                f"output tokens, over the deployment's context window of "
+                f"{dep.max_model_len:,} (vLLM would have refused it): the bench was not "
+                "measured on this deployment")
     unknown = sum(r.hit is None for r in bench.records)
     if unknown == len(bench.records):
         raise SimulationError("no request in the bench file says whether it hit the cache "
                               "(every 'hit' is null); write it with lmikit bench --output "
                               "from the deployment's spec, which labels each request")
     base = start or dep.engine.coeff
-    tiers = {_outcome(r, bench.kv_cache, bench.chunk_size)[0] for r in bench.records if r.hit}
+    tiers = {t for r in bench.records for t, _ in _outcome(r, bench.kv_cache, bench.chunk_size)}
     names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
     notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
              for n, tier in FITTED.items() if n not in names]
     if unknown:
         notes.append(f"{unknown} request(s) with an unknown cache outcome ('hit': null) are "
                      "replayed as load (as misses) but left out of the fit")
+    prefilled = {r.prompt_tokens - sum(v for _, v in _outcome(r, bench.kv_cache,
+                                                                bench.chunk_size))
+                 for r in bench.records if r.hit is not None}
+    if len(prefilled) == 1:
+        notes.append(f"every request with a known outcome prefilled the same "
+                     f"{prefilled.pop():,} tokens, so prefill_mfu and request_overhead_s are "
+                     "told apart only by how the requests queued; a bench with short "
+                     "requests too (lmikit bench sends two first) separates them")
     if bench.copies is None and dep.instances > 1:
         notes.append(f"the bench file does not say how many model copies served it; replayed "
                      f"on {dep.instances}, the deployment's (lmikit bench records it)")
@@ -306,16 +438,84 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
             progress(evaluations, max_evaluations)
         return value
 
-    best_x = [math.log(getattr(base, n)) for n in names]
-    for step in (0.3, 0.1, 0.03):  # restarts from the best point shake off a stalled simplex
-        best_x = _nelder_mead(loss, best_x, max_evaluations // 3, step)
+    # a bounded coefficient starts inside its bound (disk_read_efficiency's default is the
+    # bound itself): a simplex started there has half its points on the plateau past it
+    best_x = [math.log(min(getattr(base, n), START_BELOW_BOUND) if n in BOUNDED
+                       else getattr(base, n)) for n in names]
+    best_x = _search(loss, best_x, max_evaluations)
     coeff = coeff_at(best_x)
+    at_bound = _loss(dep, bench, coeff)
+    # at its bound, a coefficient says the bench is faster than the hardware allows only if
+    # going past the bound would explain the bench better; a bench that sits on the bound
+    # (the catalog's figure, reached) is no such sign
     notes += [f"{n} reached its bound 1.0: the bench is faster than {dep.instance_type}'s "
               f"catalog figures allow for {dep.model_id}; check that it was measured on "
               "this model and instance type" for n in names
-              if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
+              if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9
+              and _loss(_faster(dep, n), bench, coeff) < 0.99 * at_bound]
     return Fit(coeff, names, ttft_error(dep, bench, base), ttft_error(dep, bench, coeff),
                len(bench.records), notes)
+
+
+class _OutOfEvaluations(Exception):
+    pass
+
+
+def _search(f: Callable[[list[float]], float], x0: list[float],
+            max_evaluations: int) -> list[float]:
+    """The point of lowest ``f`` found within ``max_evaluations`` calls.
+
+    A replay's loss is piecewise: requests that share steps, queue or finish in another order
+    move it in steps, so a simplex alone can settle on a ledge (a disk-tier bench from known
+    coefficients once stopped with request_overhead_s 66% off). So each round is a coordinate
+    search, which tries each coefficient at 3 points either side at spans of 1, 0.5, 0.25,
+    0.1, 0.05, 0.02 and 0.01 in log space (stepping over a ledge, not only down its slope),
+    then Nelder-Mead from the best point found; rounds go on while one gains over 2%.
+    """
+    calls = 0
+    best: tuple[float, list[float]] = (math.inf, x0)
+
+    def g(x: list[float]) -> float:
+        nonlocal calls, best
+        if calls >= max_evaluations:
+            raise _OutOfEvaluations
+        calls += 1
+        value = f(x)
+        if value < best[0]:
+            best = (value, list(x))
+        return value
+
+    try:
+        x, fx = x0, g(x0)
+        while True:
+            before = fx
+            for span in SEARCH_SPANS:
+                moved = True
+                while moved:
+                    moved = False
+                    for i in range(len(x)):
+                        for k in (-3, -2, -1, 1, 2, 3):
+                            y = list(x)
+                            y[i] += span * k / 3
+                            fy = g(y)
+                            if fy < fx:
+                                x, fx, moved = y, fy, True
+            for step in (0.1, 0.03):
+                x = _nelder_mead(g, x, 300, step)
+            fx = g(x)
+            if fx > 0.98 * before:
+                break
+    except _OutOfEvaluations:
+        pass
+    return best[1]
+
+
+def _faster(dep: Deployment, name: str) -> Deployment:
+    """``dep`` with the catalog figure behind bounded coefficient ``name`` 5% higher: the
+    coefficient past its bound of 1.0, which it cannot be set to."""
+    figure = BOUNDED[name]
+    return replace(dep, engine=replace(dep.engine, **{
+        figure: getattr(dep.engine, figure) * PAST_BOUND}))
 
 
 def _nelder_mead(f: Any, x0: list[float], max_evaluations: int,
@@ -366,23 +566,31 @@ def _nelder_mead(f: Any, x0: list[float], max_evaluations: int,
 
 
 def expected_outcomes(dep: Deployment, workload: Workload, mode: str,
-                      routing: str) -> list[tuple[str | None, int]]:
+                      routing: str) -> list[dict[str, int]]:
     """Where each measured request of ``workload`` on ``dep`` should find its prompt cached:
-    (the tier serving most of its cached tokens, or None for a miss; cached tokens), in the
+    its cached tokens per tier (``{"gpu": 3328, "cpu": 512}``; empty for a miss), in the
     workload's order. ``lmikit bench`` writes these for its query round, since a client
     cannot see which tier answered: which one does is a matter of capacities (the plan's GPU
     pool and LMCache tiers), LRU order and routing, which this runs; timing hardly moves it.
     """
     out = run(workload, dep.copies(mode), dep.router(routing, random.Random(0)),
               random.Random(1))
-    return [_served_most(out, r.id)
+    return [served_by_tier(out, r.id)
             for p in workload.phases if p.measured for s in p.sessions for r in s]
 
 
-def _served_most(out: RunResult, request_id: int) -> tuple[str | None, int]:
-    """(the tier that served most of a request's cached tokens, or None; cached tokens)."""
-    cached = {t: v[request_id] for t, v in out.served.items() if v[request_id]}
-    return (max(cached, key=lambda t: cached[t]) if cached else None), sum(cached.values())
+def served_by_tier(out: RunResult, request_id: int) -> dict[str, int]:
+    """A request's cached tokens per tier that served any, in tier order."""
+    return {t: out.served[t][request_id] for t in TIER_NAMES
+            if t in out.served and out.served[t][request_id]}
+
+
+def outcome_fields(by_tier: dict[str, int]) -> dict[str, Any]:
+    """A bench file row's cache fields for cached tokens per tier (empty: a miss)."""
+    if not by_tier:
+        return {"hit": False, "tier": None, "cached_tokens": None, "cached_by_tier": None}
+    return {"hit": True, "tier": max(by_tier, key=lambda t: by_tier[t]),
+            "cached_tokens": sum(by_tier.values()), "cached_by_tier": dict(by_tier)}
 
 
 def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile:
@@ -394,10 +602,11 @@ def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile
     for p in workload.phases:
         for s in p.sessions:
             for r in s:
-                tier, cached = _served_most(out, r.id)
+                fields = outcome_fields(served_by_tier(out, r.id))
+                by_tier = fields.pop("cached_by_tier")
                 records.append(BenchRecord(
                     p.name, out.arrival[r.id], out.ttft[r.id] - out.arrival[r.id],
                     out.end[r.id] - out.arrival[r.id], r.prompt_tokens, r.output_tokens,
-                    hit=tier is not None, tier=tier, cached_tokens=cached or None))
+                    **fields, cached_by_tier=tuple(by_tier.items()) if by_tier else None))
     return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records,
                      dep.instances)

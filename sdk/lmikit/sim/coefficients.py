@@ -143,7 +143,8 @@ PROVENANCE: dict[str, str] = {
     "remote_rtt_s": "the remote tier's fixed cost per request: LMCache 0.5.6's Redis connector "
                     "looks a request's chunks up in one batched EXISTS and fetches the hits "
                     "in one batched get (two round trips + LMCache's own work; an "
-                    "assumption, calibrate it)",
+                    "assumption: a --calibrate fit keeps it, as hits of one size cannot "
+                    "tell it from remote_gbps)",
     "prefill_chunk_tokens": "vLLM's per-step token budget (max_num_batched_tokens): a long "
                             "prefill runs in steps of this size and decodes advance once per step",
 }

@@ -489,11 +489,13 @@ class _Run:
         retrieve = 0.0
         g0, own = c.resv[r.id]
         if r.forced is not None:
-            forced_tier, cached = r.forced
-            served = {forced_tier: cached}
-            hit = cached
-            stored = max(0, len(keys) * chunk - cached) if c.cfg.lmcache else 0
-            retrieve += eng.retrieve_s(forced_tier, cached)
+            served: dict[str, int] = {}
+            hit = 0
+            for forced_tier, cached in r.forced:
+                served[forced_tier] = cached
+                hit += cached
+                retrieve += eng.retrieve_s(forced_tier, cached)
+            stored = max(0, len(keys) * chunk - hit) if c.cfg.lmcache else 0
             g = g0
         else:
             g = c.gpu.match(keys)

@@ -22,7 +22,8 @@ class Request:
     session: int
     prefix_id: int | None = None
     arrival_s: float | None = None  # open-loop phases only
-    forced: tuple[str, int] | None = None  # (tier, cached tokens): calibration replays
+    # calibration replays: cached tokens per tier, ((tier, tokens), ...) in tier order
+    forced: tuple[tuple[str, int], ...] | None = None
     # sent as token ids (vLLM's completions API takes a list of ints as ``prompt``): vLLM's
     # API server does not tokenize it (vLLM 0.23.0 ``renderers/inputs/preprocess.py`` makes it
     # a ``TokensPrompt``; ``renderers/base.py`` tokenizes only prompts without token ids)
