@@ -103,8 +103,8 @@ PROVENANCE: dict[str, str] = {
     "request_overhead_s": "per request beyond prefill and tokenizing: HTTP, scheduling, "
                           "sampling and streaming the first token; a public vLLM 0.23.0 run "
                           "(Qwen2.5-0.5B-Instruct on one L4, 256-token prompts, concurrency "
-                          "1) measured a TTFT p50 of 27.0 ms, 22.6 ms more than this model's "
-                          "prefill and tokenizing (ai.wmx.dev 'Benchmark results')",
+                          "1) measured a TTFT p50 of 27.0 ms, 22.1 ms more than this model's "
+                          "modelled prefill and tokenizing (ai.wmx.dev 'Benchmark results')",
     "tokenize_s_per_token": "vLLM's API server tokenizing the prompt before the engine sees "
                             "it: 4 bytes per token at 1.93 MB/s, the single-thread encode "
                             "throughput of HuggingFace tokenizers on Llama-3.1's tokenizer "
