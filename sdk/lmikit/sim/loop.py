@@ -366,11 +366,12 @@ class _Run:
                 target = fills
         ahead = target - c.D
         when = t + (ahead if ahead > 0.0 else 0.0) * step
-        if when <= t:
+        if when <= t and ahead * nrun > 1e-6:
             # so little decoding is left that the clock cannot resolve it (far out, ~3e8 s
-            # on: a float's step there is ~6e-8 s): it is done now, or the same event would
-            # be pushed for ever with nothing moving
-            c.D = target if target > c.D else c.D
+            # on: a float's step there is ~6e-8 s), yet more than the tolerance the finish
+            # and pool checks allow (1e-6 of a token, over the batch): it is done now, or
+            # the same event would be pushed for ever with nothing moving
+            c.D = target
         self.push(when, DECODE, c, c.version)
 
     def release(self, c: _Copy, r: Request, computed: Sequence[int] = (),
