@@ -158,10 +158,7 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
         raise SimulationError(f"{where}: tp must be a whole number of at least 1 (GPUs per "
                               f"model copy), or null (got {safe_repr(tp)})")
-    kv_cache = data.get("kv_cache")
-    if kv_cache is not None and kv_cache not in KV_MODES:
-        raise SimulationError(f"{where}: kv_cache must be one of {', '.join(KV_MODES)}, or "
-                              f"null (got {safe_repr(kv_cache)})")
+    kv_cache = _one_of_or_null(f"{where}: kv_cache", data.get("kv_cache"), KV_MODES)
     records = []
     chunks = 0
     for n, row in enumerate(rows):
@@ -180,6 +177,14 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
                               f"a bench spans at most {MAX_BENCH_SPAN_S:,.0f} s (30 days)")
     return BenchFile(data.get("model"), data.get("instance"), tp, chunk, kv_cache, records,
                      copies)
+
+
+def _one_of_or_null(field: str, value: Any, valid: tuple[str, ...]) -> str | None:
+    """A field that names one of ``valid`` or is null, else an error naming it."""
+    if value is not None and value not in valid:
+        raise SimulationError(f"{field} must be one of {', '.join(valid)}, or null (got "
+                              f"{safe_repr(value)})")
+    return value
 
 
 def _whole(at: str, name: str, value: Any, low: int, high: int, high_is: str = "") -> int:
@@ -219,10 +224,7 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
     if hit is not None and not isinstance(hit, bool):
         raise SimulationError(f"{at}.hit must be true, false or null (unknown) "
                               f"(got {safe_repr(hit)})")
-    tier = row.get("tier")
-    if tier is not None and tier not in TIER_NAMES:
-        raise SimulationError(f"{at}.tier must be one of {', '.join(TIER_NAMES)}, or null "
-                              f"(got {safe_repr(tier)})")
+    tier = _one_of_or_null(f"{at}.tier", row.get("tier"), TIER_NAMES)
     cached = row.get("cached_tokens")
     if cached is not None:
         cached = _whole(at, "cached_tokens", cached, 0, prompt, "its prompt_tokens")
@@ -444,15 +446,15 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                        else getattr(base, n)) for n in names]
     best_x = _search(loss, best_x, max_evaluations)
     coeff = coeff_at(best_x)
-    at_bound = _loss(dep, bench, coeff)
     # at its bound, a coefficient says the bench is faster than the hardware allows only if
     # going past the bound would explain the bench better; a bench that sits on the bound
     # (the catalog's figure, reached) is no such sign
+    pinned = [n for n in names if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
+    at_bound = _loss(dep, bench, coeff) if pinned else 0.0
     notes += [f"{n} reached its bound 1.0: the bench is faster than {dep.instance_type}'s "
               f"catalog figures allow for {dep.model_id}; check that it was measured on "
-              "this model and instance type" for n in names
-              if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9
-              and _loss(_faster(dep, n), bench, coeff) < 0.99 * at_bound]
+              "this model and instance type" for n in pinned
+              if _loss(_faster(dep, n), bench, coeff) < 0.99 * at_bound]
     return Fit(coeff, names, ttft_error(dep, bench, base), ttft_error(dep, bench, coeff),
                len(bench.records), notes)
 

@@ -66,8 +66,8 @@ WorkloadError = SimulationError
 __all__ = [
     "MAX_ARRIVAL_S", "MAX_CORPUS_CHUNKS", "MAX_PROMPT_CHUNKS", "MAX_REQUESTS",
     "MAX_REQUEST_TOKENS", "MAX_TRACE_BYTES", "MAX_ZIPF", "QUESTION_TOKENS", "Dispatcher", "Phase",
-    "Request",
-    "Workload", "WorkloadError", "finite", "load_trace", "long_doc_qa", "multi_turn_chat", "rag",
+    "Request", "Workload", "WorkloadError", "finite", "load_trace", "long_doc_qa",
+    "multi_turn_chat", "rag",
 ]
 
 
@@ -114,12 +114,13 @@ def _fits(prompt: int, output: int, window: int, prompt_is: str) -> None:
 
 
 def _valid_split(prompt: int, output: int, window: int) -> str:
-    """What would fit the window: a shorter prompt, or, if even none fits, fewer outputs."""
-    if output < window:
-        return (f"the prompt may be at most {window - output:,} tokens, or --output-tokens "
-                f"at most {max(1, window - prompt):,} with this prompt"
-                if prompt < window else f"the prompt may be at most {window - output:,} tokens")
-    return f"--output-tokens must be below the context window, at most {window - 1:,}"
+    """What would fit the window: a shorter prompt, or fewer outputs."""
+    if output >= window:  # no prompt fits beside these outputs
+        return f"--output-tokens must be below the context window, at most {window - 1:,}"
+    shorter = f"the prompt may be at most {window - output:,} tokens"
+    if prompt >= window:  # no output fits beside this prompt
+        return shorter
+    return f"{shorter}, or --output-tokens at most {window - prompt:,} with this prompt"
 
 
 def _bounded(requests: int, chunks: int, how: str) -> None:
