@@ -15,6 +15,10 @@ call took (imports excluded) and the process's peak resident memory:
   minutes);
 - the largest long-doc-qa workload accepted (100,000 requests, 5,000,000 prompt chunks), one
   scenario on 8 copies with ``kv_aware`` routing and a CPU tier;
+- the most copies accepted (512) with ``kv_aware`` routing and a CPU tier, 100,000
+  multi-turn chat requests (no shared system prompt: each conversation's first chunk is on
+  few copies, so the router asks few) and 100,000 RAG requests (a 512-token system prompt
+  every copy holds: it asks every open copy, each time);
 - the repeated text ``lmikit simulate``'s reading notes count over that same workload (the
   seconds are the count's alone; the memory includes the workload);
 - the largest trace accepted in requests (100,000 lines of chunk ids), loaded;
@@ -60,6 +64,16 @@ CHILD = textwrap.dedent("""
             work = w.long_doc_qa(docs, tokens, 16, 64, context_window=window)
             (r,) = sim.simulate(dep, work, ["kv_aware"], ["cpu"])
             return f"{r.requests:,} measured, p50 TTFT {r.ttft_p50_s:.3f} s"
+        elif case.startswith("512 copies, kv_aware, 100,000 "):
+            many = sim.deployment("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge", instances=512)
+            if case.endswith("chat"):
+                work = w.multi_turn_chat(8_000, 8, 100, 512, requests=w.MAX_REQUESTS,
+                                         context_window=many.max_model_len)
+            else:
+                work = w.rag(1_000, 512, 4, 1.0, 100, 512, requests=w.MAX_REQUESTS,
+                             context_window=many.max_model_len)
+            (r,) = sim.simulate(many, work, ["kv_aware"], ["cpu"])
+            return f"{r.requests:,} measured, p50 TTFT {r.ttft_p50_s:.3f} s"
         elif case == "repeated text at the chunk bound (notes)":
             from lmikit.sim.scenario import repeated_tokens
             docs, tokens = w.MAX_REQUESTS // 2, 50 * 256 - w.QUESTION_TOKENS
@@ -104,7 +118,8 @@ CHILD = textwrap.dedent("""
 
 CASES = ["refuse: 10^8 documents", "refuse: 10^11-token document", "refuse: 10^8-chunk corpus",
          "rag: whole Zipf-10 corpus per request", "rag: 40,000 of a 10^6-chunk Zipf-10 corpus",
-         "long-doc-qa at the bounds, 1 scenario",
+         "long-doc-qa at the bounds, 1 scenario", "512 copies, kv_aware, 100,000 chat",
+         "512 copies, kv_aware, 100,000 rag",
          "repeated text at the chunk bound (notes)", "trace of 100,000 requests, loaded",
          "fit on 1,000 bench requests"]
 

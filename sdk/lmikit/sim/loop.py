@@ -96,7 +96,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lmikit.sim.engine import EngineModel
 from lmikit.sim.routers import Router
@@ -306,6 +306,10 @@ class _Run:
         # that tracks its own state per request (connections) hears of each finish.
         self.clocked: Any = router if hasattr(router, "now") else None
         self.on_finish: Callable[[int, float], object] | None = getattr(router, "finished", None)
+        # A router that remembers which copies it sent each first chunk to (``KvAware``)
+        # starts afresh with this fleet, whose copies take chunks only from their requests.
+        if hasattr(router, "holders"):
+            cast(Any, router).holders = {}
 
     def push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
         self.pushed += 1

@@ -30,7 +30,7 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from lmikit.sim.tiers import LruTier
@@ -151,6 +151,12 @@ class KvAware:
     queued (waiting to prefill); the highest score wins, ties to the less busy. SageMaker
     does not publish its weighing; this is llm-d's equal-weight default (prefix-cache scorer
     + queue scorer).
+
+    A fleet whose copies take chunks only from the requests routed to them (the event
+    loop's) sets :attr:`holders` to an empty dict: the router then remembers which copies
+    it sent each first chunk to, and asks only those what they hold. A chunk's key chains
+    every token before it, so no other copy can hold any of the prompt: the picks are the
+    same, and a pick costs one look at each copy's queue instead of a walk of its caches.
     """
 
     name = "kv_aware"
@@ -158,22 +164,51 @@ class KvAware:
     def __init__(self, busy_at: int) -> None:
         self.busy_at = busy_at
         self._turn = 0
+        # first chunk key -> copies a request starting with it went to (None: ask every copy)
+        self.holders: dict[int, set[int]] | None = None
 
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         self._turn += 1
         keys = req.keys if req is not None else ()
+        busy_at, holders = self.busy_at, self.holders
         queued = [c.queued for c in fleet]
-        open_ = [i for i, q in enumerate(queued) if q < self.busy_at]
-        held = [fleet[i].holds(keys) for i in open_]
-        if not any(held):
-            return _least(fleet, self._turn)
-        queues = [queued[i] for i in open_]
-        lo, hi = min(queues), max(queues)
+        if holders is None:
+            asked: Iterable[int] = range(len(fleet))
+        else:
+            asked = sorted(holders.get(keys[0], ())) if keys else ()
+        held = {i: h for i in asked if queued[i] < busy_at and (h := fleet[i].holds(keys))}
+        if not held:
+            pick = _least(fleet, self._turn)
+        else:
+            pick = self._best(held, queued, fleet, len(keys))
+        if holders is not None and keys:
+            holders.setdefault(keys[0], set()).add(pick)
+        return pick
+
+    def _best(self, held: dict[int, int], queued: list[int], fleet: Sequence[Copy],
+              total: int) -> int:
+        """The highest score among the open copies (the first, at a tie). Those holding
+        nothing score only their queue, so only the best of them is weighed: the first with
+        the shortest queue, then the fewest in flight. One pass over the fleet."""
+        busy_at = self.busy_at
+        lo, hi = busy_at, -1
+        rest, rest_q, rest_out = -1, 0, 0
+        for i, q in enumerate(queued):
+            if q >= busy_at:
+                continue
+            if q < lo:
+                lo = q
+            if q > hi:
+                hi = q
+            if i not in held:
+                out = fleet[i].outstanding
+                if rest < 0 or q < rest_q or (q == rest_q and out < rest_out):
+                    rest, rest_q, rest_out = i, q, out
         span = (hi - lo) or 1
-        total = max(1, len(keys))
-        best = max(range(len(open_)), key=lambda j: (held[j] / total + (hi - queues[j]) / span,
-                                                     -fleet[open_[j]].outstanding))
-        return open_[best]
+        total = max(1, total)
+        weighed = sorted([*held, rest] if rest >= 0 else held)
+        return max(weighed, key=lambda i: (held.get(i, 0) / total + (hi - queued[i]) / span,
+                                           -fleet[i].outstanding))
 
 
 class Epp:

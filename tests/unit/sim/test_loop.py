@@ -10,9 +10,9 @@ import pytest
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import engine_for
 from lmikit.sim.loop import CopyConfig, run
-from lmikit.sim.routers import LeastOutstanding, RandomRouter
+from lmikit.sim.routers import KvAware, LeastOutstanding, RandomRouter
 from lmikit.sim.tiers import GpuCache, chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim.workloads import Phase, Request, Workload, rag
 from tests.conftest import compiled_by_mypyc
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
@@ -571,3 +571,30 @@ def test_a_run_whose_clock_runs_far_out_still_ends(think_time_s: float) -> None:
     with deadline(30):
         out = run(work, dep.copies("cpu"), LeastOutstanding(), random.Random(0))
     assert len(out.end) == 16 and min(out.end) > 0 and max(out.end) > think_time_s
+
+
+class _AsksEveryCopy(KvAware):
+    """``KvAware`` without its index: it asks every copy what it holds."""
+
+    @property  # type: ignore[override]
+    def holders(self) -> None:
+        return None
+
+    @holders.setter
+    def holders(self, value: object) -> None:
+        pass
+
+
+def test_kv_aware_routes_the_same_with_and_without_its_index() -> None:
+    # a pool and a CPU tier far smaller than the corpus, so copies evict what they were sent
+    work = rag(400, 256, 3, 0.8, 8, 24, requests=1500, system_tokens=0, seed=5)
+    fleet = [copy(gpu_tokens=6_000, cpu_tokens=12_000, max_batch_size=8) for _ in range(12)]
+    indexed = KvAware(busy_at=2)
+    out = run(work, fleet, indexed)
+    plain = run(work, fleet, _AsksEveryCopy(busy_at=2))
+    assert indexed.holders  # the loop turned the index on
+    assert out.copy_of == plain.copy_of and out.ttft == plain.ttft
+    assert out.evictions == plain.evictions and out.evictions["gpu"] > 0
+    # the next run, on a smaller fleet, starts with an empty index
+    again = run(work, fleet[:5], indexed)
+    assert again.copy_of == run(work, fleet[:5], _AsksEveryCopy(busy_at=2)).copy_of

@@ -108,6 +108,76 @@ def test_kv_aware_skips_busy_copies_and_falls_back_to_least_outstanding() -> Non
     assert KvAware(busy_at=4).pick(R(), [C(4, 5), C(1, 0), C(0, 0)]) == 2
 
 
+def _kv_aware_by_its_formula(fleet: list[C], keys: tuple[int, ...], busy_at: int) -> int:
+    """The documented rule, each open copy scored in turn: held share + (most queued - its
+    queued) / (most queued - least queued); the first highest score, ties to the fewest in
+    flight; least outstanding (from the router's rotating start) when none holds any."""
+    open_ = [i for i, c in enumerate(fleet) if c.queued < busy_at]
+    held = [fleet[i].holds(keys) for i in open_]
+    if not any(held):
+        return -1
+    queues = [fleet[i].queued for i in open_]
+    lo, hi = min(queues), max(queues)
+    span = (hi - lo) or 1
+    score = [(held[j] / len(keys) + (hi - queues[j]) / span, -fleet[i].outstanding)
+             for j, i in enumerate(open_)]
+    return open_[score.index(max(score))]
+
+
+def test_kv_aware_picks_what_scoring_every_open_copy_picks() -> None:
+    # small queues and holdings, so ties of every kind are common
+    rng = random.Random(7)
+    for _ in range(3000):
+        n = rng.randint(1, 9)
+        fleet = [C(rng.randint(0, 6), rng.choice([0, 0, 0, 1, 2, 5]), rng.randint(0, 5))
+                 for _ in range(n)]
+        busy_at = rng.randint(1, 6)
+        want = _kv_aware_by_its_formula(fleet, R().keys, busy_at)
+        if want >= 0:
+            assert KvAware(busy_at).pick(R(), fleet) == want, (fleet, busy_at)
+
+
+@dataclass
+class Cache(C):
+    """A copy holding a set of chunk keys, counted as a prefix (as ``_Copy.holds``)."""
+
+    keys: set[int] = field(default_factory=set)
+    asked: int = 0
+
+    def holds(self, keys: object) -> int:
+        self.asked += 1
+        n = 0
+        for k in keys:  # type: ignore[attr-defined]
+            if k not in self.keys:
+                break
+            n += 1
+        return n
+
+
+def test_kv_aware_with_its_index_asks_only_copies_sent_the_first_chunk() -> None:
+    # copies whose caches fill only from what was routed to them, then evict at random
+    rng = random.Random(3)
+    fleets = [[Cache() for _ in range(16)] for _ in range(2)]
+    indexed, plain = KvAware(busy_at=3), KvAware(busy_at=3)
+    indexed.holders = {}
+    for _ in range(2000):
+        first = rng.randint(1, 200)
+        keys = tuple(range(first * 100, first * 100 + rng.randint(1, 6)))
+        load = [(rng.randint(0, 4), rng.randint(0, 4)) for _ in range(16)]
+        picks = []
+        for router, fleet in ((indexed, fleets[0]), (plain, fleets[1])):
+            for c, (out, waiting) in zip(fleet, load, strict=True):
+                c.outstanding, c.waiting = out, waiting
+            picks.append(router.pick(R(keys=keys), fleet))
+        assert picks[0] == picks[1]
+        for fleet in fleets:
+            fleet[picks[0]].keys.update(keys)
+        dropped = rng.choice(sorted(fleets[0][picks[0]].keys))
+        for fleet in fleets:
+            fleet[picks[0]].keys.discard(dropped)
+    assert sum(c.asked for c in fleets[0]) < sum(c.asked for c in fleets[1]) / 3
+
+
 def test_make_router_rejects_unknown_names() -> None:
     with pytest.raises(ValueError, match="unknown routing 'round_robin'"):
         make_router("round_robin", random.Random(0), chunk_size=256, prefix_length_bytes=4096,
