@@ -212,7 +212,7 @@ def _plan(i: PlanInputs) -> Plan:
         // per_copy_bytes
 
     engine = _engine(i, inst, geo, weight_bytes)
-    predicted = _predict(i, engine, inst, remote=tier == "remote")
+    predicted = _predict(i, engine, inst, lmcache=tier != "none", remote=tier == "remote")
     cache_bytes_per_copy = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp
     min_memory = (cache_bytes_per_copy + weight_bytes
                   + int(sizing.WORKER_HOST_OVERHEAD_GIB * sizing.GIB) * i.tp)
@@ -409,13 +409,14 @@ def _engine(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
     return engine
 
 
-def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType,
+def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bool = False,
              remote: bool = False) -> Predicted:
-    """One request alone on an idle copy, costed by ``engine``. ``remote``: the plan uses a
-    remote tier, so a remote hit (a prefix another copy stored) is costed too."""
+    """One request alone on an idle copy, costed by ``engine``. ``lmcache``: the plan has
+    an LMCache tier, so a miss waits for LMCache's store. ``remote``: the plan uses a remote
+    tier, so a remote hit (a prefix another copy stored) is costed too."""
     from lmikit.sim.engine import single_request
 
-    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size)
+    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
             "disk": one.hit_s["disk"] if inst.has_nvme else None}

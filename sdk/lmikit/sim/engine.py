@@ -230,16 +230,20 @@ class SingleRequest:
 
 
 def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
-                   chunk_size: int) -> SingleRequest:
+                   chunk_size: int, lmcache: bool = False) -> SingleRequest:
     """The simulator's cost of one request with nothing queued: what ``lmikit plan`` shows.
 
-    vLLM tokenizes the whole prompt first, hit or miss. A hit matches whole chunks of the
-    prompt minus its new suffix; the remainder is prefilled attending to the matched
-    context. The suffix is shorter than a chunk in the usual case, so nothing new is stored;
-    a longer one pays the store of its full chunks.
+    vLLM tokenizes the whole prompt first, hit or miss. With ``lmcache`` (a deployment with
+    an LMCache tier) a miss also waits while LMCache stores the prompt's full chunks, as
+    every miss in the simulator does. A hit matches whole chunks of the prompt minus its new
+    suffix; the remainder is prefilled attending to the matched context. The suffix is
+    shorter than a chunk in the usual case, so nothing new is stored; a longer one pays the
+    store of its full chunks.
     """
     overhead = m.coeff.request_overhead_s + request_tokens * m.coeff.tokenize_s_per_token
     miss = m.prefill_s(request_tokens, 0) + overhead
+    if lmcache:
+        miss += m.store_s(sizing.chunk_aligned(request_tokens, chunk_size))
     matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
     stored = sizing.chunk_aligned(request_tokens, chunk_size) - matched
     # vLLM computes at least the last token, for its logits: a prompt that hits whole (no

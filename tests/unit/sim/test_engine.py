@@ -163,8 +163,14 @@ def test_store_is_a_gpu_to_cpu_copy_of_the_new_chunks() -> None:
 
 
 def test_plan_prediction_is_the_engine_single_request() -> None:
-    p = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000).predicted
-    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256)
+    planned = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000)
+    assert planned.tier == "cpu"
+    p = planned.predicted
+    m = engine_for("Qwen/Qwen3-8B", P4DE)
+    one = single_request(m, 20_000, 100, 256, lmcache=True)
+    # with an LMCache tier a miss also waits for the store of its 78 full chunks
+    assert one.miss_s == pytest.approx(single_request(m, 20_000, 100, 256).miss_s
+                                       + m.store_s(78 * 256))
     assert p.ttft_miss_s == pytest.approx(one.miss_s, abs=1e-4)
     for tier in ("gpu", "cpu", "disk"):
         assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
@@ -189,7 +195,7 @@ def test_a_remote_tier_plan_costs_a_remote_hit_as_the_simulator_does() -> None:
     remote = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="remote",
                   remote_url="redis://cache.internal:6379")
     assert remote.tier == "remote"
-    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256)
+    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256, lmcache=True)
     p = remote.predicted
     assert p.ttft_hit_s["remote"] == pytest.approx(one.hit_s["remote"], abs=1e-4)
     assert p.speedup["remote"] == pytest.approx(one.miss_s / one.hit_s["remote"], rel=1e-3)
@@ -240,3 +246,28 @@ def test_every_coefficient_has_its_provenance_in_code_and_in_the_docs() -> None:
     for name in names:
         assert f"`{name}`" in table, name
         assert len(PROVENANCE[name]) > 40, name
+
+
+def test_plan_and_simulate_agree_on_a_lone_miss_and_a_lone_cpu_hit() -> None:
+    # plan's miss and CPU hit against the loop's, on the plan's deployment in its tier: a
+    # 3,840-token document + a 172-token question, then the same document with another
+    # question after three other documents pushed it out of a small GPU pool
+    from random import Random
+
+    from lmikit import sim
+    from lmikit.sim.loop import run
+    from lmikit.sim.tiers import chunk_keys
+    from lmikit.sim.workloads import Phase, Request, Workload
+
+    planned = plan("Qwen/Qwen3-8B", P4DE, request_tokens=4_012)
+    assert planned.tier == "cpu"
+    dep = dataclasses.replace(sim.deployment("Qwen/Qwen3-8B", P4DE), gpu_tokens=8_192)
+    sent = [(0.0, 1, 10), (10.0, 2, 11), (20.0, 3, 12), (30.0, 4, 13), (40.0, 1, 14)]
+    reqs = [Request(i, chunk_keys([(doc, 3_840), (question, 172)], 256), 4_012, 1,
+                    session=i, arrival_s=t) for i, (t, doc, question) in enumerate(sent)]
+    work = Workload("t", [Phase("t", [[r] for r in reqs], open_loop=True)], 256)
+    out = run(work, dep.copies("cpu"), dep.router("random", Random(0)))
+    ttft = [out.ttft[i] - out.arrival[i] for i in range(5)]
+    assert (out.served["cpu"][4], out.served["gpu"][4]) == (3_840, 0)
+    assert ttft[0] == pytest.approx(planned.predicted.ttft_miss_s, abs=1e-4)
+    assert ttft[4] == pytest.approx(planned.predicted.ttft_hit_s["cpu"], abs=1e-4)

@@ -282,7 +282,9 @@ def test_calibrated_spec_plan_costs_the_spec_with_the_fitted_engine(tmp_path: Pa
     fitted = Coefficients(**data["calibration"]["coefficients"])
     one = single_request(dep.engine.with_coefficients(fitted),
                          spec.workload.typical_request_tokens,
-                         spec.workload.unique_suffix_tokens, dep.chunk_size)
+                         spec.workload.unique_suffix_tokens, dep.chunk_size,
+                         lmcache=data["tier"] != "none")
+    assert data["tier"] == "cpu"
     assert data["predicted"]["ttft_miss_s"] == pytest.approx(one.miss_s, rel=1e-3)
     assert data["predicted"]["ttft_hit_s"]["cpu"] == pytest.approx(one.hit_s["cpu"], rel=1e-3)
     assert fitted.prefill_mfu == pytest.approx(0.35, rel=0.05)
