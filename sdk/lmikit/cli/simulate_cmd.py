@@ -300,7 +300,7 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
         h = r.hit_rate
         util = sum(r.utilization) / len(r.utilization)
         t.add_row(r.routing, r.kv_cache, _secs(r.ttft_p50_s), _secs(r.ttft_p90_s),
-                  _secs(r.ttft_p99_s), f"{r.total_time_s:.1f} s",
+                  _secs(r.ttft_p99_s), _secs(r.total_time_s),
                   f"{r.throughput_tokens_s:,.0f}",
                   "/".join(f"{h[k] * 100:.0f}" for k in ("gpu", "cpu", "disk", "remote")),
                   f"{h['miss']:.0%}", f"{util:.0%}",
@@ -337,6 +337,21 @@ def tick_label(seconds: float, minor: bool = False) -> str:
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
+def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
+    """The points of a TTFT distribution's step plot (sorted TTFTs, share of requests at or
+    under each), from 0 at the first TTFT, so even one request draws a step.
+
+    >>> cdf_steps([0.2, 0.5])
+    ([0.2, 0.2, 0.5], [0.0, 0.5, 1.0])
+    >>> cdf_steps([0.047])
+    ([0.047, 0.047], [0.0, 1.0])
+    """
+    if not ttfts:
+        return [], []
+    n = len(ttfts)
+    return [ttfts[0], *ttfts], [0.0, *[(i + 1) / n for i in range(n)]]
+
+
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
     try:
         import matplotlib
@@ -349,9 +364,7 @@ def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for r in results:
-        xs = r.ttfts_s
-        ys = [(i + 1) / len(xs) for i in range(len(xs))]
-        ax.step(xs, ys, where="post", label=f"{r.routing} / {r.kv_cache}")
+        ax.step(*cdf_steps(r.ttfts_s), where="post", label=f"{r.routing} / {r.kv_cache}")
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))

@@ -190,6 +190,7 @@ class ScenarioResult:
     utilization: list[float]
     requests: int
     evictions: dict[str, int]
+    failed: int = 0  # measured requests turned away at the front door (not in requests)
     ttfts_s: list[float] = field(repr=False, default_factory=list)
 
     def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
@@ -212,13 +213,28 @@ def percentile(sorted_values: list[float], q: float) -> float:
 def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str, mode: str,
               hourly_price_usd: float | None = None,
               prices: PriceTable | None = None) -> ScenarioResult:
-    measured = [r for p in workload.phases if p.measured for s in p.sessions for r in s]
-    ids = [r.id for r in measured]
-    arrival = [out.arrival[i] for i in ids]
-    ttfts = sorted([out.ttft[i] - a for i, a in zip(ids, arrival, strict=True)])
-    start = min(arrival)
-    end = max([out.end[i] for i in ids])
+    """One scenario's figures over the measured phases' requests.
+
+    Requests the front door turned away (``run(..., max_in_flight=...)``) have no first
+    token: they count in ``failed`` and in the span of the run (from the first measured
+    request sent to the last one's end), not in the TTFTs, tokens or hit rates.
+    """
+    sent = [r for p in workload.phases if p.measured for s in p.sessions for r in s]
+    if not sent:
+        raise SimulationError(f"workload {workload.name!r} has no measured requests: every "
+                              "phase is a warm-up (measured=False); mark one measured")
+    start = min([out.arrival[r.id] for r in sent])
+    end = max([out.end[r.id] for r in sent])
     total = max(end - start, 1e-9)
+    failed = out.failed
+    measured = [r for r in sent if not failed[r.id]] if failed else sent
+    if not measured:
+        raise SimulationError(f"all {len(sent)} measured requests of workload "
+                              f"{workload.name!r} were turned away at the front door "
+                              "(max_in_flight): none was served, so there is no TTFT to "
+                              "report; raise the limit or send fewer at once")
+    ids = [r.id for r in measured]
+    ttfts = sorted([out.ttft[i] - out.arrival[i] for i in ids])
     prompt = sum([r.prompt_tokens for r in measured])
     output = sum([r.output_tokens for r in measured])
     served = {tier: sum(map(v.__getitem__, ids)) for tier, v in out.served.items()}
@@ -233,9 +249,11 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
         source = f"{found.source} (as of {found.as_of})" if found.as_of else found.source
     billed = -(-dep.instances // dep.copies_per_instance)
     usd = None if price is None else price * billed * total / 3600 / (prompt + output) * 1000
-    # from the first request the run sent, not from 0: a trace may start at any time
+    # from the first request the run sent, not from 0 (a trace may start at any time), to
+    # the last request's end, which comes after the last event (its request overhead)
     origin = min([out.arrival[r.id] for r in workload.requests])
-    makespan = max(out.makespan_s - origin, 1e-9)
+    last = max(out.makespan_s, max([out.end[r.id] for r in workload.requests]))
+    makespan = max(last - origin, 1e-9)
     return ScenarioResult(
         routing=routing, kv_cache=mode, ttft_p50_s=round(percentile(ttfts, 0.5), 6),
         ttft_p90_s=round(percentile(ttfts, 0.9), 6), ttft_p99_s=round(percentile(ttfts, 0.99), 6),
@@ -244,7 +262,7 @@ def summarize(dep: Deployment, workload: Workload, out: RunResult, routing: str,
         output_tokens_s=round(output / total, 3), hit_rate=hit,
         usd_per_1k_tokens=None if usd is None else float(f"{usd:.4g}"), price_source=source,
         utilization=[round(b / makespan, 4) for b in out.busy_s], requests=len(measured),
-        evictions=out.evictions, ttfts_s=ttfts)
+        evictions=out.evictions, failed=len(sent) - len(measured), ttfts_s=ttfts)
 
 
 def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[str, ...],

@@ -177,3 +177,70 @@ def test_utilization_counts_from_the_first_request_not_from_zero(tmp_path) -> No
     assert same.total_time_s == pytest.approx(shifted.total_time_s, rel=1e-6)
     assert same.utilization == pytest.approx(shifted.utilization, abs=1e-3)
     assert same.utilization[0] > 0.5
+
+
+def _lone_and_burst() -> tuple[object, object]:
+    from lmikit.sim.tiers import chunk_keys
+    from lmikit.sim.workloads import Phase, Request, Workload
+
+    reqs = [Request(i, chunk_keys([(i, 1_024)], 256), 1_024, 2, session=i, arrival_s=0.0)
+            for i in range(4)]
+    return deployment("Qwen/Qwen3-8B", P4DE), Workload(
+        "burst", [Phase("burst", [[r] for r in reqs], open_loop=True)], 256)
+
+
+def test_requests_turned_away_at_the_front_door_are_counted_apart() -> None:
+    """Four requests at once through a front door that holds one: the one served gives the
+    TTFTs, tokens and hit rates; the three turned away count in ``failed`` and the span
+    (they had given NaN TTFTs, and tokens and misses that no copy saw)."""
+    import random
+
+    from lmikit.sim.loop import run
+    from lmikit.sim.scenario import summarize
+
+    dep, work = _lone_and_burst()
+    out = run(work, dep.copies("off"), dep.router("random", random.Random(0)),
+              max_in_flight=1)
+    r = summarize(dep, work, out, "random", "off")
+    served = [i for i in range(4) if not out.failed[i]]
+    assert len(served) == 1 and (r.requests, r.failed) == (1, 3)
+    ttft = out.ttft[served[0]] - out.arrival[served[0]]
+    assert r.ttft_p50_s == r.ttft_p99_s == r.ttft_mean_s == pytest.approx(ttft, abs=1e-6)
+    assert r.throughput_tokens_s == pytest.approx(1_026 / r.total_time_s, rel=1e-4)
+    assert r.hit_rate["miss"] == 1.0
+
+
+def test_nothing_to_measure_is_an_error_not_nan() -> None:
+    import dataclasses
+    import random
+
+    from lmikit.sim.loop import run
+    from lmikit.sim.scenario import summarize
+
+    dep, work = _lone_and_burst()
+    out = run(work, dep.copies("off"), dep.router("random", random.Random(0)),
+              max_in_flight=1)
+    out.failed[:] = [True] * 4  # as if the one let through had been turned away too
+    with pytest.raises(SimulationError, match="all 4 measured requests of workload 'burst' "
+                                              "were turned away at the front door"):
+        summarize(dep, work, out, "random", "off")
+    warm = dataclasses.replace(work, phases=[dataclasses.replace(work.phases[0],
+                                                                 measured=False)])
+    with pytest.raises(SimulationError, match="workload 'burst' has no measured requests"):
+        simulate(dep, warm, ["random"], ["off"])
+
+
+def test_utilization_runs_to_the_last_requests_end() -> None:
+    """One request alone: the copy is busy for its prefill and decode, and the run lasts
+    until its end, which is the request overhead after the last event (utilization was
+    taken over the time to the last event)."""
+    import dataclasses
+
+    dep, work = _lone_and_burst()
+    one = dataclasses.replace(work, phases=[dataclasses.replace(
+        work.phases[0], sessions=work.phases[0].sessions[:1])])
+    (r,) = simulate(dep, one, ["random"], ["off"])
+    m = dep.engine
+    busy = m.prefill_s(1_024, 0) + m.decode_step_s(1, 1_025)
+    assert r.utilization[0] == pytest.approx(busy / r.total_time_s, rel=1e-3)
+    assert r.utilization[0] < 1 - m.coeff.request_overhead_s / r.total_time_s + 1e-3

@@ -205,6 +205,39 @@ def test_plot_writes_a_chart(tmp_path: Path) -> None:
     assert r.exit_code == 0 and out.read_bytes()[:4] == b"\x89PNG"
 
 
+ONE = ["--workload", "long-doc-qa", "--documents", "1", "--document-tokens", "4000",
+       "--output-tokens", "1", "--concurrency", "1", "--kv-cache", "off"]
+
+
+def test_plot_of_one_request_draws_its_step(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    # one TTFT was one point of a step plot, a line of no length: an empty chart
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    drawn: list[tuple[list[float], list[float]]] = []
+    step = Axes.step
+
+    def recording(self: Axes, x: list[float], y: list[float], *a: object,
+                  **kw: object) -> object:
+        drawn.append((list(x), list(y)))
+        return step(self, x, y, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Axes, "step", recording)
+    r = lmikit("simulate", *WHAT_IF, *ONE, "--plot", str(tmp_path / "one.png"))
+    assert r.exit_code == 0, r.output
+    ((xs, ys),) = drawn
+    assert ys == [0.0, 1.0] and xs[0] == xs[1] > 0
+
+
+def test_the_table_shows_a_sub_second_run_in_milliseconds() -> None:
+    total = json.loads(lmikit("simulate", *WHAT_IF, *ONE, "--json").stdout)[
+        "results"][0]["total_time_s"]
+    assert total < 1
+    table = lmikit("simulate", *WHAT_IF, *ONE).output
+    assert f"{total * 1000:.0f} ms │" in table and "0.0 s" not in table
+
+
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch,
                                                      tmp_path: Path) -> None:
     real_import = builtins.__import__
