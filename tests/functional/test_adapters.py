@@ -151,7 +151,9 @@ def test_failed_registration_leaves_no_component(registry: AdapterRegistry,
 
 
 def test_register_many_runs_concurrently(aws: None, lora_spec: Any, tmp_path: Path) -> None:
-    # real time here: 8 adapters that take 0.5 s each to create finish in well under 4 s
+    # real time here: 8 adapters that take 0.5 s each to create cannot finish in under 4 s
+    # one after another; any time well under that shows they overlapped (a loaded machine
+    # stretches the ~1 s they take together, so the bound leaves room)
     fake = FakeSageMaker(clock=SystemClock(), timings=Timings(
         endpoint_create=0.05, component_create=0.05, adapter_create=0.5, delete=0.05))
     session = fake.install(boto3.Session(region_name="us-east-1"))
@@ -165,7 +167,7 @@ def test_register_many_runs_concurrently(aws: None, lora_spec: Any, tmp_path: Pa
     infos = registry.register_many(items)
     elapsed = time.perf_counter() - start
     assert [i.status for i in infos] == ["InService"] * 8
-    assert elapsed < 2.0, f"8 x 0.5 s registrations took {elapsed:.2f} s: not concurrent"
+    assert elapsed < 3.5, f"8 x 0.5 s registrations took {elapsed:.2f} s: not concurrent"
 
 
 def test_concurrent_registries_converge_on_one_component(registry: AdapterRegistry,
