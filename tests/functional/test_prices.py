@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -246,10 +247,104 @@ def test_price_file_refuses_a_repeated_row_and_a_wrong_format(tmp_path: Path) ->
     with pytest.raises(CatalogError, match=r"prices\[1\] lists ml.g5.xlarge in eu-west-1 a "
                                            "second time"):
         load_prices(_file(tmp_path, [ROW, ROW]))
-    with pytest.raises(CatalogError, match="format is 'v0'; expected 'lmikit-prices/1'"):
+    with pytest.raises(CatalogError, match="format is 'v0'; expected 'lmikit-prices/2'"):
         load_prices(_file(tmp_path, [ROW], format="v0"))
     with pytest.raises(CatalogError, match="fetched_at is 'yesterday'"):
         load_prices(_file(tmp_path, [ROW], fetched_at="yesterday"))
+
+
+@pytest.mark.parametrize("when", ["2026-11-26T05:00:00+05:00Z", "2026-11-26Z",
+                                  "2026-11-26 05:00:00Z", "9999-12-31T23:59:59Z"])
+def test_price_file_times_are_utc_and_not_in_the_future(tmp_path: Path, when: str) -> None:
+    # an offset before the Z, a bare date or a space had read as a local or unknown time
+    with pytest.raises(CatalogError, match=f"fetched_at is '{re.escape(when)}'; expected a "
+                                           "UTC time such as '2026-11-26T05:40:00Z', not in "
+                                           "the future"):
+        load_prices(_file(tmp_path, [ROW], fetched_at=when))
+
+
+def test_price_file_dates_are_not_in_the_future(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match=r"prices\[0\].as_of is '2999-01-01'; expected a "
+                                           "date such as '2026-11-01', no later than "):
+        load_prices(_file(tmp_path, [{**ROW, "as_of": "2999-01-01"}]))
+
+
+def test_an_unknown_field_is_named_in_bounded_space(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError) as err:
+        load_prices(_file(tmp_path, [{**ROW, "x" * 7_000_000: 1}]))
+    assert "unknown field(s) 'xxx" in str(err.value) and len(str(err.value)) < 1_000
+
+
+def test_a_price_file_records_when_each_row_was_read(tmp_path: Path) -> None:
+    """Format 2 carries each row's read time; a format 1 file's rows take the file's."""
+    old = load_prices(_file(tmp_path, [ROW], fetched_at="2025-01-01T00:00:00Z"))
+    assert old.get("ml.g5.xlarge", "eu-west-1").fetched_at == "2025-01-01T00:00:00Z"
+    data = old.to_dict()
+    assert data["format"] == "lmikit-prices/2"
+    assert data["prices"][0]["fetched_at"] == "2025-01-01T00:00:00Z"
+    data["prices"][0].pop("fetched_at")
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps(data))
+    with pytest.raises(CatalogError, match=r"prices\[0\].fetched_at is None; expected a UTC"):
+        load_prices(again)
+
+
+def test_fetching_into_a_file_keeps_the_read_date_of_rows_it_did_not_fetch(
+        cli: Any, tmp_path: Path) -> None:
+    # the file's newest fetch time had been given to every row: old prices looked fresh
+    path = _file(tmp_path, [{**ROW, "region": "us-west-2", "usage_type":
+                             "USW2-Host:ml.g5.xlarge"}], fetched_at="2025-01-01T00:00:00Z")
+    r = cli("prices", "fetch", "--region", "eu-west-1", "--instance", "ml.g5.xlarge", "-o",
+            str(path))
+    assert r.exit_code == 0, r.output
+    table = load_prices(path)
+    kept, new = table.get("ml.g5.xlarge", "us-west-2"), table.get("ml.g5.xlarge", "eu-west-1")
+    assert kept.source.endswith("read 2025-01-01") and kept.usd == 1.58
+    assert new.fetched_at > "2026" and new.source.endswith(f"read {new.fetched_at[:10]}")
+    assert table.fetched_at == new.fetched_at
+    shown = cli("prices", "show", "--prices", str(path), "--region", "us-west-2")
+    assert "read 2025-01-01" in shown.output.replace("\n", "")
+
+
+def test_a_price_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path: Path) -> None:
+    # it was always written 0600 (a temporary file's mode), shutting out a team's readers
+    table = load_prices(_file(tmp_path, [ROW]))
+    umask = os.umask(0o022)
+    try:
+        table.save(tmp_path / "new.json")
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o644
+        shared = tmp_path / "shared.json"
+        shared.write_text("{}")
+        shared.chmod(0o664)
+        table.save(shared)
+        assert shared.stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(umask)
+    assert load_prices(shared).rows == table.rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "prices.json",
+                                                          "shared.json"]
+
+
+def test_a_product_the_price_list_garbles_is_refused_or_dated_as_read() -> None:
+    from lmikit.catalog.price_list import _offer
+
+    fake = FakePriceList(publication="2026-11-20T12:00:00Z")
+    fake.add_hosting_price("eu-west-1", "ml.g5.xlarge", 1.58)
+    product = fake.products[0]
+    assert _offer(product, "eu-west-1", "2026-11-27")[1:3] == (1.58, "2026-11-20")
+    # no publicationDate, or one after the day it was read: the read date, never ''
+    # (a price file with an empty as_of could not be read back)
+    for published in (None, "yesterday", "2027-06-01T00:00:00Z"):
+        changed = {k: v for k, v in product.items() if k != "publicationDate"}
+        if published is not None:
+            changed["publicationDate"] = published
+        assert _offer(changed, "eu-west-1", "2026-11-27")[2] == "2026-11-27"
+    # attributes that are not an object had raised AttributeError, a traceback
+    for attributes in (["regionCode", "eu-west-1"], "eu-west-1"):
+        garbled = {**product, "product": {**product["product"], "attributes": attributes}}
+        with pytest.raises(CatalogError, match="the AWS price list answered a product lmikit "
+                                               "cannot read"):
+            _offer(json.dumps(garbled), "eu-west-1", "2026-11-27")
 
 
 def test_price_file_is_read_in_bounded_memory(tmp_path: Path) -> None:
@@ -382,6 +477,14 @@ def test_cli_rejects_a_bad_price_file_with_its_reason(cli: Any, tmp_path: Path) 
         assert r.exit_code == 2
         assert r.output.startswith("CatalogError: price file ")
         assert "usd_per_hour is -1" in r.output
+
+
+def test_cli_show_refuses_a_region_that_is_not_one(cli: Any) -> None:
+    # it printed an empty table and exited 0
+    r = cli("prices", "show", "--region", "Ireland")
+    assert r.exit_code == 2
+    assert "region 'Ireland' is not an AWS region SageMaker is offered in; valid: " \
+        "af-south-1" in r.output
 
 
 def test_cli_render_grafana_prices_from_the_file(cli: Any, tmp_path: Path) -> None:

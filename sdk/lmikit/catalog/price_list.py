@@ -53,6 +53,7 @@ from lmikit.catalog.prices import (
     REGION_RE,
     Price,
     PriceTable,
+    _is_date,
     fetched_price,
 )
 from lmikit.errors import CatalogError, safe_repr
@@ -112,7 +113,7 @@ def fetch_hosting_prices(regions: Sequence[str], instance_types: Iterable[str] |
             answer = call(client, "get_products", **kwargs)
             for item in answer.get("PriceList") or []:
                 read += 1
-                offer = _offer(item, region)
+                offer = _offer(item, region, fetched_at[:10])
                 if offer is not None and offer[0] in wanted:
                     found.setdefault(offer[0], []).append(offer[1:])
             if progress is not None:
@@ -146,16 +147,20 @@ def _filters(region: str) -> list[dict[str, str]]:
         ("platoinstancetype", "Hosting"))]
 
 
-def _offer(item: Any, region: str) -> tuple[str, float, str, str, str] | None:
+def _offer(item: Any, region: str, read_on: str) -> tuple[str, float, str, str, str] | None:
     """(instance type, $/hour, as-of date, SKU, usage type) of one Hosting product, or None
-    for a product that is not an instance of a real-time endpoint in ``region``."""
+    for a product that is not an instance of a real-time endpoint in ``region``. The as-of
+    date is the product's ``publicationDate``; without a readable one, ``read_on`` (the
+    date lmikit read it), so that a price always has a date."""
     try:
         data = json.loads(item) if isinstance(item, str) else item
         product = data["product"]
         attributes = product["attributes"]
+        if not isinstance(product, dict) or not isinstance(attributes, dict):
+            raise TypeError("a product and its attributes are JSON objects")
         sku = str(product.get("sku", ""))
         usage = str(attributes.get("usagetype", ""))
-    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise CatalogError(f"the AWS price list answered a product lmikit cannot read "
                            f"({type(exc).__name__}: {safe_repr(str(exc))})") from exc
     match = _HOST_USAGE.match(usage)
@@ -176,11 +181,9 @@ def _offer(item: Any, region: str) -> tuple[str, float, str, str, str] | None:
     if len(usds) != 1:
         return None
     published = str(data.get("publicationDate", ""))[:10]
-    try:
-        dt.date.fromisoformat(published)
-    except ValueError:
-        published = ""
-    return instance, usds.pop(), published, sku, usage
+    if not _is_date(published):
+        published = read_on
+    return instance, usds.pop(), min(published, read_on), sku, usage
 
 
 def _instance_types(given: Iterable[str] | None) -> set[str]:
@@ -202,16 +205,22 @@ def _instance_types(given: Iterable[str] | None) -> set[str]:
 
 def _regions(given: Sequence[str], session: Any) -> list[str]:
     """The regions asked for, each checked against the regions botocore knows SageMaker in."""
+    out = list(dict.fromkeys(given))
+    if not out:
+        raise CatalogError("no region to price; name one, e.g. us-east-1")
+    check_regions(out, session)
+    return out
+
+
+def check_regions(regions: Iterable[str], session: Any = None) -> None:
+    """Refuse a name that is not a region botocore's endpoint data lists SageMaker in (read
+    from the installed botocore: no call to AWS)."""
     if session is None:
         import boto3
 
         session = boto3.Session()
     known = set(session.get_available_regions("sagemaker"))
-    out = list(dict.fromkeys(given))
-    if not out:
-        raise CatalogError("no region to price; name one, e.g. us-east-1")
-    for region in out:
+    for region in regions:
         if not REGION_RE.match(region) or region not in known:
             raise CatalogError(f"region {safe_repr(region)} is not an AWS region SageMaker is "
                                f"offered in; valid: {', '.join(sorted(known))}")
-    return out

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from lmikit.catalog.instances import ml_name
 
@@ -41,6 +41,7 @@ class Price:
     source: str
     sku: str = ""  # the AWS price list's SKU and usage type (fetched prices only)
     usage_type: str = ""
+    fetched_at: str = ""  # when it was read from the price list (UTC; fetched prices only)
 
 
 _WRING = "wring.co 'AWS SageMaker inference guide' table"
@@ -94,13 +95,19 @@ PRICES: dict[tuple[str, str], Price] = {
 }
 
 
-PRICE_FILE_FORMAT = "lmikit-prices/1"
+# /2 records when each row was read: a merged file holds rows of several fetches. /1 files
+# (one fetched_at for every row) are still read.
+PRICE_FILE_FORMAT = "lmikit-prices/2"
+_FORMATS = ("lmikit-prices/1", PRICE_FILE_FORMAT)
 MAX_PRICE_FILE_BYTES = 8 * 1024 * 1024
 MAX_PRICE_ROWS = 20_000  # every SageMaker instance type in every region is a few thousand
 MAX_USD_PER_HOUR = 10_000.0  # the dearest SageMaker instance lists near $100 an hour
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 INSTANCE_RE = re.compile(r"^ml\.[a-z0-9-]{1,32}\.[a-z0-9]{1,32}$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+# a price file's dates may run this far ahead of this machine's clock (time zones, skew)
+_CLOCK_SLACK = dt.timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -108,7 +115,7 @@ class PriceTable:
     """Prices read from AWS's price list (``lmikit prices fetch``), saved as a price file.
 
     ``rows`` maps (region, instance type) to a :class:`Price` with the SKU and usage type it
-    came from; ``fetched_at`` is when (UTC).
+    came from and when it was read; ``fetched_at`` is when the newest of them was (UTC).
     """
 
     rows: Mapping[tuple[str, str], Price] = field(default_factory=dict)
@@ -118,30 +125,37 @@ class PriceTable:
         return self.rows.get((region, ml_name(instance_type)))
 
     def merged(self, other: PriceTable) -> PriceTable:
-        """This table with ``other``'s rows added (``other`` wins where both list one)."""
+        """This table with ``other``'s rows added (``other`` wins where both list one); each
+        row keeps the time it was read."""
         return PriceTable({**self.rows, **other.rows}, max(self.fetched_at, other.fetched_at))
 
     def to_dict(self) -> dict[str, Any]:
         rows = [{"region": region, "instance_type": instance, "usd_per_hour": price.usd,
-                 "as_of": price.as_of, "sku": price.sku, "usage_type": price.usage_type}
+                 "as_of": price.as_of, "sku": price.sku, "usage_type": price.usage_type,
+                 "fetched_at": price.fetched_at or self.fetched_at}
                 for (region, instance), price in sorted(self.rows.items())]
         return {"format": PRICE_FILE_FORMAT, "source": PRICE_LIST_SOURCE,
                 "fetched_at": self.fetched_at, "prices": rows}
 
     def save(self, path: str | Path) -> None:
-        """Write the price file (JSON) atomically: a reader never sees half of it."""
+        """Write the price file (JSON) atomically: a reader never sees half of it. It keeps
+        the mode of the file it replaces; a new one gets the mode ``open()`` would give it
+        (0666 less the umask), not the private 0600 of a ``mkstemp`` file."""
         import os
-        import tempfile
+        import secrets
 
         target = Path(path)
         text = json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)
-            Path(tmp).replace(target)
+            if target.exists():
+                tmp.chmod(target.stat().st_mode & 0o7777)
+            tmp.replace(target)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
 
 
@@ -155,7 +169,8 @@ def fetched_price(region: str, instance_type: str, usd: float, as_of: str, sku: 
     """The :class:`Price` of one price-list row, its source naming the SKU and usage type."""
     read = fetched_at[:10] or "an unknown date"
     return Price(usd, region, as_of, f"{PRICE_LIST_SOURCE}: SKU {sku or '?'}, usage type "
-                                     f"{usage_type or '?'}, read {read}", sku, usage_type)
+                                     f"{usage_type or '?'}, read {read}", sku, usage_type,
+                 fetched_at)
 
 
 def load_prices(path: str | Path) -> PriceTable:
@@ -173,14 +188,18 @@ def load_prices(path: str | Path) -> PriceTable:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise CatalogError(f"{what} is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != PRICE_FILE_FORMAT:
-        got = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise CatalogError(f"{what}: format is {safe_repr(got)}; expected "
+    if not isinstance(data, dict):
+        raise CatalogError(f"{what} holds a JSON {type(data).__name__}; expected an object "
+                           f"with format {PRICE_FILE_FORMAT!r} (write one with `lmikit prices "
+                           "fetch`)")
+    if data.get("format") not in _FORMATS:
+        raise CatalogError(f"{what}: format is {safe_repr(data.get('format'))}; expected "
                            f"{PRICE_FILE_FORMAT!r} (write one with `lmikit prices fetch`)")
     fetched_at = data.get("fetched_at")
-    if not isinstance(fetched_at, str) or not _is_timestamp(fetched_at):
-        raise CatalogError(f"{what}: fetched_at is {safe_repr(fetched_at)}; expected a UTC "
-                           "time such as '2026-11-26T05:40:00Z'")
+    if not _is_timestamp(fetched_at):
+        raise CatalogError(f"{what}: fetched_at is {safe_repr(fetched_at)}; expected "
+                           f"{_TIMESTAMP}")
+    per_row = data["format"] != "lmikit-prices/1"
     rows = data.get("prices")
     if not isinstance(rows, list):
         raise CatalogError(f"{what}: prices is {safe_repr(rows)}; expected a list of rows")
@@ -189,7 +208,7 @@ def load_prices(path: str | Path) -> PriceTable:
                            f"{MAX_PRICE_ROWS:,} are read")
     table: dict[tuple[str, str], Price] = {}
     for i, row in enumerate(rows):
-        price = _row(row, f"{what}: prices[{i}]", fetched_at)
+        price = _row(row, f"{what}: prices[{i}]", None if per_row else fetched_at)
         key = (price.region, row["instance_type"])
         if key in table:
             raise CatalogError(f"{what}: prices[{i}] lists {key[1]} in {key[0]} a second "
@@ -198,11 +217,13 @@ def load_prices(path: str | Path) -> PriceTable:
     return PriceTable(table, fetched_at)
 
 
-def _row(row: object, where: str, fetched_at: str) -> Price:
+def _row(row: object, where: str, fetched_at: str | None) -> Price:
+    """One row; ``fetched_at``: the file's, for a /1 file whose rows carry none."""
     from lmikit.errors import CatalogError, safe_repr
 
     if not isinstance(row, dict):
         raise CatalogError(f"{where} is {safe_repr(row)}; expected an object")
+    latest = (dt.date.today() + _CLOCK_SLACK).isoformat()
     checks: list[tuple[str, Any, str]] = [
         ("region", lambda v: isinstance(v, str) and REGION_RE.match(v),
          "an AWS region such as 'eu-west-1'"),
@@ -211,21 +232,26 @@ def _row(row: object, where: str, fetched_at: str) -> Price:
         ("usd_per_hour", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
          and 0 < v <= MAX_USD_PER_HOUR and math.isfinite(v),  # bounds first: 10**400
          f"a number of US dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}"),
-        ("as_of", lambda v: isinstance(v, str) and _is_date(v), "a date such as '2026-11-01'"),
+        ("as_of", lambda v: isinstance(v, str) and _is_date(v) and v <= latest,
+         f"a date such as '2026-11-01', no later than {latest}"),
         ("sku", lambda v: isinstance(v, str) and len(v) <= 64, "a string (the price list SKU)"),
         ("usage_type", lambda v: isinstance(v, str) and len(v) <= 128,
          "a string (the price list usage type)"),
     ]
+    if fetched_at is None:
+        checks.append(("fetched_at", _is_timestamp, _TIMESTAMP))
     for name, ok, valid in checks:
         value = row.get(name)
         if not ok(value):
             raise CatalogError(f"{where}.{name} is {safe_repr(value)}; expected {valid}")
     unknown = sorted(set(row) - {name for name, _, _ in checks})
     if unknown:
-        raise CatalogError(f"{where} has unknown field(s) {', '.join(map(repr, unknown[:5]))};"
-                           f" valid: {', '.join(name for name, _, _ in checks)}")
+        named = ", ".join(safe_repr(name) for name in unknown[:5])
+        raise CatalogError(f"{where} has unknown field(s) {named}; valid: "
+                           f"{', '.join(name for name, _, _ in checks)}")
     return fetched_price(row["region"], row["instance_type"], float(row["usd_per_hour"]),
-                         row["as_of"], row["sku"], row["usage_type"], fetched_at)
+                         row["as_of"], row["sku"], row["usage_type"],
+                         row["fetched_at"] if fetched_at is None else fetched_at)
 
 
 def _is_date(text: str) -> bool:
@@ -238,14 +264,18 @@ def _is_date(text: str) -> bool:
     return True
 
 
-def _is_timestamp(text: str) -> bool:
-    if len(text) > 40 or not text.endswith("Z"):
+_TIMESTAMP = "a UTC time such as '2026-11-26T05:40:00Z', not in the future"
+
+
+def _is_timestamp(value: object) -> TypeGuard[str]:
+    """A UTC time written as ``lmikit prices fetch`` writes it, not after now."""
+    if not isinstance(value, str) or not _TIMESTAMP_RE.match(value):
         return False
     try:
-        dt.datetime.fromisoformat(text[:-1])
+        when = dt.datetime.fromisoformat(value[:-1]).replace(tzinfo=dt.UTC)
     except ValueError:
         return False
-    return True
+    return when <= dt.datetime.now(dt.UTC) + _CLOCK_SLACK
 
 
 def hourly_price(instance_type: str, region: str,

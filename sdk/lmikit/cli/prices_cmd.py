@@ -117,8 +117,10 @@ def _print_fetched(got: Fetched, output: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show_cmd(prices_path: Path | None, regions: tuple[str, ...], as_json: bool) -> None:
     """Every price lmikit would use, with its source and date."""
+    from lmikit.catalog.price_list import check_regions
     from lmikit.catalog.prices import listed, load_prices
 
+    check_regions(regions)
     table = None if prices_path is None else load_prices(prices_path)
     rows = listed(table, regions or None)
     if as_json:

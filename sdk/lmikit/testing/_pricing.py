@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,7 +100,7 @@ class FakePriceList:
             "product": {"productFamily": family, "sku": sku,
                         "attributes": {"servicecode": service_code, **attributes}},
             "serviceCode": service_code, "terms": {"OnDemand": terms},
-            "version": self.publication.replace("-", "").replace(":", "")[:14],
+            "version": re.sub(r"\D", "", self.publication)[:14],  # e.g. 20261005212151
             "publicationDate": self.publication})
         return sku
 
