@@ -15,10 +15,11 @@ call took (imports excluded) and the process's peak resident memory:
   minutes);
 - the largest long-doc-qa workload accepted (100,000 requests, 5,000,000 prompt chunks), one
   scenario on 8 copies with ``kv_aware`` routing and a CPU tier;
-- the most copies accepted (512) with ``kv_aware`` routing and a CPU tier, 100,000
-  multi-turn chat requests (no shared system prompt: each conversation's first chunk is on
-  few copies, so the router asks few) and 100,000 RAG requests (a 512-token system prompt
-  every copy holds: it asks every open copy, each time);
+- the most copies accepted (512) with ``kv_aware`` routing and a CPU tier: 100,000
+  multi-turn chat requests (each conversation's first chunk is on few copies, so the
+  router asks few what they hold) and 100,000 RAG requests (a 512-token system prompt
+  every copy holds: the router bounds each copy by how far past it the copy was sent and
+  asks the best bounds first);
 - the repeated text ``lmikit simulate``'s reading notes count over that same workload (the
   seconds are the count's alone; the memory includes the workload);
 - the largest trace accepted in requests (100,000 lines of chunk ids), loaded;

@@ -306,10 +306,13 @@ class _Run:
         # that tracks its own state per request (connections) hears of each finish.
         self.clocked: Any = router if hasattr(router, "now") else None
         self.on_finish: Callable[[int, float], object] | None = getattr(router, "finished", None)
-        # A router that remembers which copies it sent each first chunk to (``KvAware``)
-        # starts afresh with this fleet, whose copies take chunks only from their requests.
-        if hasattr(router, "holders"):
+        # A router that indexes which copies it sent each prompt's chunks to (``KvAware``)
+        # starts afresh with this fleet, and hears of each chunk a copy caches for a request
+        # not routed there (an answer's, for the session's next turn).
+        self.note: Callable[[int, Sequence[int], int], None] | None = None
+        if hasattr(router, "holders") and hasattr(router, "note"):
             cast(Any, router).holders = {}
+            self.note = router.note
 
     def push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
         self.pushed += 1
@@ -637,6 +640,8 @@ class _Run:
         c.gpu.free(own + r.output_tokens - len(repeated) * chunk)
         if repeated:
             c.gpu.insert(repeated)
+            if self.note is not None and follow is not None:
+                self.note(self.res.copy_of[r.id], follow.keys[:k + len(repeated)], k)
         c.gpu.unpin(r.keys[:pinned])
         self.proceed(r, t)
 

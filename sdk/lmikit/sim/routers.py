@@ -30,7 +30,7 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from lmikit.sim.tiers import LruTier
@@ -152,38 +152,106 @@ class KvAware:
     does not publish its weighing; this is llm-d's equal-weight default (prefix-cache scorer
     + queue scorer).
 
-    A fleet whose copies take chunks only from the requests routed to them (the event
-    loop's) sets :attr:`holders` to an empty dict: the router then remembers which copies
-    it sent each first chunk to, and asks only those what they hold. A chunk's key chains
-    every token before it, so no other copy can hold any of the prompt: the picks are the
-    same, and a pick costs one look at each copy's queue instead of a walk of its caches.
+    A fleet whose copies cache only the chunks it reports (the event loop's) sets
+    :attr:`holders` to an empty dict and calls :meth:`note` for each chunk it caches on a
+    copy other than through a request routed there (an answer's chunk the session's next
+    turn repeats); the router notes each pick itself. A chunk's key chains every token
+    before it, so a copy can hold the prompt's first ``n`` chunks only if it was sent each
+    of them: that bounds each copy's score, and copies are asked what they hold, best
+    bound first, only while one could still win. The picks are the same as asking every
+    copy; a pick costs one look at each copy's queue and few walks of its caches.
     """
 
     name = "kv_aware"
+    DEPTH = 8  # chunks from a prompt's start the index follows
 
     def __init__(self, busy_at: int) -> None:
         self.busy_at = busy_at
         self._turn = 0
-        # first chunk key -> copies a request starting with it went to (None: ask every copy)
-        self.holders: dict[int, set[int]] | None = None
+        # (position, chunk key) -> copies sent it there (None: ask every copy)
+        self.holders: dict[tuple[int, int], set[int]] | None = None
+
+    def note(self, copy: int, keys: Sequence[int], start: int = 0) -> None:
+        """Copy ``copy`` may now hold ``keys[start:]`` (the chunks of a prompt from there)."""
+        holders = self.holders
+        if holders is None:
+            return
+        for j in range(start, min(len(keys), self.DEPTH)):
+            holders.setdefault((j, keys[j]), set()).add(copy)
 
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
         self._turn += 1
         keys = req.keys if req is not None else ()
-        busy_at, holders = self.busy_at, self.holders
+        busy_at = self.busy_at
         queued = [c.queued for c in fleet]
-        if holders is None:
-            asked: Iterable[int] = range(len(fleet))
-        else:
-            asked = sorted(holders.get(keys[0], ())) if keys else ()
-        held = {i: h for i in asked if queued[i] < busy_at and (h := fleet[i].holds(keys))}
-        if not held:
+        if self.holders is None:
+            held = {i: h for i in range(len(fleet))
+                    if queued[i] < busy_at and (h := fleet[i].holds(keys))}
+            return self._best(held, queued, fleet, len(keys)) if held else _least(
+                fleet, self._turn)
+        bound = self._bounds(keys, queued)
+        pick = self._search(bound, keys, queued, fleet) if bound else -1
+        if pick < 0:  # no copy holds any of it
             pick = _least(fleet, self._turn)
-        else:
-            pick = self._best(held, queued, fleet, len(keys))
-        if holders is not None and keys:
-            holders.setdefault(keys[0], set()).add(pick)
+        self.note(pick, keys)
         return pick
+
+    def _bounds(self, keys: Sequence[int], queued: list[int]) -> dict[int, int]:
+        """Open copy -> the most chunks of ``keys`` it can hold (from the index)."""
+        assert self.holders is not None
+        holders, busy_at = self.holders, self.busy_at
+        bound: dict[int, int] = {}
+        if not keys:
+            return bound
+        reach = {i for i in holders.get((0, keys[0]), ()) if queued[i] < busy_at}
+        depth, last = 1, min(len(keys), self.DEPTH)
+        while reach and depth < last:
+            further = reach & holders.get((depth, keys[depth]), set())
+            for i in reach - further:
+                bound[i] = depth
+            reach, depth = further, depth + 1
+        for i in reach:  # sent every chunk the index follows: maybe the whole prompt
+            bound[i] = len(keys)
+        return bound
+
+    def _search(self, bound: dict[int, int], keys: Sequence[int], queued: list[int],
+                fleet: Sequence[Copy]) -> int:
+        """The pick by score, asking copies what they hold best bound first and stopping
+        once no bound left can beat or tie the best; -1 if none holds any of the prompt."""
+        busy_at = self.busy_at
+        lo, hi = busy_at, -1
+        rest, rest_q, rest_out = -1, 0, 0  # the best copy that holds nothing for sure
+        for i, q in enumerate(queued):
+            if q >= busy_at:
+                continue
+            if q < lo:
+                lo = q
+            if q > hi:
+                hi = q
+            if i not in bound:
+                out = fleet[i].outstanding
+                if rest < 0 or q < rest_q or (q == rest_q and out < rest_out):
+                    rest, rest_q, rest_out = i, q, out
+        span = (hi - lo) or 1
+        total = max(1, len(keys))
+        ranked = sorted((-(n / total + (hi - queued[i]) / span), fleet[i].outstanding, i)
+                        for i, n in bound.items())
+        best: tuple[float, int, int] | None = None  # (score, -in flight, -index)
+        found = False  # a copy asked holds some of the prompt
+        for neg_bound, out, i in ranked:
+            if found and best is not None and (-neg_bound, -out, -i) < best:
+                break  # this bound, and every one after it, loses to the best
+            n = fleet[i].holds(keys)
+            found = found or n > 0
+            key = (n / total + (hi - queued[i]) / span, -out, -i)
+            if best is None or key > best:
+                best = key
+        if not found:
+            return -1
+        assert best is not None
+        if rest >= 0 and ((hi - rest_q) / span, -rest_out, -rest) > best:
+            return rest
+        return -best[2]
 
     def _best(self, held: dict[int, int], queued: list[int], fleet: Sequence[Copy],
               total: int) -> int:

@@ -12,7 +12,7 @@ from lmikit.sim.engine import engine_for
 from lmikit.sim.loop import CopyConfig, run
 from lmikit.sim.routers import KvAware, LeastOutstanding, RandomRouter
 from lmikit.sim.tiers import GpuCache, chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload, rag
+from lmikit.sim.workloads import Phase, Request, Workload, multi_turn_chat, rag
 from tests.conftest import compiled_by_mypyc
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
@@ -576,7 +576,7 @@ def test_a_run_whose_clock_runs_far_out_still_ends(think_time_s: float) -> None:
 class _AsksEveryCopy(KvAware):
     """``KvAware`` without its index: it asks every copy what it holds."""
 
-    @property  # type: ignore[override]
+    @property
     def holders(self) -> None:
         return None
 
@@ -598,3 +598,26 @@ def test_kv_aware_routes_the_same_with_and_without_its_index() -> None:
     # the next run, on a smaller fleet, starts with an empty index
     again = run(work, fleet[:5], indexed)
     assert again.copy_of == run(work, fleet[:5], _AsksEveryCopy(busy_at=2)).copy_of
+
+
+def test_kv_aware_index_counts_answers_a_copy_cached_for_the_next_turn() -> None:
+    # first turns shorter than a chunk: the chunk a turn's answer completes is cached on its
+    # copy for the next turn (its first chunk), though no request starting with it was sent
+    # there; the index must still list that copy
+    work = multi_turn_chat(1_000, 8, 100, 16, requests=800, think_time_s=0.5)
+    assert work.requests[0].keys == ()
+    fleet = [copy(gpu_tokens=20_000, max_batch_size=8) for _ in range(6)]
+    indexed = KvAware(busy_at=2)
+    out = run(work, fleet, indexed)
+    plain = run(work, fleet, _AsksEveryCopy(busy_at=2))
+    assert out.copy_of == plain.copy_of and out.ttft == plain.ttft
+
+
+def test_kv_aware_index_on_prompts_that_share_a_system_prompt() -> None:
+    # every copy holds the shared start: the index bounds copies by how far past it they
+    # were sent, and asks the best bounds first
+    work = rag(300, 256, 3, 1.0, 8, 24, requests=1200, system_tokens=512, seed=2)
+    fleet = [copy(gpu_tokens=8_000, cpu_tokens=10_000, max_batch_size=8) for _ in range(12)]
+    out = run(work, fleet, KvAware(busy_at=2))
+    plain = run(work, fleet, _AsksEveryCopy(busy_at=2))
+    assert out.copy_of == plain.copy_of and out.ttft == plain.ttft
