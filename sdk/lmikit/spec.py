@@ -283,10 +283,12 @@ class RoutingSpec(_Model):
         description="sticky_session (SageMaker sessions pin a conversation to one instance), "
         "prefix_aware, kv_aware (API only), least_outstanding or random.")
     prefix_length: int | None = Field(default=None, ge=1024, le=65536,
-                                      description="prefix_aware: bytes of body hashed.")
+                                      description="prefix_aware: bytes of body hashed; "
+                                      "unset, 4,096.")
     concurrency_threshold: int | None = Field(default=None, ge=1, le=1024,
                                               description="prefix_aware: requests per copy "
-                                              "before spilling to another copy.")
+                                              "before spilling to another copy; unset, twice "
+                                              "`workload.concurrency` (at most 1,024).")
 
     @model_validator(mode="after")
     def _prefix(self) -> RoutingSpec:

@@ -10,10 +10,13 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
   opens one (``NEW_SESSION``) is routed as any other request, by the variant's
   ``RoutingStrategy``, which lmikit renders ``LEAST_OUTSTANDING_REQUESTS`` for sticky
   sessions (:mod:`lmikit.render.sagemaker`).
-- ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body,
-  or their ``PrefixAwareId``) go to the same copy; when it has ``ConcurrencyThreshold``
-  requests in flight, to another copy under the threshold; when every copy is at it, to the
-  least busy.
+- ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body)
+  and their ``PrefixAwareId``, if any ("the same prefix and the same identifier") go to the
+  same instance and, where it hosts several copies, the same copy; when that copy has
+  ``ConcurrencyThreshold`` requests in flight, to another copy on the instance under the
+  threshold; when every copy there is at it, to another instance (the next under the
+  threshold, here; then the least busy copy). It applies "only when two or more instances
+  can serve the request": on one instance, requests are routed as ``least_outstanding``.
 - ``kv_aware``: to the copy already holding the longest start of the prompt in its KV cache,
   weighed against how busy it is (a copy at ``busy_at`` requests in flight is skipped); when
   none holds any of it, as ``least_outstanding``. The weighing is llm-d's default (held
@@ -119,28 +122,44 @@ class StickySession:
 
 
 class PrefixAware:
+    """SageMaker's ``PREFIX_AWARE`` (botocore's ``ProductionVariantRoutingConfig`` and
+    ``PrefixAwareRoutingConfig``): copies ``i * per_instance`` to ``(i + 1) * per_instance
+    - 1`` are instance ``i``'s."""
+
     name = "prefix_aware"
 
     def __init__(self, prefix_length_bytes: int, concurrency_threshold: int,
-                 chunk_size: int) -> None:
+                 chunk_size: int, per_instance: int = 1) -> None:
+        # the prefix in whole chunks (chunk keys are what prompts are made of here): at
+        # least one, so a PrefixLength under a chunk hashes the first chunk
         self.prefix_chunks = max(1, prefix_length_bytes // BYTES_PER_TOKEN // chunk_size)
         self.threshold = concurrency_threshold
+        self.per_instance = max(1, per_instance)
+        self._least = LeastOutstanding()
 
     def prefix_key(self, req: RoutedRequest) -> int:
-        if req.prefix_id is not None:
-            return req.prefix_id
-        if req.keys:
-            return req.keys[min(len(req.keys), self.prefix_chunks) - 1]
-        return req.session
+        """The prefix (a prompt under one chunk: its session, standing for its text), with
+        the ``PrefixAwareId`` when there is one: requests go together only when both match
+        ("routes requests with the same prefix and the same identifier to the same
+        instance", botocore's ``InvokeEndpointInput.PrefixAwareId``)."""
+        key = req.keys[min(len(req.keys), self.prefix_chunks) - 1] if req.keys else req.session
+        return key if req.prefix_id is None else hash((req.prefix_id, key))
 
     def pick(self, req: RoutedRequest, fleet: Sequence[Copy]) -> int:
-        n = len(fleet)
-        home = self.prefix_key(req) % n
-        for step in range(n):
-            i = (home + step) % n
-            if fleet[i].outstanding < self.threshold:
-                return i
-        return _least(fleet, home)
+        n, per = len(fleet), self.per_instance
+        instances = -(-n // per)
+        if instances < 2:
+            return self._least.pick(req, fleet)
+        key = self.prefix_key(req)
+        home, slot = key % instances, key // instances
+        for step in range(instances):
+            first = (home + step) % instances * per
+            size = min(per, n - first)
+            for k in range(size):
+                i = first + (slot + k) % size
+                if fleet[i].outstanding < self.threshold:
+                    return i
+        return _least(fleet, home * per)
 
 
 class KvAware:
@@ -380,7 +399,8 @@ class Epp:
 
 
 def make_router(name: str, rng: random.Random, *, chunk_size: int, prefix_length_bytes: int,
-                concurrency_threshold: int, busy_at: int) -> Router:
+                concurrency_threshold: int, busy_at: int, per_instance: int = 1) -> Router:
+    """``per_instance``: copies on each instance (``prefix_aware`` spills within one first)."""
     if name == "random":
         return RandomRouter(rng)
     if name == "least_outstanding":
@@ -388,7 +408,8 @@ def make_router(name: str, rng: random.Random, *, chunk_size: int, prefix_length
     if name == "sticky_session":
         return StickySession()
     if name == "prefix_aware":
-        return PrefixAware(prefix_length_bytes, concurrency_threshold, chunk_size)
+        return PrefixAware(prefix_length_bytes, concurrency_threshold, chunk_size,
+                           per_instance)
     if name == "kv_aware":
         return KvAware(busy_at)
     raise ValueError(f"unknown routing {name!r}; valid: {', '.join(ROUTINGS)}")

@@ -81,7 +81,7 @@ class Deployment:
         return make_router(routing, rng, chunk_size=self.chunk_size,
                            prefix_length_bytes=self.prefix_length_bytes,
                            concurrency_threshold=self.concurrency_threshold,
-                           busy_at=self.max_batch_size)
+                           busy_at=self.max_batch_size, per_instance=self.copies_per_instance)
 
     def copies(self, mode: str) -> list[CopyConfig]:
         """One :class:`CopyConfig` per routed copy for ``mode``."""
@@ -158,8 +158,11 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
+    from lmikit.render.sagemaker import prefix_aware_settings
+
     kv = spec.kv_cache
     copies = spec.instance.copies_per_instance
+    prefix_length, threshold = prefix_aware_settings(spec)  # what the endpoint is given
     return deployment(
         spec.model.id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
         copies=copies,
@@ -168,8 +171,8 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
         region=spec.region, gpu_memory_utilization=spec.engine.gpu_memory_utilization,
         kv_cache_dtype=spec.engine.kv_cache_dtype, weight_dtype=spec.model.dtype,
         cpu_size_gb=kv.cpu_size_gb if kv.mode != "off" else "auto",
-        disk_size_gb=kv.disk_size_gb, prefix_length=spec.routing.prefix_length,
-        concurrency_threshold=spec.routing.concurrency_threshold, config_path=config_path,
+        disk_size_gb=kv.disk_size_gb, prefix_length=prefix_length,
+        concurrency_threshold=threshold, config_path=config_path,
         coefficients=coefficients, max_model_len=spec.engine.max_model_len)
 
 

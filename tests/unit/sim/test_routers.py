@@ -80,9 +80,19 @@ def test_prefix_aware_hashes_the_prefix_length_worth_of_chunks() -> None:
     assert r.pick(R(keys=(1, 2, 3, 40, 99)), fleet) == 40 % 5  # same first 1024 tokens
 
 
-def test_prefix_aware_uses_the_prefix_aware_id_when_given() -> None:
-    r = PrefixAware(4096, concurrency_threshold=8, chunk_size=256)
-    assert r.pick(R(prefix_id=13), [C() for _ in range(5)]) == 13 % 5
+def test_prefix_aware_routes_on_the_prefix_and_its_prefix_aware_id_together() -> None:
+    # botocore, InvokeEndpointInput.PrefixAwareId: "The service routes requests with the
+    # same prefix and the same identifier to the same instance" (one identifier per
+    # application keeps applications with the same prompts apart); the id alone had sent an
+    # application's every prompt to one copy
+    r = PrefixAware(1024, concurrency_threshold=8, chunk_size=256)
+    fleet = [C() for _ in range(4)]
+    app = [r.pick(R(keys=(k,), prefix_id=13), fleet) for k in range(8)]
+    assert len(set(app)) > 1
+    assert r.pick(R(keys=(5,), prefix_id=13), fleet) == r.pick(R(keys=(5, 9), prefix_id=13),
+                                                               fleet)
+    ids = {r.pick(R(keys=(5,), prefix_id=p), fleet) for p in range(8)}
+    assert len(ids) > 1  # the same prompt from different applications spreads
 
 
 def test_prefix_aware_spills_at_the_concurrency_threshold() -> None:
@@ -91,6 +101,27 @@ def test_prefix_aware_spills_at_the_concurrency_threshold() -> None:
     assert r.pick(R(keys=(3,)), fleet) == 2  # home 0 and next 1 are at the threshold
     full = [C(2), C(5), C(3)]
     assert r.pick(R(keys=(3,)), full) == 0  # every copy at it: the least busy
+
+
+def test_prefix_aware_spills_to_a_copy_on_the_same_instance_first() -> None:
+    # botocore, PrefixAwareRoutingConfig.ConcurrencyThreshold: "to another copy on the
+    # instance that is under the threshold. When every copy on the instance has reached the
+    # threshold, the endpoint routes the request to another instance."
+    r = PrefixAware(1024, concurrency_threshold=2, chunk_size=256, per_instance=2)
+    # key 6 on 2 instances: instance 0, its copy 6 // 2 % 2 = 1 (copies 0 and 1 are
+    # instance 0's, 2 and 3 instance 1's)
+    assert r.pick(R(keys=(6,)), [C(), C(), C(), C()]) == 1
+    assert r.pick(R(keys=(6,)), [C(), C(2), C(), C()]) == 0  # its neighbour on instance 0
+    assert r.pick(R(keys=(6,)), [C(2), C(2), C(), C()]) == 3  # then instance 1, same slot
+    assert r.pick(R(keys=(6,)), [C(2), C(2), C(5), C(3)]) == 0  # all full: least busy
+
+
+def test_prefix_aware_needs_two_instances() -> None:
+    # botocore, RoutingStrategy: "The endpoint applies prefix-aware routing only when two or
+    # more instances can serve the request": two copies on one instance are routed as
+    # least outstanding requests
+    r = PrefixAware(1024, concurrency_threshold=8, chunk_size=256, per_instance=2)
+    assert [r.pick(R(keys=(6,)), fleet) for fleet in ([C(3), C(1)], [C(0), C(4)])] == [1, 0]
 
 
 def test_kv_aware_prefers_the_copy_holding_the_longest_prefix() -> None:

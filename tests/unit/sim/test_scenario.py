@@ -244,3 +244,21 @@ def test_utilization_runs_to_the_last_requests_end() -> None:
     busy = m.prefill_s(1_024, 0) + m.decode_step_s(1, 1_025)
     assert r.utilization[0] == pytest.approx(busy / r.total_time_s, rel=1e-3)
     assert r.utilization[0] < 1 - m.coeff.request_overhead_s / r.total_time_s + 1e-3
+
+
+def test_a_specs_copies_are_routed_with_the_prefix_settings_its_endpoint_gets() -> None:
+    # the endpoint was given twice the workload's concurrency (8 for docqa) while the
+    # simulator used max_batch_size (64)
+    from lmikit.loader import load_spec
+    from lmikit.render.sagemaker import routing_config
+    from lmikit.sim.scenario import deployment_from_spec
+
+    spec = load_spec("examples/docqa-qwen7b.yaml")
+    spec = spec.model_copy(update={"routing": spec.routing.model_copy(
+        update={"strategy": "prefix_aware"})})
+    rendered = routing_config(spec)["PrefixAwareRoutingConfig"]
+    dep = deployment_from_spec(spec)
+    assert (dep.prefix_length_bytes, dep.concurrency_threshold) == (
+        rendered["PrefixLength"], rendered["ConcurrencyThreshold"]) == (4096, 8)
+    router = dep.router("prefix_aware", __import__("random").Random(0))
+    assert (router.threshold, router.per_instance) == (8, 1)  # type: ignore[attr-defined]
