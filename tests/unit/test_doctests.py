@@ -12,7 +12,7 @@ from tests.conftest import compiled_by_mypyc
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
            "lmikit.catalog.models", "lmikit.catalog.model_options", "lmikit.fit",
            "lmikit.catalog.model_config", "lmikit._files", "lmikit._credentials",
-           "lmikit.errors", "lmikit.accept",
+           "lmikit.errors", "lmikit.accept", "lmikit.whatif_args",
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.catalog.prices", "lmikit.catalog.price_list", "lmikit.testing._pricing",

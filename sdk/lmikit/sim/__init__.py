@@ -27,6 +27,7 @@ _EXPORTS = {
     "Workload": "lmikit.sim.workloads",
     "deployment": "lmikit.sim.scenario",
     "deployment_from_spec": "lmikit.sim.scenario",
+    "engine_notes": "lmikit.sim.scenario",
     "fit": "lmikit.sim.calibrate",
     "load_bench": "lmikit.sim.calibrate",
     "load_trace": "lmikit.sim.workloads",

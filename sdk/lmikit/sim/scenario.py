@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 KV_MODES = ("off", "cpu", "cpu+disk", "remote")
 DEFAULT_PREFIX_LENGTH_BYTES = 4096
+MAX_INSTANCES = 512  # model copies one simulation routes across (lmikit simulate --instances)
 
 
 @dataclass(frozen=True)
@@ -114,10 +115,25 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     as in the pinned LMI image); pass False to simulate an older vLLM, which admits a
     request once its next chunk fits.
     """
+    from lmikit.catalog.prices import REGION_RE
+    from lmikit.errors import safe_repr
     from lmikit.plan import plan
+    from lmikit.whatif_args import check_all
 
-    if instances < 1:
-        raise PlanError(f"instances must be at least 1 (got {instances})")
+    check_all({"tp": tp, "copies": copies, "chunk_size": chunk_size,
+               "max_batch_size": max_batch_size,
+               "gpu_memory_utilization": gpu_memory_utilization,
+               "kv_cache_dtype": kv_cache_dtype, "weight_dtype": weight_dtype,
+               "cpu_size_gb": cpu_size_gb, "disk_size_gb": disk_size_gb,
+               "prefix_length": prefix_length, "concurrency_threshold": concurrency_threshold,
+               "max_model_len": max_model_len})
+    if isinstance(instances, bool) or not isinstance(instances, int) or not \
+            1 <= instances <= MAX_INSTANCES:
+        raise PlanError(f"instances is {safe_repr(instances)}; expected a whole number of "
+                        f"model copies from 1 to {MAX_INSTANCES}")
+    if not isinstance(region, str) or not REGION_RE.match(region):
+        raise PlanError(f"region is {safe_repr(region)}; expected an AWS region name such as "
+                        "'us-east-1'")
     common: dict[str, Any] = {
         "tp": tp, "copies": copies, "chunk_size": chunk_size,
         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
@@ -178,6 +194,29 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
 
 @dataclass(frozen=True)
 class ScenarioResult:
+    """One (routing, KV-cache mode) scenario, over the measured phases (a long-doc-qa
+    warm-up round is not measured); the CLI's ``--json`` ``results`` are :meth:`to_dict`.
+
+    - ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``, ``ttft_mean_s``: time to first token,
+      seconds (percentiles interpolated linearly between ranks, as numpy's default);
+      ``ttfts_s`` every measured request's, sorted (left out of ``to_dict()`` unless
+      ``with_samples``);
+    - ``total_time_s``: from the first measured request sent to the last one's end;
+    - ``throughput_tokens_s``: prompt + output tokens of the served requests over
+      ``total_time_s``; ``output_tokens_s``: output tokens alone;
+    - ``hit_rate``: share (0 to 1) of the served requests' prompt tokens that the GPU
+      prefix cache (``gpu``) and each LMCache tier (``cpu``, ``disk``, ``remote``)
+      supplied, and that were computed (``miss``); they sum to 1;
+    - ``usd_per_1k_tokens``: on-demand price x instances billed x ``total_time_s``, per
+      1,000 prompt + output tokens; None without a price, ``price_source`` says why or
+      where the price came from;
+    - ``utilization``: per copy, its busy time over the run's (first request sent to last
+      end, warm-up included);
+    - ``requests``: measured requests served; ``failed``: measured requests a front door
+      turned away (not in the figures above, but in ``total_time_s``);
+    - ``evictions``: chunks each cache (``gpu`` and each LMCache tier) evicted, whole run.
+    """
+
     routing: str
     kv_cache: str
     ttft_p50_s: float
@@ -277,6 +316,7 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
 
     ``progress(done, total, routing, mode)`` is called before each scenario runs.
     """
+    _check_simulate_args(dep, workload, routings, kv_modes, seed, hourly_price_usd, prices)
     if workload.chunk_size != dep.chunk_size:
         raise PlanError(f"the workload was cut into {workload.chunk_size}-token chunks but the "
                         f"deployment's LMCache chunk_size is {dep.chunk_size}")
@@ -304,6 +344,39 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
             results.append(summarize(dep, workload, out, routing, mode, hourly_price_usd,
                                      prices))
     return results
+
+
+def _check_simulate_args(dep: object, workload: object, routings: object, kv_modes: object,
+                         seed: object, hourly_price_usd: object, prices: object) -> None:
+    """Arguments of the wrong kind are refused by name, before anything runs."""
+    import math
+
+    from lmikit.catalog.prices import MAX_USD_PER_HOUR
+    from lmikit.errors import safe_repr
+
+    if not isinstance(dep, Deployment):
+        raise PlanError(f"dep is {safe_repr(dep)}; expected a Deployment from "
+                        "lmikit.sim.deployment() or deployment_from_spec()")
+    if not isinstance(workload, Workload):
+        raise PlanError(f"workload is {safe_repr(workload)}; expected a Workload from a "
+                        "builder such as lmikit.sim.long_doc_qa() or load_trace()")
+    for name, names, valid in (("routings", routings, ROUTINGS), ("kv_modes", kv_modes,
+                                                                 KV_MODES)):
+        if (not isinstance(names, list | tuple) or not names
+                or not all(isinstance(n, str) for n in names)):
+            raise PlanError(f"{name} is {safe_repr(names)}; expected a non-empty list of "
+                            f"names from {', '.join(valid)}, e.g. [{valid[0]!r}]")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise PlanError(f"seed is {safe_repr(seed)}; expected a whole number")
+    if hourly_price_usd is not None and (
+            isinstance(hourly_price_usd, bool) or not isinstance(hourly_price_usd, int | float)
+            or not 0 < hourly_price_usd <= MAX_USD_PER_HOUR
+            or not math.isfinite(hourly_price_usd)):
+        raise PlanError(f"hourly_price_usd is {safe_repr(hourly_price_usd)}; expected US "
+                        f"dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}, or None")
+    if prices is not None and not isinstance(prices, PriceTable):
+        raise PlanError(f"prices is {safe_repr(prices)}; expected a PriceTable from "
+                        "lmikit.catalog.prices.load_prices(path), or None")
 
 
 def repeated_tokens(work: Workload) -> int:

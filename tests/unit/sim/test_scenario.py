@@ -262,3 +262,64 @@ def test_a_specs_copies_are_routed_with_the_prefix_settings_its_endpoint_gets() 
         rendered["PrefixLength"], rendered["ConcurrencyThreshold"]) == (4096, 8)
     router = dep.router("prefix_aware", __import__("random").Random(0))
     assert (router.threshold, router.per_instance) == (8, 1)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("argument", "value", "message"), [
+    # each had given NaN, a negative tier, a silent default or a traceback from deep inside
+    ("max_batch_size", 0, "max_batch_size is 0; expected greater than or equal to 1 (the "
+                          "spec's engine.max_batch_size)"),
+    ("max_batch_size", 8.5, "max_batch_size is 8.5; expected a valid integer"),
+    ("max_batch_size", "64", "max_batch_size is '64'; expected a valid integer"),
+    ("gpu_memory_utilization", 5, "gpu_memory_utilization is 5; expected less than or equal "
+                                  "to 0.98"),
+    ("kv_cache_dtype", "fp9", "kv_cache_dtype is 'fp9'; expected 'auto' or 'fp8'"),
+    ("weight_dtype", "int3", "weight_dtype is 'int3'; expected 'auto', 'bfloat16', "
+                             "'float16' or 'fp8'"),
+    ("cpu_size_gb", -5, "cpu_size_gb is -5; expected 'auto' or a size in GB"),
+    ("chunk_size", 0, "chunk_size is 0; expected greater than or equal to 16"),
+    ("prefix_length", 0, "prefix_length is 0; expected greater than or equal to 1024"),
+    ("concurrency_threshold", -1, "concurrency_threshold is -1; expected greater than or "
+                                  "equal to 1"),
+    ("instances", "2", "instances is '2'; expected a whole number of model copies from 1 "
+                       "to 512"),
+    ("instances", 2.0, "instances is 2.0; expected a whole number"),
+    ("region", "Ireland", "region is 'Ireland'; expected an AWS region name"),
+])
+def test_deployment_checks_its_arguments_as_the_spec_checks_its_fields(
+        argument: str, value: object, message: str) -> None:
+    with pytest.raises(PlanError, match=__import__("re").escape(message)):
+        deployment("Qwen/Qwen3-8B", P4DE, **{argument: value})  # type: ignore[arg-type]
+
+
+def test_plan_checks_what_if_arguments_as_the_spec_does() -> None:
+    with pytest.raises(PlanError, match="gpu_memory_utilization is 5; expected less than"):
+        plan("Qwen/Qwen3-8B", P4DE, gpu_memory_utilization=5)
+    with pytest.raises(PlanError, match="mode is 'tape'; expected 'auto', 'off'"):
+        plan("Qwen/Qwen3-8B", P4DE, mode="tape")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"routings": []}, "routings is []; expected a non-empty list of names from "
+                       "sticky_session"),
+    ({"routings": "random"}, "routings is 'random'; expected a non-empty list"),
+    ({"kv_modes": "cpu"}, "kv_modes is 'cpu'; expected a non-empty list of names from off"),
+    ({"seed": None}, "seed is None; expected a whole number"),
+    ({"hourly_price_usd": -1}, "hourly_price_usd is -1; expected US dollars above 0"),
+    ({"hourly_price_usd": float("nan")}, "hourly_price_usd is nan"),
+    ({"prices": "prices.json"}, "prices is 'prices.json'; expected a PriceTable"),
+    ({"dep": "x"}, "dep is 'x'; expected a Deployment"),
+])
+def test_simulate_refuses_arguments_of_the_wrong_kind_by_name(change: dict[str, object],
+                                                              message: str) -> None:
+    args: dict[str, object] = {"dep": deployment("Qwen/Qwen3-8B", P4DE),
+                               "workload": long_doc_qa(2, 1_000, 4, 1),
+                               "routings": ["random"], "kv_modes": ["off"], **change}
+    with pytest.raises(PlanError, match=__import__("re").escape(message)):
+        simulate(**args)  # type: ignore[arg-type]
+
+
+def test_engine_notes_are_public() -> None:
+    from lmikit import sim
+
+    dep = sim.deployment("Qwen/Qwen3-8B", "ml.g6e.12xlarge", tp=4)
+    assert sim.engine_notes(dep) and "no NVLink" in sim.engine_notes(dep)[0]
