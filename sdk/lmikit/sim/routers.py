@@ -237,20 +237,8 @@ class KvAware:
                 fleet: Sequence[Copy]) -> int:
         """The pick by score, asking copies what they hold best bound first and stopping
         once no bound left can beat or tie the best; -1 if none holds any of the prompt."""
-        busy_at = self.busy_at
-        lo, hi = busy_at, -1
-        rest, rest_q, rest_out = -1, 0, 0  # the best copy that holds nothing for sure
-        for i, q in enumerate(queued):
-            if q >= busy_at:
-                continue
-            if q < lo:
-                lo = q
-            if q > hi:
-                hi = q
-            if i not in bound:
-                out = fleet[i].outstanding
-                if rest < 0 or q < rest_q or (q == rest_q and out < rest_out):
-                    rest, rest_q, rest_out = i, q, out
+        # the best copy that holds nothing for sure: one not in ``bound``
+        lo, hi, rest, rest_q, rest_out = self._open(queued, fleet, bound)
         span = (hi - lo) or 1
         total = max(1, len(keys))
         ranked = sorted((-(n / total + (hi - queued[i]) / span), fleet[i].outstanding, i)
@@ -272,11 +260,11 @@ class KvAware:
             return rest
         return -best[2]
 
-    def _best(self, held: dict[int, int], queued: list[int], fleet: Sequence[Copy],
-              total: int) -> int:
-        """The highest score among the open copies (the first, at a tie). Those holding
-        nothing score only their queue, so only the best of them is weighed: the first with
-        the shortest queue, then the fewest in flight. One pass over the fleet."""
+    def _open(self, queued: list[int], fleet: Sequence[Copy], skip: dict[int, int],
+              ) -> tuple[int, int, int, int, int]:
+        """Over the open copies (fewer than ``busy_at`` queued), in one pass: the shortest
+        and the longest queue, and the first copy not in ``skip`` with the shortest queue,
+        then the fewest in flight (-1 if none), with its queue and its count in flight."""
         busy_at = self.busy_at
         lo, hi = busy_at, -1
         rest, rest_q, rest_out = -1, 0, 0
@@ -287,10 +275,18 @@ class KvAware:
                 lo = q
             if q > hi:
                 hi = q
-            if i not in held:
+            if i not in skip:
                 out = fleet[i].outstanding
                 if rest < 0 or q < rest_q or (q == rest_q and out < rest_out):
                     rest, rest_q, rest_out = i, q, out
+        return lo, hi, rest, rest_q, rest_out
+
+    def _best(self, held: dict[int, int], queued: list[int], fleet: Sequence[Copy],
+              total: int) -> int:
+        """The highest score among the open copies (the first, at a tie). Those holding
+        nothing score only their queue, so only the best of them is weighed: the first with
+        the shortest queue, then the fewest in flight. One pass over the fleet."""
+        lo, hi, rest, _, _ = self._open(queued, fleet, held)
         span = (hi - lo) or 1
         total = max(1, total)
         weighed = sorted([*held, rest] if rest >= 0 else held)
