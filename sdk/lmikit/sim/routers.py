@@ -178,7 +178,8 @@ class KvAware:
     before it, so a copy can hold the prompt's first ``n`` chunks only if it was sent each
     of them: that bounds each copy's score, and copies are asked what they hold, best
     bound first, only while one could still win. The picks are the same as asking every
-    copy; a pick costs one look at each copy's queue and few walks of its caches.
+    copy; a pick costs one look at each copy's queue and few walks of its caches. Without
+    the index every open copy is bounded by the whole prompt, and the same search runs.
     """
 
     name = "kv_aware"
@@ -187,7 +188,7 @@ class KvAware:
     def __init__(self, busy_at: int) -> None:
         self.busy_at = busy_at
         self._turn = 0
-        # (position, chunk key) -> copies sent it there (None: ask every copy)
+        # (position, chunk key) -> copies sent it there (None: no index)
         self.holders: dict[tuple[int, int], set[int]] | None = None
 
     def note(self, copy: int, keys: Sequence[int], start: int = 0) -> None:
@@ -203,16 +204,14 @@ class KvAware:
         keys = req.keys if req is not None else ()
         busy_at = self.busy_at
         queued = [c.queued for c in fleet]
-        if self.holders is None:
-            held = {i: h for i in range(len(fleet))
-                    if queued[i] < busy_at and (h := fleet[i].holds(keys))}
-            return self._best(held, queued, fleet, len(keys)) if held else _least(
-                fleet, self._turn)
-        bound = self._bounds(keys, queued)
+        if self.holders is None:  # no index: any open copy may hold the whole prompt
+            bound = {i: len(keys) for i, q in enumerate(queued) if q < busy_at}
+        else:
+            bound = self._bounds(keys, queued)
         pick = self._search(bound, keys, queued, fleet) if bound else -1
         if pick < 0:  # no copy holds any of it
             pick = _least(fleet, self._turn)
-        self.note(pick, keys)
+        self.note(pick, keys)  # nothing without an index
         return pick
 
     def _bounds(self, keys: Sequence[int], queued: list[int]) -> dict[int, int]:
@@ -280,18 +279,6 @@ class KvAware:
                 if rest < 0 or q < rest_q or (q == rest_q and out < rest_out):
                     rest, rest_q, rest_out = i, q, out
         return lo, hi, rest, rest_q, rest_out
-
-    def _best(self, held: dict[int, int], queued: list[int], fleet: Sequence[Copy],
-              total: int) -> int:
-        """The highest score among the open copies (the first, at a tie). Those holding
-        nothing score only their queue, so only the best of them is weighed: the first with
-        the shortest queue, then the fewest in flight. One pass over the fleet."""
-        lo, hi, rest, _, _ = self._open(queued, fleet, held)
-        span = (hi - lo) or 1
-        total = max(1, total)
-        weighed = sorted([*held, rest] if rest >= 0 else held)
-        return max(weighed, key=lambda i: (held.get(i, 0) / total + (hi - queued[i]) / span,
-                                           -fleet[i].outstanding))
 
 
 class Epp:

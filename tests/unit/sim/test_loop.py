@@ -574,7 +574,7 @@ def test_a_run_whose_clock_runs_far_out_still_ends(think_time_s: float) -> None:
 
 
 class _AsksEveryCopy(KvAware):
-    """``KvAware`` without its index: it asks every copy what it holds."""
+    """``KvAware`` without its index: every copy may hold all of a prompt."""
 
     @property
     def holders(self) -> None:
