@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,12 +48,12 @@ from typing import Any
 from lmikit.catalog.instances import ml_name
 from lmikit.catalog.prices import (
     INSTANCE_RE,
-    MAX_USD_PER_HOUR,
     REGION_RE,
     Price,
     PriceTable,
     _is_date,
     fetched_price,
+    is_hourly_usd,
 )
 from lmikit.errors import CatalogError, safe_repr
 
@@ -177,7 +176,7 @@ def _offer(item: Any, region: str, read_on: str) -> tuple[str, float, str, str, 
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise CatalogError(f"the AWS price list's on-demand terms for {instance} in {region} "
                            f"(SKU {sku}) cannot be read ({type(exc).__name__})") from exc
-    usds = {u for u in usds if math.isfinite(u) and 0 < u <= MAX_USD_PER_HOUR}
+    usds = {u for u in usds if is_hourly_usd(u)}
     if len(usds) != 1:
         return None
     published = str(data.get("publicationDate", ""))[:10]

@@ -229,8 +229,7 @@ def _row(row: object, where: str, fetched_at: str | None) -> Price:
          "an AWS region such as 'eu-west-1'"),
         ("instance_type", lambda v: isinstance(v, str) and INSTANCE_RE.match(v),
          "a SageMaker instance type such as 'ml.g5.xlarge'"),
-        ("usd_per_hour", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
-         and 0 < v <= MAX_USD_PER_HOUR and math.isfinite(v),  # bounds first: 10**400
+        ("usd_per_hour", is_hourly_usd,
          f"a number of US dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}"),
         ("as_of", lambda v: isinstance(v, str) and _is_date(v) and v <= latest,
          f"a date such as '2026-11-01', no later than {latest}"),
@@ -252,6 +251,13 @@ def _row(row: object, where: str, fetched_at: str | None) -> Price:
     return fetched_price(row["region"], row["instance_type"], float(row["usd_per_hour"]),
                          row["as_of"], row["sku"], row["usage_type"],
                          row["fetched_at"] if fetched_at is None else fetched_at)
+
+
+def is_hourly_usd(value: object) -> bool:
+    """A price per instance-hour lmikit takes: a number above 0 and at most
+    ``MAX_USD_PER_HOUR`` (its bounds are checked before ``isfinite``, which 10**400 breaks)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and 0 < value <= MAX_USD_PER_HOUR and math.isfinite(value))
 
 
 def _is_date(text: str) -> bool:

@@ -349,9 +349,7 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
 def _check_simulate_args(dep: object, workload: object, routings: object, kv_modes: object,
                          seed: object, hourly_price_usd: object, prices: object) -> None:
     """Arguments of the wrong kind are refused by name, before anything runs."""
-    import math
-
-    from lmikit.catalog.prices import MAX_USD_PER_HOUR
+    from lmikit.catalog.prices import MAX_USD_PER_HOUR, is_hourly_usd
     from lmikit.errors import safe_repr
 
     if not isinstance(dep, Deployment):
@@ -368,10 +366,7 @@ def _check_simulate_args(dep: object, workload: object, routings: object, kv_mod
                             f"names from {', '.join(valid)}, e.g. [{valid[0]!r}]")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise PlanError(f"seed is {safe_repr(seed)}; expected a whole number")
-    if hourly_price_usd is not None and (
-            isinstance(hourly_price_usd, bool) or not isinstance(hourly_price_usd, int | float)
-            or not 0 < hourly_price_usd <= MAX_USD_PER_HOUR
-            or not math.isfinite(hourly_price_usd)):
+    if hourly_price_usd is not None and not is_hourly_usd(hourly_price_usd):
         raise PlanError(f"hourly_price_usd is {safe_repr(hourly_price_usd)}; expected US "
                         f"dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}, or None")
     if prices is not None and not isinstance(prices, PriceTable):
