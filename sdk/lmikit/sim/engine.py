@@ -241,11 +241,12 @@ def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
     store of its full chunks.
     """
     overhead = m.coeff.request_overhead_s + request_tokens * m.coeff.tokenize_s_per_token
+    full = sizing.chunk_aligned(request_tokens, chunk_size)  # what LMCache stores of it
     miss = m.prefill_s(request_tokens, 0) + overhead
     if lmcache:
-        miss += m.store_s(sizing.chunk_aligned(request_tokens, chunk_size))
+        miss += m.store_s(full)
     matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
-    stored = sizing.chunk_aligned(request_tokens, chunk_size) - matched
+    stored = full - matched
     # vLLM computes at least the last token, for its logits: a prompt that hits whole (no
     # suffix, chunk-aligned) prefills that one token after the rest
     matched = min(matched, request_tokens - 1)
