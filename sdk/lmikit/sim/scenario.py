@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
 
 KV_MODES = ("off", "cpu", "cpu+disk", "remote")
-DEFAULT_PREFIX_LENGTH_BYTES = 4096
 MAX_INSTANCES = 512  # model copies one simulation routes across (lmikit simulate --instances)
 
 
@@ -118,6 +117,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     from lmikit.catalog.prices import REGION_RE
     from lmikit.errors import safe_repr
     from lmikit.plan import plan
+    from lmikit.render.sagemaker import DEFAULT_PREFIX_LENGTH  # what an endpoint is given
     from lmikit.whatif_args import check_all
 
     check_all({"tp": tp, "copies": copies, "chunk_size": chunk_size,
@@ -161,7 +161,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
         copies_per_instance=copies, instances=instances, chunk_size=chunk_size,
         max_batch_size=max_batch_size, region=region, engine=engine,
         gpu_tokens=base.gpu_kv_capacity_tokens, tier_tokens=tiers,
-        prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH_BYTES,
+        prefix_length_bytes=prefix_length or DEFAULT_PREFIX_LENGTH,
         concurrency_threshold=concurrency_threshold or max_batch_size,
         has_nvme=inst.has_nvme, reserve_full_prompt=reserve_full_prompt,
         max_model_len=base.max_model_len, unplannable=unplannable)

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from lmikit.model_artifact import parse_properties
+from lmikit.render.sagemaker import DEFAULT_PREFIX_LENGTH
 from lmikit.sim.loop import LMCACHE_TIERS
 from lmikit.sim.routers import Router, make_router
 from lmikit.sim.tiers import LruTier, UnboundedTier, stable_id, token_chunk_keys
@@ -47,7 +48,6 @@ ROUTING = {"RANDOM": "random", "LEAST_OUTSTANDING_REQUESTS": "least_outstanding"
            "PREFIX_AWARE": "prefix_aware", "KV_AWARE": "kv_aware"}
 DEFAULT_GPU_TOKENS = 65_536  # when the planner does not know the model
 DEFAULT_KV_BYTES_PER_TOKEN = 131_072
-DEFAULT_PREFIX_LENGTH = 4096
 
 
 @dataclass(frozen=True)
