@@ -120,7 +120,8 @@ def check_holds(geometry: ModelGeometry, instance: InstanceType, *, tp: int, wei
     fixes = [f"raise engine.tensor_parallel_degree to {x.tp} ({x.kv_tokens} tokens of KV)"
              for x in others if x.instance.name == instance.name][:1]
     if need.max_model_len and tokens > 0:
-        fixes.append(f"lower engine.max_model_len to at most {tokens}")
+        fixes.append("lower engine.max_model_len to at most "
+                     f"{sizing.default_max_model_len(need.tokens, tokens)}")
     fixes.append(f"choose one of the {elsewhere}" if others else elsewhere)
     room = f"KV room for {tokens} tokens" if tokens > 0 else "no room for KV"
     raise PlanError(

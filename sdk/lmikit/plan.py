@@ -186,7 +186,15 @@ def _plan(i: PlanInputs) -> Plan:
 
     _check_context(i, geo, warnings)
     gpu_tokens = _check_holds(i, inst, geo, weight_bytes, kv_dtype_bytes)
-    max_len = i.max_model_len or min(geo.max_position_embeddings or 32768, gpu_tokens)
+    max_len = i.max_model_len or sizing.default_max_model_len(
+        geo.max_position_embeddings or 32768, gpu_tokens)
+    if i.max_model_len and i.max_model_len > gpu_tokens * sizing.MAX_MODEL_LEN_POOL_SHARE:
+        warnings.append(
+            f"engine.max_model_len {i.max_model_len} is over "
+            f"{sizing.MAX_MODEL_LEN_POOL_SHARE:.0%} of the estimated KV pool ({gpu_tokens} "
+            "tokens), which can run a few percent above the pool vLLM measures at start-up; "
+            "vLLM will not start if one sequence of max_model_len does not fit it: at most "
+            f"{sizing.default_max_model_len(i.max_model_len, gpu_tokens)} is safe")
     in_flight = i.concurrency * i.request_tokens
     if in_flight > gpu_tokens:
         warnings.append(f"{i.concurrency} requests of {i.request_tokens} tokens need "
@@ -496,6 +504,8 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            f"({geo.kv_layer_bytes(1)} bytes per token and layer)"] if geo.sparse_attention else []),
         f"GPU prefix cache counted on for {s.GPU_CACHE_RELIABLE_FRACTION:.0%} of the KV pool "
         "left after in-flight requests (vLLM evicts it for running sequences)",
+        f"max_model_len, unless set, = the model's limit capped at "
+        f"{s.MAX_MODEL_LEN_POOL_SHARE:.0%} of the KV pool (the estimate's margin)",
         f"host reserve = max({s.HOST_RESERVE_FRACTION:.0%} of RAM, {s.WEIGHT_LOAD_FACTOR:g}x "
         f"weights per copy) + {s.WORKER_HOST_OVERHEAD_GIB:g} GiB per vLLM worker; the rest is "
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",

@@ -27,6 +27,10 @@ DISK_USABLE_FRACTION = 0.9  # filesystem overhead and a free-space margin on the
 DISK_MIN_FREE_FRACTION = 0.1  # below this free share a disk tier is not sized at all
 PREFILL_MFU = 0.55  # share of dense bf16 peak achieved by vLLM prefill
 GPU_CACHE_RELIABLE_FRACTION = 0.5  # share of free KV pool that reliably keeps prefixes
+MAX_MODEL_LEN_POOL_SHARE = 0.9  # default max_model_len at most this share of the KV pool
+#                                 estimate, which runs up to 9% above measured pools
+#                                 (docs/planner.md); vLLM will not start if one sequence
+#                                 of max_model_len does not fit the pool it measures
 REQUEST_OVERHEAD_S = 0.02  # HTTP, scheduling, sampling, first token out (source: PROVENANCE
 #                            in lmikit.sim.coefficients; tokenizing is costed per token there)
 
@@ -188,3 +192,17 @@ def container_cache_budget(mem_total: int, mem_available: int, cgroup_limit: int
 def floor_gb_tenth(num_bytes: int) -> float:
     """A size in LMCache GB (GiB), rounded down to a tenth (as the planner writes them)."""
     return math.floor(num_bytes / GIB * 10) / 10
+
+
+def default_max_model_len(model_limit: int, gpu_tokens: int) -> int:
+    """The ``max_model_len`` a plan renders when the spec sets none: the model's own limit,
+    capped at ``MAX_MODEL_LEN_POOL_SHARE`` of the estimated KV pool so that vLLM's start-up
+    check (one sequence of ``max_model_len`` must fit the pool it measures) passes when the
+    pool comes out a few percent smaller than estimated.
+
+    >>> default_max_model_len(131072, 31072)
+    27964
+    >>> default_max_model_len(32768, 500000)
+    32768
+    """
+    return min(model_limit, int(gpu_tokens * MAX_MODEL_LEN_POOL_SHARE))

@@ -151,7 +151,8 @@ class EngineSpec(_Model):
     tensor_parallel_degree: int = Field(default=1, ge=1, le=8,
                                         description="GPUs per model copy.")
     max_model_len: int | None = Field(default=None, ge=256, le=2_097_152,
-                                      description="Longest sequence served; default from config.")
+                                      description="Longest sequence served; default: the "
+                                      "model's limit capped at 90% of the planned GPU KV pool.")
     gpu_memory_utilization: float = Field(default=0.9, gt=0.1, le=0.98,
                                           description="Share of GPU memory vLLM may use.")
     max_batch_size: int = Field(default=64, ge=1, le=1024,

@@ -75,3 +75,30 @@ def test_catalog_instances_all_have_nvme():
     from lmikit.catalog.instances import INSTANCES
 
     assert all(get_instance(name).has_nvme for name in INSTANCES)
+
+
+@pytest.mark.parametrize(("model_id", "instance", "tp"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "ml.g6.2xlarge", 1),
+    ("Qwen/Qwen3-VL-8B-Instruct", "ml.g6e.xlarge", 1),
+    ("meta-llama/Llama-3.1-70B-Instruct", "ml.g6e.12xlarge", 4)])
+def test_default_max_model_len_keeps_a_tenth_of_the_pool_estimate_free(model_id, instance, tp):
+    """Without engine.max_model_len: min(the model's limit, 90% of the estimated KV pool).
+    The estimate runs up to 9% above the pools vLLM measured (docs/planner.md), and vLLM
+    refuses to start when one sequence of max_model_len does not fit the pool it measures
+    (vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory)."""
+    p = plan(model_id, instance, tp=tp, request_tokens=4000, mode="off")
+    assert p.max_model_len < p.gpu_kv_capacity_tokens  # these models' limits exceed the pool
+    assert p.max_model_len == int(0.9 * p.gpu_kv_capacity_tokens)
+
+
+def test_max_model_len_set_near_the_pool_is_warned_and_the_safe_value_named():
+    base = plan("meta-llama/Llama-3.1-8B-Instruct", "ml.g6.2xlarge", request_tokens=4000,
+                mode="off")
+    pool = base.gpu_kv_capacity_tokens
+    near = plan("meta-llama/Llama-3.1-8B-Instruct", "ml.g6.2xlarge", request_tokens=4000,
+                mode="off", max_model_len=pool)
+    assert any(f"engine.max_model_len {pool} is over 90% of the estimated KV pool" in w
+               and f"at most {int(0.9 * pool)} is safe" in w for w in near.warnings)
+    safe = plan("meta-llama/Llama-3.1-8B-Instruct", "ml.g6.2xlarge", request_tokens=4000,
+                mode="off", max_model_len=int(0.9 * pool))
+    assert not any("max_model_len" in w for w in safe.warnings)
