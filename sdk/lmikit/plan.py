@@ -338,7 +338,9 @@ def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: 
         return "none"
     if ws <= cpu_tokens:
         return "cpu"
-    local = cpu_tokens + (0 if i.in_memory_only else disk_tokens)
+    # LMCache writes every chunk to every tier (StorageManager.batched_put), so the disk
+    # tier holds what the CPU tier does: together they keep max(cpu, disk) tokens, not the sum
+    local = max(cpu_tokens, 0 if i.in_memory_only else disk_tokens)
     if i.in_memory_only:
         warnings.append(f"working set {ws} tokens exceeds the CPU tier ({cpu_tokens}) and "
                         "in_memory_only forbids disk: expect evictions, or add instances")
@@ -351,7 +353,8 @@ def _decide_tier(i: PlanInputs, inst: InstanceType, gpu_tokens: int, in_flight: 
                         "kv_cache.remote_url")
         return "cpu"
     if ws > local:
-        warnings.append(f"working set {ws} tokens exceeds CPU + disk tiers ({local} tokens): "
+        warnings.append(f"working set {ws} tokens exceeds the disk tier ({local} tokens; "
+                        "LMCache writes every chunk to both tiers, so the CPU tier adds none): "
                         "expect evictions, or set kv_cache.remote_url")
     return "cpu+disk"
 

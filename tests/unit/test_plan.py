@@ -225,3 +225,21 @@ def test_the_plan_states_the_all_reduce_rule_the_engine_applies(instance_type):
     assert len(pcie) == engine.allreduces_cross_pcie
     if pcie:  # the rate it names is the one the engine costs them at
         assert f"at most at {engine.pcie_allreduce_gbps:g} GB/s" in pcie[0]
+
+
+def test_local_tiers_hold_the_larger_tier_not_the_sum():
+    """LMCache writes every chunk to every tier (lmcache/v1/storage_backend/storage_manager.py,
+    StorageManager.batched_put loops over all backends), so the disk tier holds what the CPU
+    tier does: a working set above max(cpu, disk) outgrows the local tiers even when it is
+    below their sum."""
+    probe = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, context_tokens=10**6, mode="cpu+disk")
+    cpu, disk = probe.cpu_capacity_tokens, probe.disk_capacity_tokens
+    assert cpu > 0 and disk > 0
+    between = max(cpu, disk) + min(cpu, disk) // 2  # over the larger tier, under the sum
+    p = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, context_tokens=between,
+             remote_url="redis://cache:6379")
+    assert p.tier == "remote"
+    p = plan("Qwen/Qwen2.5-7B-Instruct", P4DE, context_tokens=between)
+    assert p.tier == "cpu+disk"
+    assert any("exceeds the disk tier (" in w and "the CPU tier adds none" in w
+               for w in p.warnings)
