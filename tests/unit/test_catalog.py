@@ -141,6 +141,17 @@ def test_p4de_hardware_facts():
     assert inst.has_nvme
 
 
+@pytest.mark.parametrize(("name", "drives", "gb"), [
+    ("ml.g6.8xlarge", 2, 900), ("ml.g6e.8xlarge", 2, 900), ("ml.g6e.16xlarge", 2, 1900),
+    ("ml.g6.16xlarge", 2, 1880), ("ml.g6e.12xlarge", 2, 3800), ("ml.g5.48xlarge", 2, 7600)])
+def test_instance_store_drive_counts(name, drives, gb):
+    """EC2's instance store listing: g6.8xlarge and g6e.8xlarge 2 x 450 GB, g6e.16xlarge
+    2 x 950 GB; a disk tier reads every drive, so the count sets its read rate."""
+    inst = get_instance(name)
+    assert (inst.nvme_drives, inst.nvme_gb) == (drives, gb)
+    assert inst.nvme_read_gbps == 2.0 * drives
+
+
 def test_only_the_p_families_join_their_gpus_with_nvlink():
     # NVIDIA's A10, L4 and L40S data sheets list PCIe Gen4 x16 as the only interconnect;
     # AWS's P4d, P5 and P6 pages describe NVSwitch/NVLink between the eight GPUs.

@@ -122,12 +122,14 @@ INSTANCES |= _family(A10G, "https://aws.amazon.com/ec2/instance-types/g5/", _GEN
     "ml.g5.24xlarge": (4, 96, 384, 3800, 1),
     "ml.g5.48xlarge": (8, 192, 768, 7600, 2),
 })
-# g6: AWS "Amazon EC2 G6 instances" product page (L4, PCIe Gen4).
+# g6: AWS "Amazon EC2 G6 instances" product page (L4, PCIe Gen4). Drive counts as EC2 lists
+# the instance store (the 8xlarge's 900 GB is 2 x 450 GB, as on the g6e.8xlarge; the
+# g6e.16xlarge's 1900 GB is 2 x 950 GB).
 INSTANCES |= _family(L4, "https://aws.amazon.com/ec2/instance-types/g6/", _GEN4, 2.0, {
     "ml.g6.xlarge": (1, 4, 16, 250, 1),
     "ml.g6.2xlarge": (1, 8, 32, 450, 1),
     "ml.g6.4xlarge": (1, 16, 64, 600, 1),
-    "ml.g6.8xlarge": (1, 32, 128, 900, 1),
+    "ml.g6.8xlarge": (1, 32, 128, 900, 2),
     "ml.g6.16xlarge": (1, 64, 256, 1880, 2),
     "ml.g6.12xlarge": (4, 48, 192, 3760, 4),
     "ml.g6.24xlarge": (4, 96, 384, 3760, 4),
@@ -138,8 +140,8 @@ INSTANCES |= _family(L40S, "https://aws.amazon.com/ec2/instance-types/g6e/", _GE
     "ml.g6e.xlarge": (1, 4, 32, 250, 1),
     "ml.g6e.2xlarge": (1, 8, 64, 450, 1),
     "ml.g6e.4xlarge": (1, 16, 128, 600, 1),
-    "ml.g6e.8xlarge": (1, 32, 256, 900, 1),
-    "ml.g6e.16xlarge": (1, 64, 512, 1900, 1),
+    "ml.g6e.8xlarge": (1, 32, 256, 900, 2),
+    "ml.g6e.16xlarge": (1, 64, 512, 1900, 2),
     "ml.g6e.12xlarge": (4, 48, 384, 3800, 2),
     "ml.g6e.24xlarge": (4, 96, 768, 3800, 2),
     "ml.g6e.48xlarge": (8, 192, 1536, 7600, 4),
