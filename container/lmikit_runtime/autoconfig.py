@@ -122,6 +122,13 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
             raise ConfigError("tier 'remote' needs kv_cache.remote_url")
         cfg["remote_url"] = plan.remote_url
         cfg["remote_serde"] = "naive"
+        if plan.remote_url.startswith("s3://"):
+            # LMCache's S3 connector asserts extra_config.s3_region; the planned file has it
+            region = (plan.base_config.get("extra_config") or {}).get("s3_region")
+            if not region:
+                raise ConfigError("an s3:// kv_cache.remote_url needs extra_config.s3_region in "
+                                  "the planned LMCache file; re-render it with lmikit")
+            cfg["extra_config"] = {"s3_region": region}
         log.append("LMCache remote tier: " + plan.remote_url.split("@")[-1])
     return RuntimeConfig(cfg, env, log)
 

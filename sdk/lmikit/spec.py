@@ -182,8 +182,10 @@ class KvCacheSpec(_Model):
                            description="Absolute directory on the instance's NVMe (trailing /).")
     remote_url: str | None = Field(default=None, max_length=512,
                                    pattern=r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$",
-                                   description="Remote tier URL, e.g. redis://host:6379; "
-                                   "never with credentials (see remote_credentials_secret_arn).")
+                                   description="Remote tier URL, e.g. redis://host:6379 or "
+                                   "s3://BUCKET.s3.REGION.amazonaws.com (the bucket's endpoint;"
+                                   " the execution role gets read and write on it); never with "
+                                   "credentials (see remote_credentials_secret_arn).")
     remote_credentials_secret_arn: str | None = Field(
         default=None, pattern=SECRET_ARN_PATTERN,
         description="Secrets Manager secret with the user name and password of a redis:// or "
@@ -209,6 +211,8 @@ class KvCacheSpec(_Model):
         if self.mode == "remote" and not self.remote_url:
             errors.append(("kv_cache.remote_url", "mode 'remote' needs a remote URL, "
                            "e.g. redis://host:6379"))
+        if self.remote_url:
+            errors += remote_url_problems(self.remote_url)
         if self.remote_url and self.mode not in ("remote", "auto") and not self.in_memory_only:
             errors.append(("kv_cache.mode", f"{self.mode!r} ignores kv_cache.remote_url; use "
                            "'remote' or 'auto'"))
@@ -246,9 +250,43 @@ REMOTE_SCHEMES_WITHOUT_CREDENTIALS = {
           "bucket instead",
     "lm": "LMCServerConnector is given only the URL's host and port",
     "infinistore": "InfinistoreConnector is given only the URL's host, port and device",
-    "mooncakestore": "MooncakestoreConnector reads its servers from MOONCAKE_CONFIG_PATH or "
-                     "extra_config, neither of which lmikit renders",
 }
+
+
+# LMCache 0.5.6's S3 connector sends every request to the URL's host (S3Connector strips
+# "s3://" and uses the rest as the endpoint and Host header) and asserts that
+# extra_config.s3_region is set (s3_adapter.py): the URL must be the bucket's
+# virtual-hosted endpoint, whose region lmikit renders as s3_region.
+S3_REMOTE_RE = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9-]{1,61}[a-z0-9])\.s3\."
+                          r"(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?")
+
+
+def s3_remote_bucket_region(url: str) -> tuple[str, str] | None:
+    """``(bucket, region)`` of an ``s3://`` remote tier URL in the form LMCache's S3
+    connector reaches; None for any other URL.
+
+    >>> s3_remote_bucket_region("s3://kv-cache.s3.us-west-2.amazonaws.com")
+    ('kv-cache', 'us-west-2')
+    >>> s3_remote_bucket_region("s3://kv-cache") is None
+    True
+    """
+    m = S3_REMOTE_RE.fullmatch(url)
+    return (m["bucket"], m["region"]) if m else None
+
+
+def remote_url_problems(url: str) -> list[tuple[str, str]]:
+    """A remote tier URL the LMCache connector for its scheme cannot start with."""
+    field = "kv_cache.remote_url"
+    scheme = url.split("://", 1)[0]
+    if scheme == "s3" and s3_remote_bucket_region(url) is None:
+        return [(field, "LMCache's S3 connector sends requests to the URL's host and needs "
+                 "the bucket's region: give the bucket's endpoint, "
+                 "s3://BUCKET.s3.REGION.amazonaws.com (no path; a general-purpose bucket)")]
+    if scheme == "mooncakestore":
+        return [(field, "LMCache's Mooncake connector reads its servers from "
+                 "MOONCAKE_CONFIG_PATH or extra_config, neither of which lmikit renders; use "
+                 "redis://, rediss://, lm://, s3:// or infinistore://")]
+    return []
 
 
 class WorkloadSpec(_Model):

@@ -165,3 +165,18 @@ def test_autoconfig_end_to_end_from_synthetic_host(tmp_path: Path) -> None:
     assert cfg.lmcache["max_local_cpu_size"] == sizing.floor_gb_tenth(
         sizing.host_cache_budget(1152 * GIB, WEIGHTS_8B, 1, 8).per_worker_bytes)
     assert cfg.lmcache["max_local_disk_size"] > 300
+
+
+def test_s3_remote_tier_keeps_the_planned_region() -> None:
+    """The runtime rewrite keeps extra_config.s3_region, which LMCache's S3 connector asserts
+    (s3_adapter.py), and refuses a planned file without it."""
+    url = "s3://kv-cache.s3.eu-west-1.amazonaws.com"
+    plan = RuntimePlan(tier="remote", weight_bytes=WEIGHTS_8B, tp=1, remote_url=url,
+                       base_config={"remote_url": url,
+                                    "extra_config": {"s3_region": "eu-west-1"}})
+    cfg = autoconfigure(plan, facts(), CFG)
+    assert cfg.lmcache["remote_url"] == url
+    assert cfg.lmcache["extra_config"] == {"s3_region": "eu-west-1"}
+    bare = RuntimePlan(tier="remote", weight_bytes=WEIGHTS_8B, tp=1, remote_url=url)
+    with pytest.raises(ConfigError, match="needs extra_config.s3_region"):
+        autoconfigure(bare, facts(), CFG)

@@ -175,6 +175,26 @@ def test_hf_token_secret_is_readable_when_set() -> None:
         "Resource": [SECRET]}
 
 
+@pytest.mark.parametrize("region", ["us-east-1", "cn-north-1"])
+def test_s3_remote_tier_bucket_is_read_and_written_by_the_role(region: str) -> None:
+    """LMCache's S3 connector signs with the default credential chain (the execution role on
+    SageMaker; s3_connector.py) and HEADs, GETs and PUTs objects at the bucket's root."""
+    host = f"kv-cache.s3.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
+    spec = DeploymentSpec.model_validate({
+        "api_version": "v1", "name": "s3tier", "region": region,
+        "model": {"id": "Qwen/Qwen2.5-7B-Instruct"}, "instance": {"type": "ml.g6e.2xlarge"},
+        "kv_cache": {"mode": "remote", "remote_url": f"s3://{host}"}})
+    doc = _policy(spec)
+    assert iam_policy_problems(doc, partition=partition_of(region)) == []
+    assert unknown_actions(doc) == []
+    arn = f"arn:{partition_of(region)}:s3:::kv-cache"
+    sids = _by_sid(doc)
+    assert sids["KvRemoteBucketList"]["Action"] == ["s3:ListBucket"]
+    assert sids["KvRemoteBucketList"]["Resource"] == [arn]
+    assert sids["KvRemoteBucket"]["Action"] == ["s3:GetObject", "s3:PutObject"]
+    assert sids["KvRemoteBucket"]["Resource"] == [f"{arn}/*"]
+
+
 def test_adapters_read_their_own_artifacts(tmp_path: Path) -> None:
     spec = DeploymentSpec.model_validate({
         "api_version": "v1", "name": "lora", "region": "us-east-1",

@@ -93,3 +93,20 @@ def test_lmcache_off_renders_no_config():
     assert p.tier == "none"
     assert lmcache_config(p) == {}
     assert yaml.safe_load(render_lmcache_yaml(p)) is None
+
+
+def test_s3_remote_tier_carries_the_region_lmcaches_s3_connector_asserts(tmp_path):
+    """LMCache's S3ConnectorAdapter asserts extra_config.s3_region ("s3_region is required",
+    lmcache/v1/storage_backend/connector/s3_adapter.py); lmikit renders it from the bucket's
+    endpoint, and LMCache's own loader reads it back."""
+    url = "s3://kv-cache.s3.eu-west-1.amazonaws.com"
+    p = plan("Qwen/Qwen3-8B", "ml.p4de.24xlarge", mode="remote", remote_url=url)
+    path = tmp_path / "lmcache.yaml"
+    path.write_text(render_lmcache_yaml(p))
+    cfg, warnings = _load_with_lmcache(path)
+    assert warnings == []
+    assert cfg.remote_url == url
+    assert cfg.extra_config == {"s3_region": "eu-west-1"}
+    # a redis tier takes no extra_config
+    redis = plan("Qwen/Qwen3-8B", "ml.p4de.24xlarge", **PLANS["remote"])
+    assert "extra_config" not in lmcache_config(redis)

@@ -203,3 +203,30 @@ def test_spec_metrics_path_follows_sagemakers_metrics_endpoint_path(path, messag
     text = DEFAULT_SPEC.read_text() + f"observability:\n  metrics_path: '{path}'\n"
     with pytest.raises(SpecError, match=re.escape(message)):
         load_spec_text(text, "s.yaml")
+
+
+@pytest.mark.parametrize("url", ["s3://kv-cache", "s3://kv-cache/prefix",
+                                 "s3://kv-cache.s3.us-east-1.amazonaws.com/prefix",
+                                 "s3://s3.us-east-1.amazonaws.com"])
+def test_load_spec_s3_remote_url_must_be_the_buckets_endpoint(url):
+    """LMCache 0.5.6's S3Connector strips "s3://" and sends every request to the rest as
+    its host (s3_connector.py), and S3ConnectorAdapter asserts extra_config.s3_region
+    (s3_adapter.py): only a bucket's virtual-hosted endpoint works, and gives the region."""
+    err = _errors(BASE + f"kv_cache:\n  mode: remote\n  remote_url: {url}\n")
+    (problem,) = err.problems
+    assert problem.path == "kv_cache.remote_url"
+    assert "s3://BUCKET.s3.REGION.amazonaws.com" in problem.message
+
+
+def test_load_spec_s3_remote_url_at_the_buckets_endpoint_loads():
+    spec = load_spec_text(BASE + "kv_cache:\n  mode: remote\n"
+                          "  remote_url: s3://kv-cache.s3.us-west-2.amazonaws.com\n")
+    assert spec.kv_cache.remote_url == "s3://kv-cache.s3.us-west-2.amazonaws.com"
+
+
+def test_load_spec_refuses_a_mooncake_remote_tier_it_cannot_configure():
+    """LMCache's Mooncake connector reads its servers from MOONCAKE_CONFIG_PATH or
+    extra_config (mooncakestore_connector.py raises without them); lmikit renders neither."""
+    err = _errors(BASE + "kv_cache:\n  mode: remote\n  remote_url: mooncakestore://m:50051\n")
+    (problem,) = err.problems
+    assert problem.path == "kv_cache.remote_url" and "MOONCAKE_CONFIG_PATH" in problem.message

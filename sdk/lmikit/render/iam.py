@@ -36,7 +36,7 @@ from typing import Any
 
 from lmikit.errors import RenderError
 from lmikit.names import deployment_tags
-from lmikit.spec import DeploymentSpec
+from lmikit.spec import DeploymentSpec, s3_remote_bucket_region
 
 POLICY_VERSION = "2012-10-17"
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
@@ -77,6 +77,9 @@ WILDCARD_REASONS = {
     "statement is limited to that prefix (read only)",
     "s3:artifacts": "lmikit deploy stores each artifact under a content-addressed key below "
     "the deployment's own prefix; the statement is limited to that prefix (read only)",
+    "s3:kv-remote": "LMCache's S3 connector stores each KV chunk as an object named by its "
+    "hash at the root of the kv_cache.remote_url bucket; the statement is limited to that "
+    "bucket",
 }
 
 _ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com"
@@ -201,6 +204,13 @@ def execution_policy_document(spec: DeploymentSpec, *, partition: str, account: 
             f"{ec2}:network-interface/*",
             *(f"{ec2}:subnet/{s}" for s in sec.vpc.subnet_ids),
             *(f"{ec2}:security-group/{g}" for g in sec.vpc.security_group_ids)]))
+    s3_remote = s3_remote_bucket_region(spec.kv_cache.remote_url or "")
+    if s3_remote:  # LMCache's S3 connector signs with the role's credentials
+        bucket_arn = f"arn:{partition}:s3:::{s3_remote[0]}"
+        # ListBucket makes a missing chunk a 404 rather than a 403 to the connector's HEAD
+        statements.append(_statement("KvRemoteBucketList", ["s3:ListBucket"], [bucket_arn]))
+        statements.append(_statement("KvRemoteBucket", ["s3:GetObject", "s3:PutObject"],
+                                     [f"{bucket_arn}/*"]))
     draft = spec.engine.speculative.draft_model if spec.engine.speculative else ""
     for sid, uri in (("ReadModelWeights", spec.model.id), ("ReadDraftWeights", draft)):
         if uri.startswith("s3://"):
@@ -235,4 +245,6 @@ def wildcard_reason(statement: Mapping[str, Any]) -> str | None:
         return WILDCARD_REASONS["s3:weights"]
     if sid == "ReadModelArtifact" or sid.startswith("ReadAdapter"):
         return WILDCARD_REASONS["s3:artifacts"]
+    if sid == "KvRemoteBucket":
+        return WILDCARD_REASONS["s3:kv-remote"]
     return None

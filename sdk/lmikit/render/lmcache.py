@@ -17,6 +17,7 @@ import yaml
 
 from lmikit.errors import RenderError
 from lmikit.plan import Plan
+from lmikit.spec import s3_remote_bucket_region
 
 LMCACHE_FILE_NAME = "lmcache_config.yaml"
 
@@ -43,6 +44,9 @@ def lmcache_config(plan: Plan) -> dict[str, Any]:
     if plan.tier == "remote":
         cfg["remote_url"] = sizes["remote_url"]
         cfg["remote_serde"] = "naive"
+        s3 = s3_remote_bucket_region(sizes["remote_url"])
+        if s3:  # LMCache's S3 connector asserts extra_config.s3_region (s3_adapter.py)
+            cfg["extra_config"] = {"s3_region": s3[1]}
     return cfg
 
 
