@@ -215,8 +215,25 @@ def _plan(i: PlanInputs) -> Plan:
     cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
     disk_tokens = disk.per_worker_bytes * i.tp // per_copy_bytes
 
-    tier = _decide_tier(i, inst, gpu_tokens, in_flight, host, cpu_tokens, disk_tokens,
-                        warnings)
+    if geo.sparse_attention and i.mode == "auto":
+        # vLLM keeps a second, indexer key cache per layer for DeepSeek sparse attention, and
+        # its fp8 KV layout (fp8_ds_mla) is not the (layers, chunk, heads, head size) shape
+        # LMCache 0.5.6's vLLM integration stores (integration/vllm/utils.py); with the vLLM
+        # in LMI an LMCache tier is unverified, so auto does not pick one
+        warnings.append(f"{geo.model_id} uses DeepSeek sparse attention, which LMCache is not "
+                        "verified with in LMI's vLLM (an indexer key cache per layer and the "
+                        "fp8_ds_mla layout): planned without an LMCache tier (GPU prefix cache "
+                        "only); set kv_cache.mode to ask for one anyway")
+        tier = "none"
+    else:
+        tier = _decide_tier(i, inst, gpu_tokens, in_flight, host, cpu_tokens, disk_tokens,
+                            warnings)
+        if geo.sparse_attention and tier != "none":
+            warnings.append(f"kv_cache.mode {i.mode!r} puts LMCache in front of "
+                            f"{geo.model_id}'s DeepSeek sparse attention, which LMCache is not "
+                            "verified with in LMI's vLLM (an indexer key cache per layer and the "
+                            "fp8_ds_mla layout): test hits for correct output before relying "
+                            "on it")
     lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
     cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // per_copy_bytes
     disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \

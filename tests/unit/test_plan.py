@@ -243,3 +243,21 @@ def test_local_tiers_hold_the_larger_tier_not_the_sum():
     assert p.tier == "cpu+disk"
     assert any("exceeds the disk tier (" in w and "the CPU tier adds none" in w
                for w in p.warnings)
+
+
+def test_auto_plans_no_lmcache_tier_for_deepseek_sparse_attention():
+    """vLLM keeps an indexer key cache per layer for DeepSeek sparse attention and lays an fp8
+    KV cache out as fp8_ds_mla (656 bytes per token and layer), while LMCache 0.5.6's vLLM
+    integration stores (layers, chunk, heads, head size) blocks (integration/vllm/utils.py):
+    auto leaves the tier off and says why; an explicit tier is planned with a warning."""
+    auto = plan("deepseek-ai/DeepSeek-V3.2", "ml.p5e.48xlarge", tp=8, request_tokens=32000,
+                context_tokens=10**7)
+    assert auto.tier == "none"
+    assert any("planned without an LMCache tier" in w for w in auto.warnings)
+    asked = plan("deepseek-ai/DeepSeek-V3.2", "ml.p5e.48xlarge", tp=8, request_tokens=32000,
+                 mode="cpu")
+    assert asked.tier == "cpu"
+    assert any("not verified" in w and "kv_cache.mode 'cpu'" in w for w in asked.warnings)
+    # a model without sparse attention on the same layout still gets its tier from auto
+    dense = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p5e.48xlarge", tp=8, context_tokens=10**7)
+    assert dense.tier != "none"
