@@ -95,12 +95,19 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
                f"{cpu.bound}; budget {budget_gb} GB)")
 
     cfg: dict[str, Any] = dict(plan.base_config)
+    first_rank = "first_rank_max_local_cpu_size" in (cfg.get("extra_config") or {})
     for key in ("local_disk", "max_local_disk_size", "extra_config", "remote_url",
                 "remote_serde", "local_device"):
         cfg.pop(key, None)
     cfg.update({"chunk_size": plan.chunk_size, "local_cpu": True,
                 "max_local_cpu_size": cpu_gb, "enable_lazy_memory_allocator": True})
     cfg.setdefault("save_unfull_chunk", False)
+    if first_rank:
+        # MLA at TP > 1: LMCache stores from the first rank only (save_only_first_rank), so
+        # that rank gets every rank's share
+        cfg["extra_config"] = {"first_rank_max_local_cpu_size": round(cpu_gb * tp, 1)}
+        log.append(f"LMCache stores MLA from the first rank only: {round(cpu_gb * tp, 1)} GB "
+                   "there (first_rank_max_local_cpu_size)")
     env = {"OPTION_LMCACHE_AUTO_CONFIG": "false", "OPTION_LMCACHE_CONFIG_FILE": config_path,
            "LMCACHE_CONFIG_FILE": config_path, "LMCACHE_MAX_LOCAL_CPU_SIZE": f"{cpu_gb:g}",
            "LMCACHE_LOCAL_CPU": "True"}
@@ -110,7 +117,7 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
         if disk_gb:
             cfg["local_disk"] = "file://" + _dir(plan.disk_path)
             cfg["max_local_disk_size"] = disk_gb
-            cfg["extra_config"] = {"use_odirect": True}
+            cfg.setdefault("extra_config", {})["use_odirect"] = True
             env["LMCACHE_LOCAL_DISK"] = cfg["local_disk"]
             env["LMCACHE_MAX_LOCAL_DISK_SIZE"] = f"{disk_gb:g}"
             log.append(f"LMCache disk tier: {disk_gb} GB per worker at {cfg['local_disk']} "
@@ -128,7 +135,7 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
             if not region:
                 raise ConfigError("an s3:// kv_cache.remote_url needs extra_config.s3_region in "
                                   "the planned LMCache file; re-render it with lmikit")
-            cfg["extra_config"] = {"s3_region": region}
+            cfg.setdefault("extra_config", {})["s3_region"] = region
         log.append("LMCache remote tier: " + plan.remote_url.split("@")[-1])
     return RuntimeConfig(cfg, env, log)
 

@@ -212,8 +212,14 @@ def _plan(i: PlanInputs) -> Plan:
     disk = sizing.disk_cache_budget(volume.free_bytes, int(inst.nvme_gb * 1e9),
                                     i.copies, i.tp, is_nvme=inst.has_nvme)
     per_copy_bytes = kv_bpt * replication  # bytes one cached token costs a copy, all ranks
-    cpu_tokens = host.per_worker_bytes * i.tp // per_copy_bytes
-    disk_tokens = disk.per_worker_bytes * i.tp // per_copy_bytes
+    # MLA at TP > 1: LMCache stores on the first rank only, which is given the copy's whole
+    # CPU share (first_rank_max_local_cpu_size); the disk tier has no such key, so that rank
+    # keeps one worker's share of the NVMe
+    first_rank_only = geo.lmcache_replication(i.tp) < replication
+    stored_bytes = kv_bpt * geo.lmcache_replication(i.tp)
+    cpu_tokens = host.per_worker_bytes * i.tp // stored_bytes
+    disk_tokens = (disk.per_worker_bytes if first_rank_only
+                   else disk.per_worker_bytes * i.tp) // stored_bytes
 
     if geo.sparse_attention and i.mode == "auto":
         # vLLM keeps a second, indexer key cache per layer for DeepSeek sparse attention, and
@@ -235,9 +241,12 @@ def _plan(i: PlanInputs) -> Plan:
                             "fp8_ds_mla layout): test hits for correct output before relying "
                             "on it")
     lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
-    cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // per_copy_bytes
-    disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * i.tp \
-        // per_copy_bytes
+    if first_rank_only and tier != "none":
+        lmcache["first_rank_max_local_cpu_size_gb"] = round(
+            lmcache["max_local_cpu_size_gb"] * i.tp, 1)
+    cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // stored_bytes
+    disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) \
+        * (1 if first_rank_only else i.tp) // stored_bytes
 
     engine = _engine(i, inst, geo, weight_bytes)
     predicted = _predict(i, engine, inst, lmcache=tier != "none", remote=tier == "remote")
@@ -518,7 +527,11 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"GPU: {inst.gpu_count} x {inst.gpu.name} {inst.gpu.memory_gib} GiB; vLLM uses "
         f"{i.gpu_memory_utilization:.0%} minus {s.GPU_RUNTIME_OVERHEAD_GIB} GiB runtime overhead "
         "per GPU",
-        f"each cached token is held by {replication} tensor-parallel rank(s)",
+        f"each cached token is held by {replication} tensor-parallel rank(s) on the GPU"
+        + (f"; LMCache stores MLA's latent from the first rank only and broadcasts hits, so "
+           f"that rank gets the copy's CPU share ({i.tp} x max_local_cpu_size as "
+           "first_rank_max_local_cpu_size) and one worker's disk share"
+           if geo.lmcache_replication(i.tp) < replication else ""),
         *([f"DeepSeek sparse attention: {geo.index_kv_bytes_per_layer} more bytes of indexer "
            "keys per token and layer on the GPU; an fp8 KV cache is vLLM's fp8_ds_mla "
            f"({geo.kv_layer_bytes(1)} bytes per token and layer)"] if geo.sparse_attention else []),

@@ -180,3 +180,16 @@ def test_s3_remote_tier_keeps_the_planned_region() -> None:
     bare = RuntimePlan(tier="remote", weight_bytes=WEIGHTS_8B, tp=1, remote_url=url)
     with pytest.raises(ConfigError, match="needs extra_config.s3_region"):
         autoconfigure(bare, facts(), CFG)
+
+
+def test_mla_first_rank_gets_every_ranks_cpu_share_at_run_time() -> None:
+    """A planned file with first_rank_max_local_cpu_size (MLA at TP > 1; LMCache stores
+    from the first rank only) is rewritten with the run-time per-worker size x TP."""
+    plan = RuntimePlan(tier="cpu", weight_bytes=WEIGHTS_8B, tp=8,
+                       base_config={"extra_config": {"first_rank_max_local_cpu_size": 1.0}})
+    cfg = autoconfigure(plan, facts(), CFG)
+    per_worker = cfg.lmcache["max_local_cpu_size"]
+    assert cfg.lmcache["extra_config"] == {
+        "first_rank_max_local_cpu_size": round(per_worker * 8, 1)}
+    plain = autoconfigure(RuntimePlan(tier="cpu", weight_bytes=WEIGHTS_8B, tp=8), facts(), CFG)
+    assert "extra_config" not in plain.lmcache

@@ -261,3 +261,26 @@ def test_auto_plans_no_lmcache_tier_for_deepseek_sparse_attention():
     # a model without sparse attention on the same layout still gets its tier from auto
     dense = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p5e.48xlarge", tp=8, context_tokens=10**7)
     assert dense.tier != "none"
+
+
+MISTRAL_LARGE_3 = "mistralai/Mistral-Large-3-675B-Instruct-2512"
+
+
+def test_mla_at_tensor_parallel_stores_from_the_first_rank_with_the_copys_cpu_share():
+    """LMCache saves an MLA model's KV from the first rank only (save_only_first_rank
+    defaults to use_mla, lmcache/v1/cache_engine.py) and sizes that rank's CPU tier by
+    extra_config.first_rank_max_local_cpu_size (local_cpu_backend.py); the other ranks build
+    no storage. So the first rank gets TP x the per-worker share, a token costs its latent
+    once, and the disk tier (no such key) is one worker's share."""
+    from lmikit.catalog.models import get_model
+
+    p = plan(MISTRAL_LARGE_3, "ml.p5e.48xlarge", tp=8, context_tokens=10**9)
+    assert p.tier == "cpu+disk"
+    latent = get_model(MISTRAL_LARGE_3).kv_bytes_per_token(2)
+    per_worker = p.lmcache["max_local_cpu_size_gb"]
+    assert p.lmcache["first_rank_max_local_cpu_size_gb"] == round(per_worker * 8, 1)
+    assert p.cpu_capacity_tokens == int(per_worker * 2**30) * 8 // latent
+    assert p.disk_capacity_tokens == int(p.lmcache["max_local_disk_size_gb"] * 2**30) // latent
+    # GQA at TP 4 shards its heads: every rank stores its share, no first-rank key
+    q = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p4de.24xlarge", tp=4, context_tokens=10**7)
+    assert "first_rank_max_local_cpu_size_gb" not in q.lmcache

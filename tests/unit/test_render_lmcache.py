@@ -110,3 +110,17 @@ def test_s3_remote_tier_carries_the_region_lmcaches_s3_connector_asserts(tmp_pat
     # a redis tier takes no extra_config
     redis = plan("Qwen/Qwen3-8B", "ml.p4de.24xlarge", **PLANS["remote"])
     assert "extra_config" not in lmcache_config(redis)
+
+
+def test_mla_first_rank_cpu_size_is_read_by_lmcache(tmp_path):
+    """LocalCPUBackend.initialize_allocator sizes the first rank of an MLA model with
+    config.get_extra_config_value("first_rank_max_local_cpu_size", max_local_cpu_size)."""
+    p = plan("mistralai/Mistral-Large-3-675B-Instruct-2512", "ml.p5e.48xlarge", tp=8,
+             context_tokens=10**9)
+    path = tmp_path / "lmcache.yaml"
+    path.write_text(render_lmcache_yaml(p))
+    cfg, warnings = _load_with_lmcache(path)
+    assert warnings == []
+    first = cfg.get_extra_config_value("first_rank_max_local_cpu_size", cfg.max_local_cpu_size)
+    assert first == pytest.approx(round(cfg.max_local_cpu_size * 8, 1))
+    assert cfg.extra_config["use_odirect"] is True

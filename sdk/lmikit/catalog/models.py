@@ -105,6 +105,14 @@ class ModelGeometry:
             return tp
         return max(1, tp // min(self.num_kv_heads, tp))
 
+    def lmcache_replication(self, tp: int) -> int:
+        """How many tensor-parallel ranks store each token in LMCache's tiers: every rank
+        that holds it on the GPU, except for MLA, which LMCache saves from the first rank
+        only and broadcasts to the others on a hit (``save_only_first_rank`` defaults to the
+        model's use of MLA; lmcache/v1/cache_engine.py, LMCache 0.5.6).
+        """
+        return 1 if self.attention == "mla" else self.kv_replication(tp)
+
     @property
     def weight_bytes_per_param(self) -> float:
         return DTYPE_BYTES.get(self.weight_dtype, 2)

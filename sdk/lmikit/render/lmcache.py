@@ -41,12 +41,15 @@ def lmcache_config(plan: Plan) -> dict[str, Any]:
         cfg["local_disk"] = disk
         cfg["max_local_disk_size"] = sizes["max_local_disk_size_gb"]
         cfg["extra_config"] = {"use_odirect": True}
+    first_rank = sizes.get("first_rank_max_local_cpu_size_gb")
+    if first_rank:  # MLA at TP > 1: LMCache stores from the first rank only (cache_engine.py)
+        cfg.setdefault("extra_config", {})["first_rank_max_local_cpu_size"] = first_rank
     if plan.tier == "remote":
         cfg["remote_url"] = sizes["remote_url"]
         cfg["remote_serde"] = "naive"
         s3 = s3_remote_bucket_region(sizes["remote_url"])
         if s3:  # LMCache's S3 connector asserts extra_config.s3_region (s3_adapter.py)
-            cfg["extra_config"] = {"s3_region": s3[1]}
+            cfg.setdefault("extra_config", {})["s3_region"] = s3[1]
     return cfg
 
 

@@ -68,6 +68,9 @@ class EngineModel:
     coeff: Coefficients = field(default_factory=Coefficients)
     hidden_size: int = 0
     pcie_allreduce_gbps: float = 0.0  # >0: TP all-reduces cross PCIe at most this fast
+    # bytes LMCache's tiers hold per token, when fewer than kv_bytes_per_token (MLA at TP > 1:
+    # stored from the first rank only, ModelGeometry.lmcache_replication); 0: the same
+    stored_kv_bytes_per_token: int = 0
     _flops_rate: float = field(init=False, repr=False, compare=False)
     _hbm_rate: float = field(init=False, repr=False, compare=False)
     _step_overhead_s: float = field(init=False, repr=False, compare=False)
@@ -176,7 +179,7 @@ class EngineModel:
         if tokens <= 0 or tier == "gpu":
             return 0.0
         copy = self._to_gpu_s(tokens, self.coeff.cpu_retrieve_efficiency)
-        total_bytes = tokens * self.kv_bytes_per_token
+        total_bytes = tokens * (self.stored_kv_bytes_per_token or self.kv_bytes_per_token)
         if tier == "cpu":
             return copy
         if tier == "disk":
@@ -216,6 +219,8 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
         host_to_gpu_gbps=inst.host_to_gpu_gbps, nvme_read_gbps=inst.nvme_read_gbps,
         coeff=coeff or Coefficients(), hidden_size=geo.hidden_size,
         pcie_allreduce_gbps=0.0 if inst.nvlink else inst.host_to_gpu_gbps,
+        stored_kv_bytes_per_token=(geo.kv_bytes_per_token(kv_dtype_bytes)
+                                   * geo.lmcache_replication(tp)),
     )
 
 

@@ -157,6 +157,24 @@ def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trip() -> None:
         m.retrieve_s("tape", n)
 
 
+def test_mla_at_tensor_parallel_reads_its_latent_once_from_disk_and_remote() -> None:
+    """LMCache stores an MLA model's KV from the first rank only and broadcasts a hit to the
+    others (save_only_first_rank, lmcache/v1/cache_engine.py): a disk or remote hit reads
+    the latent once, though every GPU holds it."""
+    from lmikit.catalog.models import get_model
+
+    model = "mistralai/Mistral-Large-3-675B-Instruct-2512"
+    m = engine_for(model, "ml.p5e.48xlarge", tp=8,
+                   coeff=Coefficients(remote_rtt_s=0.01, remote_gbps=5.0))
+    latent = get_model(model).kv_bytes_per_token(2)
+    assert m.kv_bytes_per_token == 8 * latent and m.stored_kv_bytes_per_token == latent
+    n = 10_000
+    copy = m.retrieve_s("cpu", n)
+    assert copy == pytest.approx(n * latent / (m.host_to_gpu_gbps * 1e9 * 0.7))
+    assert m.retrieve_s("disk", n) == pytest.approx(copy + n * latent / (m.nvme_read_gbps * 1e9))
+    assert m.retrieve_s("remote", n) == pytest.approx(copy + 0.01 + n * latent / 5e9)
+
+
 def test_store_is_a_gpu_to_cpu_copy_of_the_new_chunks() -> None:
     m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(cpu_store_efficiency=0.5))
     assert m.store_s(2_560) == pytest.approx(2_560 * m.kv_bytes_per_token / 12.5e9)
