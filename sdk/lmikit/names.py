@@ -6,6 +6,13 @@ a deployment called ``docqa`` is always the endpoint ``docqa``, the base compone
 ``docqa-base`` and the adapter components ``docqa-<adapter>``, each tagged
 ``lmikit:deployment=docqa``.
 
+The SageMaker endpoint the HyperPod inference operator creates for the same spec is
+``docqa-hyperpod``, tagged ``lmikit:hyperpod-deployment=docqa``: lmikit's SageMaker
+deployment decides what it owns by ``lmikit:deployment`` alone, so it never adopts, updates
+or deletes what the operator manages.
+
+>>> hyperpod_endpoint_name("DocQA")
+'docqa-hyperpod'
 >>> base_component_name("docqa"), adapter_component_name("docqa", "legal")
 ('docqa-base', 'docqa-legal')
 >>> deployment_tags("docqa", {"team": "search"})
@@ -18,6 +25,11 @@ from collections.abc import Mapping
 
 VARIANT_NAME = "AllTraffic"
 DEPLOYMENT_TAG = "lmikit:deployment"
+# On the SageMaker endpoint the HyperPod operator creates from a manifest (spec.tags of the
+# InferenceEndpointConfig): the deployment it was rendered from, under a key lmikit's SageMaker
+# ownership check (lmikit.aws.owner_of) never reads.
+HYPERPOD_DEPLOYMENT_TAG = "lmikit:hyperpod-deployment"
+HYPERPOD_ENDPOINT_SUFFIX = "-hyperpod"
 ADAPTER_TAG = "lmikit:adapter"
 # On the endpoint: the S3 bucket holding the deployment's artifacts (and its lease), so the
 # adapter commands and destroy find them without being told.
@@ -52,6 +64,20 @@ def deployment_tags(deployment: str, extra: Mapping[str, str] | None = None
     """SageMaker/IAM tag list: the deployment tag plus ``extra``, sorted by key."""
     merged = {DEPLOYMENT_TAG: deployment, **(extra or {})}
     return [{"Key": k, "Value": v} for k, v in sorted(merged.items())]
+
+
+def hyperpod_endpoint_name(deployment: str) -> str:
+    """The SageMaker endpoint the HyperPod operator creates (``spec.endpointName``).
+
+    Lowercase, as Kubernetes names are, plus ``-hyperpod``, so it is never the name of the
+    deployment's own SageMaker endpoint, which is the deployment name itself (SageMaker
+    endpoint names are unique per account and region regardless of case: botocore's
+    CreateEndpoint documentation). A deployment name is at most 40 characters of
+    ``[a-zA-Z0-9-]`` (:data:`lmikit.spec.NAME_MAX`), so the result, at most 49, fits the
+    63 characters and the pattern of both SageMaker's ``EndpointName`` and the CRD's
+    ``endpointName``.
+    """
+    return f"{deployment.lower()}{HYPERPOD_ENDPOINT_SUFFIX}"
 
 
 def target_tracking_policy_name(deployment: str) -> str:

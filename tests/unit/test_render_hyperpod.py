@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import botocore.session
 import jsonschema
 import pytest
 import yaml
 
+from lmikit.aws import owner_of
 from lmikit.errors import RenderError
 from lmikit.loader import load_spec, load_spec_text
+from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import plan_spec
 from lmikit.render.hyperpod import hyperpod_manifest, rfc1123
+from lmikit.spec import NAME_MAX
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE
 
@@ -61,7 +66,57 @@ def test_hyperpod_validator_catches_a_bad_manifest(crd_validator):
 def test_hyperpod_names_are_lowercase_rfc1123():
     assert rfc1123("DocQA-Prod") == "docqa-prod"
     manifest = _manifest(BASE.replace("name: docqa", "name: DocQA-Prod"))
-    assert manifest["spec"]["endpointName"] == "docqa-prod"
+    assert manifest["metadata"]["name"] == "docqa-prod"
+    assert manifest["spec"]["endpointName"] == "docqa-prod-hyperpod"
+
+
+# Spec names at the edges: the longest (NAME_MAX), one character, mixed case, runs of dashes.
+EDGE_NAMES = ["docqa", "DocQA", "a", "A1--b2", "x" * NAME_MAX, "Ab-" * 13 + "C"]
+
+
+@pytest.mark.parametrize("name", EDGE_NAMES)
+def test_hyperpod_endpoint_is_never_the_sagemaker_endpoint(name):
+    """The operator creates a SageMaker endpoint named endpointName (CRD: "Name used for
+    Sagemaker Endpoint"); lmikit's SageMaker target creates one named after the spec. Endpoint
+    names are unique per account and region, case-insensitively (botocore's CreateEndpoint
+    documentation), so the two must differ ignoring case, and the HyperPod one must satisfy
+    botocore's EndpointName shape and the CRD's endpointName schema."""
+    from lmikit.render.sagemaker import render_requests
+
+    spec = load_spec_text(BASE.replace("name: docqa", f"name: {name}"))
+    plan = plan_spec(spec)
+    ours = hyperpod_manifest(spec, plan, image_uri=IMAGE)["spec"]["endpointName"]
+    sagemaker = render_requests(spec, plan, image_uri="img:1",
+                                execution_role_arn="arn:aws:iam::111122223333:role/r",
+                                model_artifact_url="s3://b/m.tar.gz").endpoint["EndpointName"]
+    assert ours.lower() != sagemaker.lower()
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for(
+        "EndpointName").metadata
+    assert len(ours) <= shape["max"] == 63
+    assert re.fullmatch(shape["pattern"], ours)
+    assert re.fullmatch(r"^$|^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$", ours)  # the CRD's pattern
+    assert ours == ours.lower()  # Kubernetes names are lowercase (shared/REFERENCE.md s. 7)
+
+
+def test_hyperpod_endpoint_names_of_distinct_deployments_differ():
+    names = [hyperpod_endpoint_name(n) for n in EDGE_NAMES if n != "DocQA"]
+    assert len(set(names)) == len(names)
+
+
+def test_hyperpod_endpoint_tags_are_never_lmikit_ownership_tags():
+    """lmikit's SageMaker deploy adopts, and destroy deletes, an endpoint whose
+    lmikit:deployment tag names the deployment (lmikit.aws.owner_of); the operator copies
+    spec.tags onto its endpoint (CRD: "tags to be added to the Sagemaker Endpoint")."""
+    manifest = _manifest(BASE + "tags:\n  team: search\n")
+    tags = {t["name"]: t["value"] for t in manifest["spec"]["tags"]}
+    assert tags == {HYPERPOD_DEPLOYMENT_TAG: "docqa", "team": "search"}
+    assert owner_of(tags) is None
+
+
+@pytest.mark.parametrize("key", [DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG])
+def test_hyperpod_refuses_lmikit_tags_in_spec_tags(key):
+    with pytest.raises(RenderError, match=f"tags: '{key}' is lmikit's own tag"):
+        _manifest(BASE + f"tags:\n  {key}: docqa\n")
 
 
 @pytest.mark.parametrize(("strategy", "expected"), [

@@ -28,7 +28,7 @@ from typing import Any
 from lmikit.catalog import model_options
 from lmikit.catalog.model_options import option_rows
 from lmikit.errors import RenderError
-from lmikit.names import DEPLOYMENT_TAG
+from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
 from lmikit.render.hyperpod_vllm import (
@@ -97,6 +97,25 @@ def kv_cache_spec(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
         out["enableL2Cache"] = True
         out["l2CacheSpec"] = {"l2CacheBackend": "tieredstorage"}
     return out
+
+
+def endpoint_tags(spec: DeploymentSpec) -> list[dict[str, str]]:
+    """``spec.tags`` of the manifest, which the operator puts on the SageMaker endpoint it
+    creates (CRD: "Mentions the tags to be added to the Sagemaker Endpoint").
+
+    The deployment is named under :data:`HYPERPOD_DEPLOYMENT_TAG`, never under
+    ``lmikit:deployment``: lmikit's SageMaker deploy adopts, and destroy deletes, an endpoint
+    whose ``lmikit:deployment`` tag names the deployment (:func:`lmikit.aws.owner_of`), and
+    the operator, not lmikit, owns this one.
+    """
+    reserved = sorted({DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG} & set(spec.tags))
+    if reserved:
+        raise RenderError(
+            f"tags: {', '.join(map(repr, reserved))} is lmikit's own tag; on the SageMaker "
+            f"endpoint the HyperPod operator creates, {DEPLOYMENT_TAG!r} would let lmikit's "
+            "SageMaker deploy and destroy take it for their own. Remove it from tags")
+    merged = {**spec.tags, HYPERPOD_DEPLOYMENT_TAG: spec.name}
+    return [{"name": k, "value": v} for k, v in sorted(merged.items())]
 
 
 def model_source(spec: DeploymentSpec) -> dict[str, Any]:
@@ -187,13 +206,12 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     }
     body: dict[str, Any] = {
         "modelName": name,
-        "endpointName": name,
+        "endpointName": hyperpod_endpoint_name(spec.name),
         "instanceType": spec.instance.type,
         "replicas": spec.instance.copies_per_instance * max(1, spec.instance.min_count),
         "modelSourceConfig": model_source(spec),
         "kvCacheSpec": kv_cache_spec(spec, plan),
-        "tags": [{"name": k, "value": v} for k, v in sorted(
-            {DEPLOYMENT_TAG: spec.name, **spec.tags}.items())],
+        "tags": endpoint_tags(spec),
     }
     if uses_operator_cache(spec, plan):
         body["worker"] = vllm_worker(spec, plan, image=vllm_image, resources=resources)
