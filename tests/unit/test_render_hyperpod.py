@@ -184,3 +184,30 @@ def test_hyperpod_s3_weights_and_token_secret_reference():
                                 f"s3://bkt/models/llama8b/\n  config_path: {config}"))
     assert s3["spec"]["modelSourceConfig"]["s3Storage"] == {"bucketName": "bkt",
                                                             "region": "us-east-1"}
+
+
+LMI_PATH = "kv_cache:\n  mode: \"off\"\nrouting:\n  strategy: least_outstanding\n"
+VLLM_PATH = "kv_cache:\n  mode: cpu\n"
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _with_revision(revision: str, path: str) -> str:
+    model = "Qwen/Qwen2.5-7B-Instruct"
+    return BASE.replace(model, f"{model}\n  revision: {revision}") + path
+
+
+@pytest.mark.parametrize("path", [LMI_PATH, VLLM_PATH], ids=["lmi", "vllm"])
+def test_hyperpod_revision_that_is_not_a_commit_is_refused_for_either_worker(path):
+    """CRD: commitSHA "Must be a full 40-character lowercase hex SHA. If not provided, the
+    operator defaults to \"main\" branch"; the SageMaker target pins option.revision, so a
+    dropped branch or tag would serve other weights there than here."""
+    with pytest.raises(RenderError, match=r"model.revision 'v1.0': .*commitSHA, a full "
+                                          r"40-character hex commit SHA"):
+        _manifest(_with_revision("v1.0", path))
+
+
+@pytest.mark.parametrize("path", [LMI_PATH, VLLM_PATH], ids=["lmi", "vllm"])
+def test_hyperpod_commit_sha_is_pinned_in_lowercase_for_either_worker(crd_validator, path):
+    manifest = _manifest(_with_revision(SHA.upper(), path))
+    assert manifest["spec"]["modelSourceConfig"]["huggingFaceModel"]["commitSHA"] == SHA
+    assert _errors(crd_validator, manifest) == []

@@ -61,6 +61,7 @@ LMI_PROMETHEUS_ENV = "SERVING_PROMETHEUS"
 OPERATOR_OWNED = ("OPTION_KV_TRANSFER_CONFIG", "OPTION_LMCACHE_CONFIG_FILE",
                   "OPTION_ENABLE_PREFIX_CACHING")
 LMI_IMAGE_MARK = "djl-inference"
+_SHA = re.compile(r"[0-9a-f]{40}")  # the CRD's huggingFaceModel.commitSHA pattern
 
 
 def rfc1123(name: str) -> str:
@@ -118,6 +119,27 @@ def endpoint_tags(spec: DeploymentSpec) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in sorted(merged.items())]
 
 
+def commit_sha(spec: DeploymentSpec) -> str | None:
+    """``model.revision`` as ``huggingFaceModel.commitSHA``, for either worker.
+
+    The operator downloads a Hugging Face model at a commit only: ``commitSHA`` must be "a
+    full 40-character lowercase hex SHA", and without it "the operator defaults to \"main\"
+    branch" (CRD). A branch or tag would silently serve other weights than the SageMaker
+    target, which pins ``option.revision``, so it is refused; a SHA in capitals is the same
+    commit and is written in lowercase. S3 weights have no revision.
+    """
+    rev = spec.model.revision
+    if not rev or spec.model.is_s3:
+        return None
+    if not _SHA.fullmatch(rev.lower()):
+        raise RenderError(
+            f"model.revision {rev!r}: the HyperPod operator pins a Hugging Face download by "
+            "commit only (huggingFaceModel.commitSHA, a full 40-character hex commit SHA; "
+            "without one it downloads the 'main' branch), so a branch or tag cannot be "
+            f"honoured: use the 40-character commit SHA {rev!r} points to")
+    return rev.lower()
+
+
 def model_source(spec: DeploymentSpec) -> dict[str, Any]:
     if spec.model.is_s3:
         bucket, _, prefix = spec.model.id[len("s3://"):].partition("/")
@@ -125,9 +147,9 @@ def model_source(spec: DeploymentSpec) -> dict[str, Any]:
                                                       "region": spec.region},
                 "modelLocation": prefix.rstrip("/")}
     hf: dict[str, Any] = {"modelId": spec.model.id}
-    rev = spec.model.revision
-    if rev and re.fullmatch(r"[0-9a-f]{40}", rev):
-        hf["commitSHA"] = rev
+    sha = commit_sha(spec)
+    if sha:
+        hf["commitSHA"] = sha
     if spec.security.hf_token_secret_arn:
         # The token reaches the cluster as a Kubernetes Secret synced from Secrets Manager
         # (e.g. by the Secrets Store CSI driver); the manifest names it, never holds it.

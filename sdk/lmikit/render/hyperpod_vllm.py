@@ -18,7 +18,6 @@ numbers (context length, batch size, LoRA limits, ...) are the same on both targ
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +140,6 @@ NOT_FOR_VLLM: dict[str, str] = {
 }
 # Carried into the worker environment unchanged.
 VLLM_ENV_KEYS = frozenset({"PYTHONHASHSEED"})
-_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def check_image(image: str, field: str = "vllm_image") -> str:
@@ -157,11 +155,6 @@ def check_image(image: str, field: str = "vllm_image") -> str:
 
 def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
     """vLLM OpenAI-server arguments, flag then value, derived from the LMI options."""
-    rev = spec.model.revision
-    if rev and not spec.model.is_s3 and not _SHA.fullmatch(rev):
-        raise RenderError(f"model.revision {rev!r}: the HyperPod operator pins a Hugging Face "
-                          "download by commit only (huggingFaceModel.commitSHA); use the "
-                          "40-character commit SHA")
     env = lmi_environment(spec, plan)
     args = ["--model", MODEL_MOUNT, "--port", str(VLLM_PORT)]
     for option, flag in VLLM_FLAGS.items():
