@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from lmikit.errors import RenderError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import plan_spec
-from lmikit.render.hyperpod import hyperpod_manifest, rfc1123
+from lmikit.render.hyperpod import hyperpod_manifest, max_deploy_time_s, rfc1123
 from lmikit.spec import NAME_MAX
+from lmikit.startup import estimate_startup
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE
 
@@ -211,3 +213,35 @@ def test_hyperpod_commit_sha_is_pinned_in_lowercase_for_either_worker(crd_valida
     manifest = _manifest(_with_revision(SHA.upper(), path))
     assert manifest["spec"]["modelSourceConfig"]["huggingFaceModel"]["commitSHA"] == SHA
     assert _errors(crd_validator, manifest) == []
+
+
+MODEL_EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS + MODEL_EXAMPLES, ids=lambda p: p.name)
+def test_hyperpod_max_deploy_time_is_the_startup_estimate_with_margin(crd_validator, path):
+    """maxDeployTimeInSeconds (CRD: default 3600, int32) = the plan's expected download +
+    load + warm-up x 1.5 (lmikit.startup.MARGIN, as for SageMaker's start-up timeouts),
+    rounded up to a minute, at least the operator's 3600 s default."""
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    manifest = hyperpod_manifest(spec, plan, image_uri=IMAGE)
+    got = manifest["spec"]["maxDeployTimeInSeconds"]
+    expected_s = plan.startup.expected_s
+    assert got == max(3600, math.ceil(1.5 * expected_s / 60) * 60)
+    assert got >= 1.5 * expected_s and got % 60 == 0
+    assert _errors(crd_validator, manifest) == []
+
+
+def test_hyperpod_max_deploy_time_exceeds_the_default_for_the_largest_models():
+    # DeepSeek-V3.2 from the Hub: about 2 h 20 min expected, so the 1 h default times it out.
+    path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    assert plan.startup.expected_s > 3600
+    assert hyperpod_manifest(spec, plan, image_uri=IMAGE)["spec"][
+        "maxDeployTimeInSeconds"] == 12600
+
+
+def test_hyperpod_max_deploy_time_stays_an_int32():
+    assert max_deploy_time_s(estimate_startup(10**20, "hub")) == 2**31 - 1

@@ -40,6 +40,7 @@ from lmikit.render.hyperpod_vllm import (
     vllm_worker,
 )
 from lmikit.spec import DeploymentSpec
+from lmikit.startup import MARGIN, StartupEstimate, estimate_startup, weights_source
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 KIND = "InferenceEndpointConfig"
@@ -62,6 +63,9 @@ OPERATOR_OWNED = ("OPTION_KV_TRANSFER_CONFIG", "OPTION_LMCACHE_CONFIG_FILE",
                   "OPTION_ENABLE_PREFIX_CACHING")
 LMI_IMAGE_MARK = "djl-inference"
 _SHA = re.compile(r"[0-9a-f]{40}")  # the CRD's huggingFaceModel.commitSHA pattern
+# spec.maxDeployTimeInSeconds: "Defaults to 1 hour (3600 seconds)", "format: int32" (CRD).
+OPERATOR_DEPLOY_TIME_DEFAULT_S = 3600
+INT32_MAX = 2**31 - 1
 
 
 def rfc1123(name: str) -> str:
@@ -157,6 +161,23 @@ def model_source(spec: DeploymentSpec) -> dict[str, Any]:
     return {"modelSourceType": "huggingface", "huggingFaceModel": hf}
 
 
+def max_deploy_time_s(estimate: StartupEstimate) -> int:
+    """``maxDeployTimeInSeconds`` from the plan's start-up estimate.
+
+    The expected download + load + warm-up (:attr:`StartupEstimate.expected_s`) with the
+    same 1.5x margin as SageMaker's start-up timeouts (:data:`lmikit.startup.MARGIN`),
+    rounded up to a whole minute; never below the operator's own default of 3600 s, which
+    also has to cover scheduling and the image pull, and never above the CRD's int32.
+
+    >>> max_deploy_time_s(estimate_startup(16_000_000_000, "hub"))
+    3600
+    >>> max_deploy_time_s(estimate_startup(672_900_000_000, "hub"))
+    12600
+    """
+    wanted = math.ceil(MARGIN * estimate.expected_s / 60) * 60
+    return int(min(INT32_MAX, max(OPERATOR_DEPLOY_TIME_DEFAULT_S, wanted)))
+
+
 def uses_operator_cache(spec: DeploymentSpec, plan: Plan) -> bool:
     """Whether the manifest turns on the operator's KV cache or intelligent routing, which
     need a vLLM worker."""
@@ -231,6 +252,8 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         "endpointName": hyperpod_endpoint_name(spec.name),
         "instanceType": spec.instance.type,
         "replicas": spec.instance.copies_per_instance * max(1, spec.instance.min_count),
+        "maxDeployTimeInSeconds": max_deploy_time_s(
+            plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))),
         "modelSourceConfig": model_source(spec),
         "kvCacheSpec": kv_cache_spec(spec, plan),
         "tags": endpoint_tags(spec),
