@@ -175,7 +175,7 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
                                      namespace=options.namespace,
                                      vllm_image=options.vllm_image or DEFAULT_VLLM_IMAGE)
-        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec))
+        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec, plan))
         return notes + yaml.safe_dump(manifest, sort_keys=False)
     if target == "cloudwatch":
         from lmikit.render.alarms import put_metric_alarm_requests

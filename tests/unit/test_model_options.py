@@ -257,7 +257,8 @@ def test_model_specs_use_both_hyperpod_worker_kinds():
 def test_model_spec_hyperpod_notes_name_the_vllm_the_options_were_checked_against(model_id):
     from lmikit.render.hyperpod import hyperpod_notes
 
-    notes = hyperpod_notes(load_spec(MODEL_SPECS[model_id]))
+    spec = load_spec(MODEL_SPECS[model_id])
+    notes = hyperpod_notes(spec, plan_spec(spec, base_dir=MODEL_SPECS[model_id].parent))
     assert any(f"checked against vLLM {VLLM_VERSION}" in n and "--vllm-image" in n
                for n in notes)
 

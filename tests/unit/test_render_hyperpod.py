@@ -17,7 +17,12 @@ from lmikit.errors import RenderError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import plan_spec
-from lmikit.render.hyperpod import hyperpod_manifest, max_deploy_time_s, rfc1123
+from lmikit.render.hyperpod import (
+    hyperpod_manifest,
+    hyperpod_notes,
+    max_deploy_time_s,
+    rfc1123,
+)
 from lmikit.spec import NAME_MAX
 from lmikit.startup import estimate_startup
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
@@ -245,3 +250,79 @@ def test_hyperpod_max_deploy_time_exceeds_the_default_for_the_largest_models():
 
 def test_hyperpod_max_deploy_time_stays_an_int32():
     assert max_deploy_time_s(estimate_startup(10**20, "hub")) == 2**31 - 1
+
+
+def _notes(text: str, base_dir=None) -> tuple[dict, list[str]]:
+    spec = load_spec_text(text)
+    plan = plan_spec(spec, base_dir=base_dir)
+    return hyperpod_manifest(spec, plan, image_uri=IMAGE), hyperpod_notes(spec, plan)
+
+
+def _dropped(notes: list[str]) -> dict[str, str]:
+    """Field -> note, for the notes that say a spec setting is not in the manifest."""
+    return {n.split(" ", 1)[0]: n for n in notes if "is not in the manifest" in n}
+
+
+def test_hyperpod_notes_each_lmcache_setting_the_operator_sizes_itself():
+    """kvCacheSpec only switches L1/L2 and names the L2 backend (CRD); the operator strips
+    user LMCACHE_* variables (shared/REFERENCE.md section 7). cacheConfigFile is a path inside
+    the worker, which a manifest cannot ship."""
+    manifest, notes = _notes(BASE + "kv_cache:\n  mode: cpu\n  cpu_size_gb: 10\n"
+                             "  chunk_size: 512\n")
+    assert manifest["spec"]["kvCacheSpec"] == {"enableL1Cache": True, "enableL2Cache": False}
+    dropped = _dropped(notes)
+    assert set(dropped) == {"kv_cache.cpu_size_gb", "kv_cache.chunk_size"}
+    assert "(10 GB)" in dropped["kv_cache.cpu_size_gb"]
+    assert "(512)" in dropped["kv_cache.chunk_size"]
+    assert all("LMCACHE_" in n for n in dropped.values())
+
+
+def test_hyperpod_notes_prefix_caching_off_next_to_the_operators_cache():
+    manifest, notes = _notes(BASE + "kv_cache:\n  mode: cpu\n"
+                             "engine:\n  enable_prefix_caching: false\n")
+    assert not any("prefix-caching" in a for a in manifest["spec"]["worker"]["args"])
+    assert "vLLM's own prefix caching stays on" in _dropped(notes)[
+        "engine.enable_prefix_caching"]
+    # Without the operator's cache the flag is carried, so there is nothing to note.
+    off = BASE + "kv_cache:\n  mode: \"off\"\nengine:\n  enable_prefix_caching: false\n"
+    assert _dropped(_notes(off)[1]) == {}
+
+
+def test_hyperpod_notes_disk_settings_replaced_by_tiered_storage():
+    big = BASE.replace("ml.g6e.2xlarge", "ml.g6e.12xlarge")
+    manifest, notes = _notes(big + "kv_cache:\n  mode: cpu+disk\n  disk_size_gb: 500\n"
+                             "  disk_path: /opt/dml/lmcache/\n")
+    assert manifest["spec"]["kvCacheSpec"]["l2CacheSpec"] == {"l2CacheBackend": "tieredstorage"}
+    assert set(_dropped(notes)) == {"kv_cache.disk_size_gb", "kv_cache.disk_path"}
+
+
+def test_hyperpod_notes_the_regulated_examples_security_settings():
+    """network_isolation, vpc and kms_key_arn have no field in the v1 CRD (its only kmsKeyId
+    is dataCapture's)."""
+    path = ROOT / "examples" / "regulated-llama8b-inmemory.yaml"
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    dropped = _dropped(hyperpod_notes(spec, plan))
+    assert set(dropped) == {"security.network_isolation", "security.vpc",
+                            "security.kms_key_arn"}
+    assert all("CRD has no field for it" in n for n in dropped.values())
+    text = json.dumps(hyperpod_manifest(spec, plan, image_uri=IMAGE))
+    assert "subnet-" not in text and "arn:aws:kms" not in text
+
+
+def test_hyperpod_notes_routing_settings_of_sagemakers_prefix_routing():
+    _, notes = _notes(BASE + "routing:\n  strategy: prefix_aware\n  prefix_length: 8192\n"
+                      "  concurrency_threshold: 16\n")
+    assert set(_dropped(notes)) == {"routing.prefix_length", "routing.concurrency_threshold"}
+
+
+def test_hyperpod_notes_nothing_dropped_for_a_plain_spec():
+    assert _dropped(_notes(BASE + "kv_cache:\n  mode: cpu\n")[1]) == {}
+
+
+def test_hyperpod_refuses_required_volume_encryption():
+    arn = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    text = BASE + f"security:\n  kms_key_arn: {arn}\n  kms_volume_encryption: required\n"
+    with pytest.raises(RenderError, match="kms_volume_encryption is 'required'.*CRD has no "
+                                          "field for it"):
+        _manifest(text)

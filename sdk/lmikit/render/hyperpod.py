@@ -239,6 +239,11 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     cache nor its intelligent routing; otherwise the worker is vLLM's OpenAI server from
     ``vllm_image`` (default: the image of the operator's published samples, pinned).
     """
+    if spec.security.kms_volume_encryption == "required":
+        raise RenderError("security.kms_volume_encryption is 'required', but the HyperPod "
+                          "manifest cannot encrypt the worker's volume with "
+                          f"security.kms_key_arn: {_NO_CRD_FIELD}. Use 'auto' to accept the "
+                          "cluster's encryption, or deploy to SageMaker")
     name = rfc1123(spec.name)
     memory_gib = math.ceil(plan.min_memory_mb / 1024)
     gpus = str(plan.tp)
@@ -280,8 +285,64 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     return manifest
 
 
-def hyperpod_notes(spec: DeploymentSpec) -> list[str]:
-    """Operator behaviour a person should know before applying the manifest."""
+# Why a setting the CRD cannot carry is left out. kvCacheSpec has on/off switches for L1 and
+# L2, the L2 backend and URL, and cacheConfigFile: a path inside the worker that "override[s]
+# other configurations provided via spec" (CRD), which a manifest cannot ship into the pod.
+_OPERATOR_SIZES_LMCACHE = ("the operator configures LMCache itself: kvCacheSpec only turns L1 "
+                           "and L2 on or off, and the operator strips user LMCACHE_* variables")
+_NO_CRD_FIELD = "the InferenceEndpointConfig v1 CRD has no field for it"
+
+
+def dropped_settings(spec: DeploymentSpec, plan: Plan) -> list[str]:
+    """One note per spec setting the manifest cannot carry, saying what is lost and why."""
+    notes: list[str] = []
+    kv = spec.kv_cache
+    if plan.tier != "none":
+        if kv.cpu_size_gb != "auto":
+            notes.append(f"kv_cache.cpu_size_gb ({kv.cpu_size_gb:g} GB) is not in the manifest: "
+                         f"{_OPERATOR_SIZES_LMCACHE}, so L1's size is the operator's (the pod's "
+                         "memory request still includes it)")
+        if "chunk_size" in kv.model_fields_set:
+            notes.append(f"kv_cache.chunk_size ({kv.chunk_size}) is not in the manifest: "
+                         f"{_OPERATOR_SIZES_LMCACHE}, so the chunk size is the operator's")
+        if not spec.engine.enable_prefix_caching:
+            notes.append("engine.enable_prefix_caching false is not in the manifest: next to the "
+                         "operator's KV cache the worker gets no prefix-caching flag (shared/"
+                         "REFERENCE.md section 7), so vLLM's own prefix caching stays on, "
+                         f"vLLM {VLLM_VERSION}'s default")
+    if plan.tier == "cpu+disk":
+        for field in ("disk_size_gb", "disk_path"):
+            if field in kv.model_fields_set:
+                notes.append(f"kv_cache.{field} ({getattr(kv, field)}) is not in the manifest: "
+                             "the disk tier becomes L2 on the cluster's tiered storage, which "
+                             "the cluster sizes and places, not the manifest")
+    for field in ("prefix_length", "concurrency_threshold"):
+        value = getattr(spec.routing, field)
+        if value is not None:
+            notes.append(f"routing.{field} ({value}) is not in the manifest: it tunes "
+                         "SageMaker's prefix-aware routing, and intelligentRoutingSpec has "
+                         "only enabled, routingStrategy and autoScalingSpec (CRD)")
+    sec = spec.security
+    if sec.network_isolation:
+        notes.append("security.network_isolation is not in the manifest: "
+                     f"{_NO_CRD_FIELD}; the pod reaches what the cluster's network allows "
+                     "(restrict egress with Kubernetes network policies or the cluster's "
+                     "security groups)")
+    if sec.vpc is not None:
+        notes.append("security.vpc is not in the manifest: "
+                     f"{_NO_CRD_FIELD}; the pod runs in the HyperPod cluster's own VPC and "
+                     "subnets")
+    if sec.kms_key_arn:
+        notes.append("security.kms_key_arn is not in the manifest: "
+                     f"{_NO_CRD_FIELD} (its only kmsKeyId is dataCapture's, for captured "
+                     "requests); the weights and volumes are encrypted as the cluster and the "
+                     "model's S3 bucket are")
+    return notes
+
+
+def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
+    """Operator behaviour a person should know before applying the manifest, and every spec
+    setting the manifest cannot carry."""
     notes = ["intelligentRoutingSpec.enabled cannot be changed once set, and cannot be added to "
              "an existing deployment: decide routing before the first apply"]
     if spec.routing.strategy == "kv_aware":
@@ -296,6 +357,7 @@ def hyperpod_notes(spec: DeploymentSpec) -> list[str]:
     if spec.security.hf_token_secret_arn:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
+    notes += dropped_settings(spec, plan)
     rows = option_rows(spec.model.id, spec.engine.tensor_parallel_degree)
     if rows:
         names = ", ".join(r.option for r in rows)
