@@ -326,3 +326,32 @@ def test_hyperpod_refuses_required_volume_encryption():
     with pytest.raises(RenderError, match="kms_volume_encryption is 'required'.*CRD has no "
                                           "field for it"):
         _manifest(text)
+
+
+ADAPTER = "adapters:\n  - {name: a1, source: s3://bkt/a1.tar.gz, rank: 8}\n"
+
+
+def _lora_note(path: str) -> tuple[dict, str]:
+    manifest, notes = _notes(BASE + path + ADAPTER)
+    return manifest, next(n for n in notes if "LoRA" in n)
+
+
+def test_hyperpod_lora_note_for_the_vllm_worker():
+    """vLLM 0.11.1 registers /v1/load_lora_adapter only when VLLM_ALLOW_RUNTIME_LORA_UPDATING
+    is set, and warns it is for local development (api_server.py); the manifest leaves it
+    unset, so the note says how to serve adapters without it."""
+    # Routing alone makes it a vLLM worker (an s3:// adapter cannot be used with LMCache on).
+    manifest, note = _lora_note("kv_cache:\n  mode: \"off\"\nrouting:\n  strategy: prefix_aware\n")
+    worker = manifest["spec"]["worker"]
+    assert "--enable-lora" in worker["args"]
+    assert "--lora-modules <name>=<path>" in note
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, which the manifest does not set" in note
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in {
+        e["name"] for e in worker["environmentVariables"]}
+
+
+def test_hyperpod_lora_note_for_the_lmi_worker_names_no_vllm_api():
+    manifest, note = _lora_note(LMI_PATH)
+    assert manifest["spec"]["worker"]["modelInvocationPort"]["containerPort"] == 8080
+    assert "vLLM" not in note and "--lora-modules" not in note
+    assert "POST /models/<model>/adapters?name=<name>&src=<path>" in note

@@ -340,6 +340,22 @@ def dropped_settings(spec: DeploymentSpec, plan: Plan) -> list[str]:
     return notes
 
 
+def adapters_note(spec: DeploymentSpec, plan: Plan) -> str:
+    """How to serve the spec's adapters with the manifest's worker, which does not ship them."""
+    why = ("the manifest enables LoRA serving but does not ship the listed adapters (on "
+           "SageMaker each is an inference component; the operator downloads only the base "
+           "model): put the adapter files at a path inside the pod (for S3 weights, under the "
+           "model's prefix, which the operator downloads to " + MODEL_MOUNT + ")")
+    if uses_operator_cache(spec, plan):
+        return (why + " and add --lora-modules <name>=<path> to worker.args. vLLM's runtime "
+                "LoRA API (/v1/load_lora_adapter) exists only with "
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, which the manifest does not set: vLLM "
+                f"{VLLM_VERSION} warns it is for local development only")
+    return (why + f" and register each with djl-serving's adapter API on port {MODEL_PORT} "
+            "(POST /models/<model>/adapters?name=<name>&src=<path>; djl-serving "
+            "serving/docs/adapters_api.md)")
+
+
 def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
     """Operator behaviour a person should know before applying the manifest, and every spec
     setting the manifest cannot carry."""
@@ -351,9 +367,7 @@ def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
                      "with a vLLM image >= v0.19.1 or an LMCache image >= v0.4.3 for it: pass "
                      "one with --vllm-image")
     if spec.adapters:
-        notes.append("the manifest enables LoRA serving but does not ship the listed adapters: "
-                     "load them into the vLLM worker (vLLM's --lora-modules or its runtime LoRA "
-                     "API)")
+        notes.append(adapters_note(spec, plan))
     if spec.security.hf_token_secret_arn:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
