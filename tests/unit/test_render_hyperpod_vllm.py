@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from lmikit.catalog.model_options import OPTION_ROWS
 from lmikit.errors import RenderError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
@@ -25,6 +26,7 @@ from lmikit.render.hyperpod import (
     uses_operator_cache,
 )
 from lmikit.render.hyperpod_vllm import (
+    DEFAULT_IMAGE_CHOICES,
     DEFAULT_VLLM_IMAGE,
     FACTS,
     NOT_FOR_VLLM,
@@ -343,3 +345,59 @@ def test_hyperpod_vllm_flag_list_is_vllms():
         assert flag in VLLM
     assert "--max-rolling-batch-size" not in VLLM and "--tensor-parallel-degree" not in VLLM
     assert Path(DATA / "extract_vllm_flags.py").exists()
+
+
+def test_hyperpod_default_image_choices_are_vllms_own():
+    """The renderer's table of the default image's fixed-value flags is vLLM 0.11.1's, and
+    covers every fixed-value flag a catalog model option renders."""
+    for flag, allowed in DEFAULT_IMAGE_CHOICES.items():
+        assert VLLM[flag] == list(allowed), flag
+    for row in OPTION_ROWS:
+        flag = "--" + row.option.replace("_", "-")
+        assert flag in VLLM, flag
+        if VLLM[flag] is not None:
+            assert flag in DEFAULT_IMAGE_CHOICES, flag
+
+
+MODEL_EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.yaml"))
+
+
+def _vllm_worker_text(path: Path) -> str:
+    """The model example with intelligent routing, which needs the vLLM worker."""
+    text = path.read_text().replace("strategy: least_outstanding", "strategy: prefix_aware")
+    return text if "strategy: prefix_aware" in text else text + "routing:\n  strategy: " \
+        "prefix_aware\n"
+
+
+@pytest.mark.parametrize("path", MODEL_EXAMPLES, ids=lambda p: p.name)
+def test_hyperpod_model_options_start_on_the_default_image_or_are_refused(path):
+    """vLLM builds argparse choices from a Literal type (literal_to_kwargs, vLLM 0.11.1
+    vllm/engine/arg_utils.py): a value outside them stops the server before it serves."""
+    spec = load_spec_text(_vllm_worker_text(path))
+    plan = plan_spec(spec, base_dir=path.parent)
+    try:
+        manifest = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    except RenderError as exc:
+        assert "accepts only" in str(exc) and "--vllm-image" in str(exc)
+        return
+    for flag, value in _pairs(manifest["spec"]["worker"]["args"]).items():
+        allowed = VLLM.get(flag)
+        assert allowed is None or value in allowed, (flag, value)
+
+
+def test_hyperpod_deepseek_v32_tokenizer_mode_needs_a_newer_vllm_image():
+    path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
+    spec = load_spec_text(_vllm_worker_text(path))
+    plan = plan_spec(spec, base_dir=path.parent)
+    with pytest.raises(RenderError, match=r"needs --tokenizer-mode deepseek_v32 .* vLLM 0.11.1, "
+                                          r"whose --tokenizer-mode accepts only auto, slow, "
+                                          r"mistral, custom"):
+        hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    newer = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE,
+                              vllm_image="vllm/vllm-openai:v0.23.0")
+    assert _pairs(newer["spec"]["worker"]["args"])["--tokenizer-mode"] == "deepseek_v32"
+    # Without the operator's cache and routing the LMI worker carries the option (LMI's vLLM).
+    lmi = hyperpod_manifest(load_spec(path), plan_spec(load_spec(path), base_dir=path.parent),
+                            image_uri=LMI_IMAGE)
+    env = {e["name"]: e["value"] for e in lmi["spec"]["worker"]["environmentVariables"]}
+    assert env["OPTION_TOKENIZER_MODE"] == "deepseek_v32"

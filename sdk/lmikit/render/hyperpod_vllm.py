@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lmikit.catalog import model_options
 from lmikit.catalog.model_options import option_rows
 from lmikit.errors import RenderError
 from lmikit.plan import Plan
@@ -88,6 +89,12 @@ FACTS: tuple[OperatorFact, ...] = (
                  "$(NODE_IP):9200 for tieredstorage (shared/REFERENCE.md section 7)"),
     OperatorFact("prefix caching flag", "not passed with the operator's KV cache",
                  "shared/REFERENCE.md section 7 (not re-verified here); the samples pass none"),
+    OperatorFact("model option values the default image's vLLM accepts",
+                 "--tokenizer-mode auto, slow, mistral or custom; --mm-encoder-tp-mode "
+                 "weights or data",
+                 "TokenizerMode in vllm/config/model.py and MMEncoderTPMode in "
+                 "vllm/config/multimodal.py, which literal_to_kwargs in "
+                 "vllm/engine/arg_utils.py turns into argparse choices, " + VLLM_SOURCE),
     OperatorFact("PYTHONHASHSEED", "0",
                  "LMCache chunk hashes must agree across processes (shared/REFERENCE.md "
                  "section 5); aws-samples/sagemaker-genai-hosting-examples SageMakerHyperpod/"
@@ -122,6 +129,14 @@ VLLM_FLAGS: dict[str, str] = {
     "OPTION_SPECULATIVE_CONFIG": "--speculative-config",
 }
 BOOLEAN_FLAGS = frozenset({"OPTION_ENABLE_LORA"})
+# Flags of the model options (lmikit.catalog.model_options) whose value vLLM 0.11.1, the
+# default image's, takes from a fixed list: argparse choices built from a Literal type (FACTS,
+# "model option values the default image's vLLM accepts"). The server exits at argument
+# parsing on any other value.
+DEFAULT_IMAGE_CHOICES: dict[str, tuple[str, ...]] = {
+    "--tokenizer-mode": ("auto", "slow", "mistral", "custom"),
+    "--mm-encoder-tp-mode": ("weights", "data"),
+}
 # LMI environment entries the vLLM worker does not take, and why.
 NOT_FOR_VLLM: dict[str, str] = {
     "HF_MODEL_ID": "the operator downloads the model to the mount; --model names that path",
@@ -179,9 +194,32 @@ def model_option_args(spec: DeploymentSpec) -> list[str]:
     return args
 
 
+def check_model_options(spec: DeploymentSpec, image: str) -> None:
+    """Refuse a model option the default image's vLLM rejects at start.
+
+    Another image's vLLM version is not known here: its options stay the user's to check
+    (a note says so, :func:`lmikit.render.hyperpod.hyperpod_notes`).
+    """
+    if image != DEFAULT_VLLM_IMAGE:
+        return
+    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+        flag = "--" + row.option.replace("_", "-")
+        allowed = DEFAULT_IMAGE_CHOICES.get(flag)
+        if allowed is not None and row.value not in allowed:
+            raise RenderError(
+                f"model.id {spec.model.id!r} needs {flag} {row.value} (vLLM "
+                f"{model_options.VLLM_VERSION}, as LMI ships it, accepts it), but the default "
+                f"vLLM image runs vLLM {VLLM_VERSION}, whose {flag} accepts only "
+                f"{', '.join(allowed)}: the worker would exit at start. Pass --vllm-image "
+                "(vllm_image=) with a vLLM that accepts it, or use neither an LMCache tier nor "
+                "intelligent routing (kv_cache.mode 'off', routing.strategy "
+                "'least_outstanding' or 'random') so the manifest runs the LMI worker")
+
+
 def vllm_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
                 resources: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``spec.worker`` block for the vLLM OpenAI server."""
+    check_model_options(spec, check_image(image))
     env = lmi_environment(spec, plan)
     worker: dict[str, Any] = {
         "image": check_image(image),

@@ -40,8 +40,12 @@ def _literal_flags(path: Path) -> set[str]:
 
 
 # Options whose value is a Literal alias in vLLM's config modules: (file, alias name).
+# Each is a field typed by the alias alone (no ``str`` in the union), which vLLM's
+# ``literal_to_kwargs`` (vllm/engine/arg_utils.py) turns into argparse ``choices``.
 CHOICES = {"--kv-cache-dtype": ("vllm/config/cache.py", "CacheDType"),
-           "--max-lora-rank": ("vllm/config/lora.py", "MaxLoRARanks")}
+           "--max-lora-rank": ("vllm/config/lora.py", "MaxLoRARanks"),
+           "--tokenizer-mode": ("vllm/config/model.py", "TokenizerMode"),
+           "--mm-encoder-tp-mode": ("vllm/config/multimodal.py", "MMEncoderTPMode")}
 
 
 def _literal_values(path: Path, alias: str) -> list[str]:
