@@ -65,18 +65,25 @@ def _render(text: str, **kwargs):
     return spec, plan, hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE, **kwargs)
 
 
-def _pairs(args: list[str]) -> dict[str, str | None]:
-    """Flag -> value (None for a boolean flag); fails on a value without a flag."""
-    out: dict[str, str | None] = {}
+# Flags that take several values (nargs="+" in vLLM's parser).
+MULTI_VALUE = {"--served-model-name"}
+
+
+def _pairs(args: list[str]) -> dict[str, str | list[str] | None]:
+    """Flag -> value (None for a boolean flag, a list for MULTI_VALUE flags); fails on a value
+    without a flag."""
+    out: dict[str, str | list[str] | None] = {}
     i = 0
     while i < len(args):
         assert args[i].startswith("--"), f"{args[i]!r} at {i} is not a flag: {args}"
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-            out[args[i]] = args[i + 1]
-            i += 2
-        else:
-            out[args[i]] = None
-            i += 1
+        values = []
+        j = i + 1
+        while j < len(args) and not args[j].startswith("--"):
+            values.append(args[j])
+            j += 1
+        assert len(values) <= 1 or args[i] in MULTI_VALUE, f"{args[i]} takes one value: {args}"
+        out[args[i]] = values if args[i] in MULTI_VALUE else (values[0] if values else None)
+        i = j
     return out
 
 
@@ -401,3 +408,18 @@ def test_hyperpod_deepseek_v32_tokenizer_mode_needs_a_newer_vllm_image():
                             image_uri=LMI_IMAGE)
     env = {e["name"]: e["value"] for e in lmi["spec"]["worker"]["environmentVariables"]}
     assert env["OPTION_TOKENIZER_MODE"] == "deepseek_v32"
+
+
+def test_hyperpod_vllm_serves_the_model_under_its_id_and_the_mount_path():
+    """vLLM answers to every --served-model-name and reports the first; without the flag it
+    answers only to --model, /opt/ml/model (vLLM 0.11.1 init_app_state), and a request naming
+    the Hugging Face id gets 404 "The model ... does not exist" (serving_engine._check_model).
+    The operator's samples set none, so their clients send /opt/ml/model: both work."""
+    spec, _, manifest = _render(KV_SPEC)
+    args = _pairs(manifest["spec"]["worker"]["args"])
+    assert args["--served-model-name"] == [spec.model.id, "/opt/ml/model"]
+    assert args["--model"] == "/opt/ml/model"
+    for sample in SAMPLES.values():
+        assert not any("served-model-name" in a for a in sample["spec"]["worker"]["args"])
+    docs = (ROOT / "docs" / "hyperpod.md").read_text()
+    assert "## Which model name clients send" in docs

@@ -95,6 +95,12 @@ FACTS: tuple[OperatorFact, ...] = (
                  "TokenizerMode in vllm/config/model.py and MMEncoderTPMode in "
                  "vllm/config/multimodal.py, which literal_to_kwargs in "
                  "vllm/engine/arg_utils.py turns into argparse choices, " + VLLM_SOURCE),
+    OperatorFact("served model names", "the spec's model.id, then /opt/ml/model",
+                 "ModelConfig.served_model_name in vllm/config/model.py (the server answers to "
+                 "any of the names and reports the first) and init_app_state's fallback to "
+                 "--model in vllm/entrypoints/openai/api_server.py, " + VLLM_SOURCE
+                 + "; " + OPERATOR_SAMPLES + " and " + AWS_BLOG + " set none, so their "
+                 "clients send /opt/ml/model"),
     OperatorFact("PYTHONHASHSEED", "0",
                  "LMCache chunk hashes must agree across processes (shared/REFERENCE.md "
                  "section 5); aws-samples/sagemaker-genai-hosting-examples SageMakerHyperpod/"
@@ -168,10 +174,19 @@ def check_image(image: str, field: str = "vllm_image") -> str:
     return image
 
 
+def served_model_names(spec: DeploymentSpec) -> list[str]:
+    """The names vLLM answers to (FACTS, "served model names"): the spec's ``model.id``,
+    which lmikit's SageMaker client also sends, first (vLLM reports it in responses and
+    metrics), then the mount path, vLLM's own default, which clients written for the
+    operator's samples send."""
+    return [spec.model.id, MODEL_MOUNT]
+
+
 def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
     """vLLM OpenAI-server arguments, flag then value, derived from the LMI options."""
     env = lmi_environment(spec, plan)
-    args = ["--model", MODEL_MOUNT, "--port", str(VLLM_PORT)]
+    args = ["--model", MODEL_MOUNT, "--port", str(VLLM_PORT),
+            "--served-model-name", *served_model_names(spec)]
     for option, flag in VLLM_FLAGS.items():
         if option not in env:
             continue
