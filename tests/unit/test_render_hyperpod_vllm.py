@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -39,9 +40,9 @@ from tests.unit.test_render_hyperpod import CRD_CANDIDATES
 from tests.unit.test_spec import BASE
 
 DATA = ROOT / "tests" / "data" / "hyperpod"
-SAMPLES = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((DATA / "samples").glob("*.yaml"))}
+SAMPLES = {p.name: yaml.safe_load(p.read_text()) for p in sorted((DATA / "samples").glob("*.yaml"))}
 OPERATOR_SAMPLES = [s for name, s in SAMPLES.items() if name.startswith("operator-")]
-BLOG = SAMPLES["aws-blog-kv-cache-routing"]
+BLOG = SAMPLES["aws-blog-kv-cache-routing.yaml"]
 LMI_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -423,3 +424,15 @@ def test_hyperpod_vllm_serves_the_model_under_its_id_and_the_mount_path():
         assert not any("served-model-name" in a for a in sample["spec"]["worker"]["args"])
     docs = (ROOT / "docs" / "hyperpod.md").read_text()
     assert "## Which model name clients send" in docs
+
+
+def test_hyperpod_docs_name_exactly_the_samples_the_tests_compare():
+    """docs/hyperpod.md and the README describe what the tests compare, no more: the
+    operator's two Helm-chart samples and AWS's blog sample, all three vLLM workers."""
+    docs = (ROOT / "docs" / "hyperpod.md").read_text()
+    assert set(re.findall(r"tests/data/hyperpod/samples/([\w.-]+\.yaml)", docs)) == set(SAMPLES)
+    assert len(SAMPLES) == 3 and len(OPERATOR_SAMPLES) == 2
+    assert all("vllm" in s["spec"]["worker"]["image"] for s in SAMPLES.values())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("compare the vLLM worker with the operator's two Helm-chart samples and AWS's blog "
+            "sample (`tests/data/hyperpod/samples/`)") in readme
