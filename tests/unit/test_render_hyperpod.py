@@ -154,7 +154,7 @@ def test_hyperpod_tiers_map_to_l1_and_l2():
 
 def test_hyperpod_remote_backend_must_be_redis():
     with pytest.raises(RenderError, match="redis://"):
-        _manifest(BASE + "kv_cache:\n  mode: remote\n  remote_url: s3://bucket/kv\n")
+        _manifest(BASE + "kv_cache:\n  mode: remote\n  remote_url: s3://kv-cache.s3.us-east-1.amazonaws.com\n")
 
 
 def test_hyperpod_operator_owned_env_is_not_passed():
