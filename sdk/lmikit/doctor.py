@@ -127,7 +127,7 @@ class Doctor:
     def measured_cache(self) -> dict[str, float] | None:
         dims = {"EndpointName": self.spec.name, "InferenceComponentName": self.base}
         names = ("GpuPrefixCacheQueryTokens", "GpuPrefixCacheHitTokens",
-                 "ExternalPrefixCacheHitTokens", "LMCacheRequestedTokens", "LMCacheHitTokens")
+                 "ExternalPrefixCacheHitTokens")
         sums = {n: self._stat(CONTAINER_NAMESPACE, n, dims, "Sum") for n in names}
         queries = sums["GpuPrefixCacheQueryTokens"]
         if not queries:

@@ -25,8 +25,8 @@ Two stores, because SageMaker publishes to two:
 'Microseconds'
 >>> promql_name("lmcache:num_hit_tokens_total")
 'lmcache_num_hit_tokens_total'
->>> emf_metric("LMCacheHitRate").denominator
-'LMCacheRequestedTokens'
+>>> emf_metric("ExternalPrefixCacheHitRate").denominator
+'ExternalPrefixCacheQueryTokens'
 """
 
 from __future__ import annotations
@@ -235,7 +235,8 @@ CONTAINER_METRICS: tuple[ContainerMetric, ...] = (
     ContainerMetric("lmcache:num_retrieve_requests", "counter", "requests",
                     "retrieve requests sent to LMCache"),
     ContainerMetric("lmcache:num_requested_tokens", "counter", "tokens",
-                    "tokens vLLM asked LMCache for"),
+                    "tokens LMCache's retrieve was asked for: only requests whose lookup "
+                    "already found tokens retrieve, so misses never count here"),
     ContainerMetric("lmcache:num_hit_tokens", "counter", "tokens",
                     "tokens LMCache returned (CPU, disk and remote tiers together)"),
     ContainerMetric("lmcache:num_remote_read_bytes", "counter", "bytes",
@@ -262,9 +263,10 @@ CONTAINER_METRICS: tuple[ContainerMetric, ...] = (
     ContainerMetric("vllm:prefix_cache_hits", "counter", "tokens",
                     "tokens found in the GPU prefix cache"),
     ContainerMetric("vllm:external_prefix_cache_queries", "counter", "tokens",
-                    "tokens looked up in the KV connector (LMCache)"),
+                    "prompt tokens beyond the GPU prefix hit, looked up in the KV connector "
+                    "(LMCache); counted once per request by the scheduler"),
     ContainerMetric("vllm:external_prefix_cache_hits", "counter", "tokens",
-                    "tokens found by the KV connector (LMCache)"),
+                    "tokens found by the KV connector (LMCache); counted once per request"),
     ContainerMetric("vllm:kv_cache_usage_perc", "gauge", "ratio",
                     "share of the GPU KV cache in use"),
     ContainerMetric("vllm:time_to_first_token_seconds", "histogram", "seconds",

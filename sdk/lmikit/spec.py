@@ -373,7 +373,9 @@ class AlarmsSpec(_Model):
                                                description="p90 ModelLatency limit; default "
                                                "from the plan's predicted miss TTFT.")
     min_hit_rate: float = Field(default=0.2, ge=0, le=1,
-                                description="LMCache hit rate below which the cache collapsed.")
+                                description="Share of prompt tokens served from any cache tier "
+                                "(GPU prefix cache or LMCache) below which the cache "
+                                "collapsed.")
     sns_topic_arn: str | None = Field(default=None, pattern=SNS_ARN_PATTERN,
                                       description="SNS topic notified by the alarms.")
 

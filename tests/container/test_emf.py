@@ -111,11 +111,11 @@ WORKER = r"""
 import sys
 from prometheus_client import Counter, Gauge, Histogram
 W = sys.argv[1]
-req = Counter("lmcache:num_requested_tokens", "", ["model_name", "worker_id"]).labels("q", W)
 hit = Counter("lmcache:num_hit_tokens", "", ["model_name", "worker_id"]).labels("q", W)
 evict = Counter("lmcache:local_cpu_evict_count", "", ["model_name", "worker_id"])
 gq = Counter("vllm:prefix_cache_queries", "", ["model_name"])
 gh = Counter("vllm:prefix_cache_hits", "", ["model_name"])
+eq = Counter("vllm:external_prefix_cache_queries", "", ["model_name"])
 eh = Counter("vllm:external_prefix_cache_hits", "", ["model_name"])
 usage = Gauge("lmcache:local_cache_usage", "", ["model_name", "worker_id"],
               multiprocess_mode="all")
@@ -182,11 +182,11 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
     workers = [Worker(directory, "0"), Worker(directory, "1")]
     try:
         # Interval 1: both workers record.
-        workers[0].do("req.inc(1000); hit.inc(800); gq.labels('q').inc(2000); "
+        workers[0].do("eq.labels('q').inc(2000); hit.inc(800); gq.labels('q').inc(2000); "
                       "gh.labels('q').inc(1000); eh.labels('q').inc(600); usage.labels('q', W)"
                       ".set(1e9); kv.labels('q').set(0.5); "
                       "[ttft.labels('q').observe(v) for v in (0.05, 0.05, 0.3, 0.3, 0.7)]")
-        workers[1].do("req.inc(1000); hit.inc(200); evict.labels('q', W).inc(3); "
+        workers[1].do("hit.inc(200); evict.labels('q', W).inc(3); "
                       "usage.labels('q', W).set(2e9); kv.labels('q').set(0.3); "
                       "speed.labels('q'); "
                       "[ttft.labels('q').observe(v) for v in (0.05, 0.05, 0.3, 0.3, 0.7)]")
@@ -199,10 +199,12 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
         assert directive["Dimensions"] == [["EndpointName", "InferenceComponentName"]]
         assert {k: doc[k] for k in DIMS} == DIMS
         units = {m["Name"]: m["Unit"] for m in directive["Metrics"]}
-        assert units["TimeToFirstTokenP90"] == "Seconds" and units["LMCacheHitRate"] == "None"
+        assert units["TimeToFirstTokenP90"] == "Seconds"
+        assert units["ExternalPrefixCacheHitRate"] == "None"
         v = _values(doc)
         assert v == pytest.approx({
-            "LMCacheRequestedTokens": 2000, "LMCacheHitTokens": 1000, "LMCacheHitRate": 0.5,
+            "ExternalPrefixCacheQueryTokens": 2000, "LMCacheHitTokens": 1000,
+            "ExternalPrefixCacheHitRate": 0.3,
             "LMCacheCpuEvictions": 3, "GpuPrefixCacheQueryTokens": 2000,
             "GpuPrefixCacheHitTokens": 1000, "ExternalPrefixCacheHitTokens": 600,
             "GpuPrefixCacheHitRate": 0.5, "PrefixCacheHitRate": 0.8,
@@ -217,12 +219,13 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
         assert "LMCacheRetrieveSpeedP50" not in v
 
         # Interval 2: deltas only; no GPU-prefix lookups, so its ratios are left out.
-        workers[0].do("req.inc(500); hit.inc(50); usage.labels('q', W).set(1.5e9); "
-                      "ttft.labels('q').observe(1.5)")
-        workers[1].do("req.inc(500); hit.inc(50); ttft.labels('q').observe(1.5)")
+        workers[0].do("eq.labels('q').inc(1000); hit.inc(50); "
+                      "usage.labels('q', W).set(1.5e9); ttft.labels('q').observe(1.5)")
+        workers[1].do("hit.inc(50); ttft.labels('q').observe(1.5)")
         v = _values(_line(emitter, 1_700_000_120_000) or {})
         assert v == pytest.approx({
-            "LMCacheRequestedTokens": 1000, "LMCacheHitTokens": 100, "LMCacheHitRate": 0.1,
+            "ExternalPrefixCacheQueryTokens": 1000, "LMCacheHitTokens": 100,
+            "ExternalPrefixCacheHitRate": 0,
             "LMCacheCpuEvictions": 0, "GpuPrefixCacheQueryTokens": 0,
             "GpuPrefixCacheHitTokens": 0, "ExternalPrefixCacheHitTokens": 0,
             "LMCacheCpuUsageBytes": 3.5e9, "GpuKvCacheUsage": 0.4,
@@ -232,8 +235,9 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
 
         # Interval 3: nothing happened. Counters 0, ratios and quantiles out, gauges current.
         v = _values(_line(emitter, 1_700_000_180_000) or {})
-        assert v["LMCacheRequestedTokens"] == 0 and v["TimeToFirstTokenCount"] == 0
-        assert not {"LMCacheHitRate", "PrefixCacheHitRate", "TimeToFirstTokenP50"} & set(v)
+        assert v["ExternalPrefixCacheQueryTokens"] == 0 and v["TimeToFirstTokenCount"] == 0
+        assert not {"ExternalPrefixCacheHitRate", "PrefixCacheHitRate",
+                    "TimeToFirstTokenP50"} & set(v)
         assert v["LMCacheCpuUsageBytes"] == pytest.approx(3.5e9)
 
         # Interval 4: the server restarted (new processes, the directory emptied): the
@@ -243,11 +247,11 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
         for f in directory.iterdir():
             f.unlink()
         workers = [Worker(directory, "0"), Worker(directory, "1")]
+        workers[0].do("eq.labels('q').inc(200)")
         for w in workers:
-            w.do("req.inc(100); hit.inc(100)")
+            w.do("hit.inc(100)")
         v = _values(_line(emitter, 1_700_000_240_000) or {})
-        assert v == {"LMCacheRequestedTokens": 200, "LMCacheHitTokens": 200,
-                     "LMCacheHitRate": 1}
+        assert v == {"ExternalPrefixCacheQueryTokens": 200, "LMCacheHitTokens": 200}
     finally:
         for w in workers:
             if w.proc.poll() is None:
@@ -283,28 +287,28 @@ def _fake(*rounds: Any) -> Emitter:
 
 def test_counter_and_histogram_resets_per_series() -> None:
     b = "vllm:time_to_first_token_seconds_bucket"
-    one = [_family(("lmcache:num_requested_tokens_total", {"w": "0"}, 3000.0),
-                   ("lmcache:num_requested_tokens_total", {"w": "1"}, 500.0)),
+    one = [_family(("vllm:external_prefix_cache_queries_total", {"w": "0"}, 3000.0),
+                   ("vllm:external_prefix_cache_queries_total", {"w": "1"}, 500.0)),
            _family((b, {"le": "1.0"}, 8.0), (b, {"le": "+Inf"}, 10.0))]
-    two = [_family(("lmcache:num_requested_tokens_total", {"w": "0"}, 150.0),  # restarted
-                   ("lmcache:num_requested_tokens_total", {"w": "1"}, 700.0)),
+    two = [_family(("vllm:external_prefix_cache_queries_total", {"w": "0"}, 150.0),  # restarted
+                   ("vllm:external_prefix_cache_queries_total", {"w": "1"}, 700.0)),
            _family((b, {"le": "1.0"}, 1.0), (b, {"le": "+Inf"}, 2.0))]  # restarted
     emitter = _fake(one, two)
-    assert emitter.values()["LMCacheRequestedTokens"] == 3500
+    assert emitter.values()["ExternalPrefixCacheQueryTokens"] == 3500
     second = emitter.values()
-    assert second["LMCacheRequestedTokens"] == 150 + 200
+    assert second["ExternalPrefixCacheQueryTokens"] == 150 + 200
     # the restarted histogram counts its new buckets: 1 of 2 below 1.0 s -> p50 at 1.0
     assert second["TimeToFirstTokenP50"] == pytest.approx(1.0)
 
 
 def test_bad_samples_and_failed_collections_never_stop_the_emitter(caplog) -> None:
-    good = ("lmcache:num_requested_tokens_total", {}, 10.0)
+    good = ("vllm:external_prefix_cache_queries_total", {}, 10.0)
     rounds = [
         [_family(good, ("lmcache:num_hit_tokens_total", {}, float("nan")),
                  ("vllm:kv_cache_usage_perc", {}, "garbage"), ("broken",),
                  ("vllm:time_to_first_token_seconds_bucket", {"le": "x"}, 1.0))],
         OSError("mmap file truncated"),
-        [_family(("lmcache:num_requested_tokens_total", {}, 25.0),
+        [_family(("vllm:external_prefix_cache_queries_total", {}, 25.0),
                  ("vllm:num_requests_waiting", {}, float("inf")))],
     ]
     emitter = _fake(*rounds)
@@ -314,8 +318,8 @@ def test_bad_samples_and_failed_collections_never_stop_the_emitter(caplog) -> No
         assert not emitter.emit(out, timestamp_ms=2)
         assert emitter.emit(out, timestamp_ms=3)
     first, third = (json.loads(line) for line in out.getvalue().splitlines())
-    assert _values(first) == {"LMCacheRequestedTokens": 10}
-    assert _values(third) == {"LMCacheRequestedTokens": 15}  # inf gauge dropped
+    assert _values(first) == {"ExternalPrefixCacheQueryTokens": 10}
+    assert _values(third) == {"ExternalPrefixCacheQueryTokens": 15}  # inf gauge dropped
     assert "skipped 3 unusable sample(s)" in caplog.text
     assert "without a usable le label" in caplog.text
     assert "EMF line skipped this interval: OSError: mmap file truncated" in caplog.text

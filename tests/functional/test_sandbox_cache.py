@@ -65,7 +65,8 @@ def test_cache_model_repeated_prompt_hits_on_the_same_copy(cached_fake: FakeSage
     # the shared 2001 words hold 7 full chunks; the partial chunk is never a hit
     assert _sum(cached_fake, "GpuPrefixCacheHitTokens") == 7 * 256
     assert _sum(cached_fake, "GpuPrefixCacheQueryTokens") == 2 * 2002
-    assert _sum(cached_fake, "LMCacheRequestedTokens") == 2 * 2002
+    # vLLM asks LMCache for every token beyond the GPU hit, hits and misses alike
+    assert _sum(cached_fake, "ExternalPrefixCacheQueryTokens") == 2 * 2002 - 7 * 256
 
 
 def test_cache_model_mode_off_has_no_lmcache_metrics(cached_fake: FakeSageMaker,
@@ -75,8 +76,9 @@ def test_cache_model_mode_off_has_no_lmcache_metrics(cached_fake: FakeSageMaker,
     for _ in range(3):
         _ask(rt, DOC)
     totals = cached_fake.cache.totals() if cached_fake.cache else {}
-    assert "LMCacheRequestedTokens" not in totals
+    assert "LMCacheHitTokens" not in totals
     assert totals["ExternalPrefixCacheHitTokens"] == 0
+    assert totals["ExternalPrefixCacheQueryTokens"] == 0  # no KV connector to ask
 
 
 def test_cache_model_cpu_tier_serves_what_the_gpu_evicted(cached_fake: FakeSageMaker,
@@ -128,7 +130,7 @@ def test_cache_model_publishes_to_cloudwatch_with_deployment_dimensions(
                                                             for d in m["Dimensions"])))
              for m in cw.list_metrics()["Metrics"]}
     dims = (("EndpointName", "docqa"), ("InferenceComponentName", "docqa-base"))
-    assert ("LMIKit/Container", "LMCacheRequestedTokens", dims) in names
+    assert ("LMIKit/Container", "ExternalPrefixCacheQueryTokens", dims) in names
     assert ("AWS/SageMaker", "Invocations", (("InferenceComponentName", "docqa-base"),)) in names
     assert ("AWS/SageMaker", "ModelLatency",
             (("EndpointName", "docqa"), ("VariantName", "AllTraffic"))) in names

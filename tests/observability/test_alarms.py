@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from lmikit.render.alarms import (
+    HIT_RATE_MIN_REQUESTS,
+    HIT_RATE_WINDOW_S,
     AlarmDef,
     alarm_definitions,
     default_p90_model_latency_ms,
     put_metric_alarm_requests,
 )
 
+from ._metric_math import alarm_state
 from ._service_model import problems
+from ._serving import ServingCopy, query_values
 from .conftest import load_example
 
 SNS = "arn:aws:sns:us-east-1:123456789012:oncall"
@@ -68,21 +72,78 @@ def test_no_capacity_alarm_fires_on_one_failure() -> None:
     assert alarm.dimensions == {"InferenceComponentName": "docqa-qwen7b-base"}
 
 
-def test_hit_rate_alarm_uses_min_hit_rate_and_ignores_idle() -> None:
+def _hit_rate_alarm(spec, plan):  # type: ignore[no-untyped-def]
+    return {a.key: a for a in alarm_definitions(spec, plan)}["hit-rate-collapse"].request()
+
+
+def _window(minutes: int, per_minute: int, copies: int = 2, **request: int
+            ) -> list[dict[str, float]]:
+    """The EMF lines of every copy over ``minutes`` one-minute intervals, each copy serving
+    ``per_minute`` requests a minute shaped by ``request`` (see ServingCopy.request)."""
+    fleet = [ServingCopy() for _ in range(copies)]
+    lines = []
+    for _ in range(minutes):
+        for copy in fleet:
+            for _ in range(per_minute):
+                copy.request(**request)  # type: ignore[arg-type]
+            lines.append(copy.line())
+    return lines
+
+
+@pytest.mark.parametrize(("traffic", "state"), [
+    # Long-Doc-QA query round: the GPU prefix cache lost the documents, LMCache has them.
+    ({"per_minute": 20, "prompt": 10_000, "lmcache_hit": 9_984}, "OK"),
+    # The reuse fits in the GPU prefix cache: LMCache supplies nothing and is not needed.
+    ({"per_minute": 20, "prompt": 10_000, "gpu_hit": 9_984}, "OK"),
+    # Collapse with traffic: every lookup misses (sticky routing lost, cache restarted,
+    # hashes differ). LMCache then retrieves nothing and counts no requested token at all.
+    ({"per_minute": 20, "prompt": 10_000}, "ALARM"),
+    # A partial collapse below min_hit_rate (0.2): 10% of the prompt from LMCache.
+    ({"per_minute": 20, "prompt": 10_000, "lmcache_hit": 1_000}, "ALARM"),
+    # Idle: the emitter still prints its lines, every counter moved by 0.
+    ({"per_minute": 0, "prompt": 10_000}, "OK"),
+    # A trickle of new documents is no collapse: under HIT_RATE_MIN_REQUESTS per window.
+    ({"per_minute": 0, "prompt": 10_000, "trickle": HIT_RATE_MIN_REQUESTS - 1}, "OK"),
+])
+def test_hit_rate_alarm_counts_misses_and_ignores_idle(traffic: dict[str, int], state: str
+                                                       ) -> None:
+    """The alarm reads vLLM's scheduler counters, which count a miss, not LMCache's
+    requested/hit tokens: LMCache 0.5.6 retrieves only for requests whose lookup found
+    tokens (vllm_v1_adapter.py ``if ... not request.load_spec.can_load: continue``), so a
+    collapse there reads 0 requested tokens. Evaluated with CloudWatch's metric-math rules
+    (tests/observability/_metric_math.py) on what the real emitter prints."""
     spec, plan = load_example("docqa-qwen7b")
-    alarm = {a.key: a for a in alarm_definitions(_with_alarms(spec, min_hit_rate=0.35),
-                                                 plan)}["hit-rate-collapse"]
-    assert alarm.kind == "math"
-    assert (alarm.threshold, alarm.comparison_operator) == (0.35, "LessThanThreshold")
-    (expr,) = [m["Expression"] for m in alarm.metrics if m.get("ReturnData")]
-    # token-weighted over copies, and an idle interval (no requested tokens) is not breaching
-    assert expr == "IF(requested > 0, FILL(hits, 0) / requested, 1)"
-    stats = {m["Id"]: m["MetricStat"] for m in alarm.metrics if "MetricStat" in m}
-    assert {s["Metric"]["MetricName"] for s in stats.values()} == {
-        "LMCacheHitTokens", "LMCacheRequestedTokens"}
+    request = _hit_rate_alarm(spec, plan)
+    minutes = request["Metrics"][0]["MetricStat"]["Period"] // 60
+    traffic = dict(traffic)
+    trickle = traffic.pop("trickle", 0)
+    lines = _window(minutes, **traffic)
+    copy = ServingCopy()
+    for _ in range(trickle):
+        copy.request(prompt=10_000)
+    lines.append(copy.line())
+    assert alarm_state(request, query_values(request["Metrics"], lines)) == state
+
+
+def test_hit_rate_alarm_is_ok_without_any_emf_line() -> None:
+    """No line at all (emitter off, container starting): no datapoint, not breaching."""
+    spec, plan = load_example("docqa-qwen7b")
+    request = _hit_rate_alarm(spec, plan)
+    assert request["TreatMissingData"] == "notBreaching"
+    assert alarm_state(request, query_values(request["Metrics"], [])) == "OK"
+
+
+def test_hit_rate_alarm_window_and_threshold() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    request = _hit_rate_alarm(_with_alarms(spec, min_hit_rate=0.35), plan)
+    assert (request["Threshold"], request["ComparisonOperator"]) == (0.35, "LessThanThreshold")
+    stats = [m["MetricStat"] for m in request["Metrics"] if "MetricStat" in m]
+    # one 15-minute window, token sums over every copy of the base component
+    assert {s["Period"] for s in stats} == {HIT_RATE_WINDOW_S}
+    assert request["EvaluationPeriods"] == request["DatapointsToAlarm"] == 1
     assert all(s["Stat"] == "Sum" and s["Metric"]["Namespace"] == "LMIKit/Container"
-               for s in stats.values())
-    assert alarm.evaluation_periods * 60 == 900 and alarm.treat_missing_data == "notBreaching"
+               for s in stats)
+    assert "LMCacheRequestedTokens" not in {s["Metric"]["MetricName"] for s in stats}
 
 
 def test_cache_alarms_use_the_emf_interval_as_period() -> None:

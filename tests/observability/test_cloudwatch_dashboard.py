@@ -9,7 +9,9 @@ import pytest
 
 from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
 
+from ._metric_math import evaluate
 from ._service_model import problems
+from ._serving import ServingCopy, query_values
 from .conftest import GOLDEN_SPECS, assert_golden, load_example
 
 
@@ -66,7 +68,7 @@ def _container_titles(spec, plan) -> dict[str, dict]:  # type: ignore[no-untyped
 def test_container_panels_are_metric_widgets_not_promql_text() -> None:
     spec, plan = load_example("rag-qwen72b-nvme")
     panels = _container_titles(spec, plan)
-    assert {"KV cache hit tokens/s by tier", "Cache hit rate (per copy, averaged)",
+    assert {"KV cache hit tokens/s by tier", "Cache hit rate (prompt tokens, all copies)",
             "Server TTFT (seconds)", "LMCache tier usage (bytes, largest copy)",
             "LMCache CPU evictions/s", "LMCache retrieve"} <= set(panels)
     assert panels["KV cache hit tokens/s by tier"]["stacked"] is True
@@ -97,3 +99,43 @@ def test_container_panels_follow_the_plan_tier() -> None:
 def test_dashboard_name_is_derived_from_the_spec() -> None:
     spec, _ = load_example("docqa-qwen7b")
     assert dashboard_name(spec) == "docqa-qwen7b-lmikit"
+
+
+def _lines_of(panel: dict, lines: list[dict[str, float]], period: int = 60
+              ) -> dict[str, float | None]:
+    """label -> value of every expression line of a panel, for one period of EMF lines."""
+    rows = panel["metrics"]
+    values = query_values([{"Id": r[-1]["id"], "MetricStat": {
+        "Metric": {"MetricName": r[1]}, "Stat": r[-1]["stat"]}} for r in rows
+        if isinstance(r[0], str)], lines)
+    exprs = [r[0] for r in rows if isinstance(r[0], dict)]
+    done: dict[str, float | None] = {}
+    for e in exprs:  # an expression may name one listed before it
+        done[e["id"]] = evaluate(e["expression"], {**values, **done}, period=period)
+    return {e["label"]: done[e["id"]] for e in exprs}
+
+
+@pytest.mark.parametrize(("request_", "want"), [
+    ({"prompt": 10_000, "lmcache_hit": 9_984},
+     {"prompt tokens from any tier": 0.9984, "LMCache (of tokens the GPU cache missed)": 0.9984,
+      "GPU prefix cache": 0.0}),
+    # every lookup misses: LMCache's own counters move by nothing, vLLM's count the miss
+    ({"prompt": 10_000},
+     {"prompt tokens from any tier": 0.0, "LMCache (of tokens the GPU cache missed)": 0.0,
+      "GPU prefix cache": 0.0}),
+    ({"prompt": 10_000, "gpu_hit": 4_000, "lmcache_hit": 3_000},
+     {"prompt tokens from any tier": 0.7, "LMCache (of tokens the GPU cache missed)": 0.5,
+      "GPU prefix cache": 0.4}),
+])
+def test_hit_rate_panel_counts_misses(request_: dict[str, int], want: dict[str, float]) -> None:
+    """The hit-rate lines read vLLM's scheduler counters (a miss is counted), not LMCache's
+    hit/requested tokens (LMCache 0.5.6 retrieves only what its lookup found, so that ratio
+    reads ~1 whatever happens); token sums over every copy, no datapoint while idle."""
+    spec, plan = load_example("docqa-qwen7b")
+    panel = _container_titles(spec, plan)["Cache hit rate (prompt tokens, all copies)"]
+    copy = ServingCopy()
+    for _ in range(5):
+        copy.request(**request_)
+    assert _lines_of(panel, [copy.line()]) == pytest.approx(want)
+    idle = _lines_of(panel, [copy.line()])
+    assert set(idle.values()) == {None}

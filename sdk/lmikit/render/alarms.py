@@ -12,7 +12,14 @@ Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` 
 * ``p90-model-latency``: ModelLatency p90 (microseconds).
 * ``no-capacity``: NoCapacityInvocationFailures >= 1 (scale-from-zero misses).
 * ``hit-rate-collapse`` (metric math on the container's EMF metrics, LMCache tiers only):
-  LMCache served fewer than ``min_hit_rate`` of requested tokens while requests arrived.
+  fewer than ``min_hit_rate`` of the prompt tokens came from a cache tier (GPU prefix cache
+  or LMCache) over 15 minutes in which requests arrived. It reads vLLM's scheduler counters,
+  not LMCache's own: LMCache 0.5.6 retrieves (and so counts requested tokens) only for
+  requests whose lookup already found tokens (``vllm_v1_adapter.py``: ``if request.load_spec
+  is None or not request.load_spec.can_load: continue``), so its hit/requested ratio never
+  sees a miss. vLLM's ``external_prefix_cache_queries`` counts every request's tokens beyond
+  the GPU prefix hit (``Scheduler.schedule``: ``request.num_tokens -
+  num_new_local_computed_tokens``), hits and misses alike.
 * ``cpu-tier-full`` (metric math) / ``disk-tier-full`` (metric): the tier is >= 95% full
   (and, for the CPU tier, evicting), i.e. the working set no longer fits (a full LRU cache
   that is not evicting is fine). LMCache counts no disk evictions.
@@ -48,6 +55,12 @@ TIER_FULL_FRACTION = 0.95
 DECODE_TOKENS_PER_S_FLOOR = 20.0
 """Slowest acceptable per-sequence decode speed used to size the default p90 ModelLatency
 limit (ModelLatency covers the whole response, not only the first token)."""
+HIT_RATE_WINDOW_S = 900
+"""The hit-rate alarm judges the token-weighted hit rate of one window this long (rounded up
+to whole EMF intervals), over every copy together."""
+HIT_RATE_MIN_REQUESTS = 10
+"""Fewer requests than this in a window (idle, or a trickle of new documents) give the
+hit-rate alarm no datapoint: too little traffic to call the cache collapsed."""
 
 
 @dataclass(frozen=True)
@@ -218,24 +231,17 @@ def _definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
     def periods(seconds: int) -> int:
         return max(1, math.ceil(seconds / period))
 
-    n = periods(900)
+    window = period * periods(HIT_RATE_WINDOW_S)
     out.append(AlarmDef(
         key="hit-rate-collapse", name=alarm_name(spec, "hit-rate-collapse"), kind="math",
         actions=actions,
-        description=f"{spec.name}: LMCache served under {cfg.min_hit_rate:.0%} of requested "
-        "tokens for 15 minutes while requests kept arriving (sticky routing broken, cache "
-        "restarted, or hashes differ: check PYTHONHASHSEED=0)",
+        description=f"{spec.name}: under {cfg.min_hit_rate:.0%} of prompt tokens came from a "
+        f"cache tier (GPU prefix cache or LMCache) in {window // 60} minutes with at least "
+        f"{HIT_RATE_MIN_REQUESTS} requests (sticky routing broken, cache restarted, or "
+        "hashes differ: check PYTHONHASHSEED=0)",
         threshold=cfg.min_hit_rate, comparison_operator="LessThanThreshold",
-        evaluation_periods=n, datapoints_to_alarm=n, treat_missing_data="notBreaching",
-        metrics=(
-            _stat("hits", "LMCacheHitTokens", cd, "Sum", mc.CONTAINER_NAMESPACE, period),
-            _stat("requested", "LMCacheRequestedTokens", cd, "Sum", mc.CONTAINER_NAMESPACE,
-                  period),
-            # Token-weighted over every copy (sums, not an average of per-copy ratios); an
-            # interval without requests reads 1: an idle cache is not a collapsed one.
-            {"Id": "hitrate", "ReturnData": True, "Label": "LMCache hit rate",
-             "Expression": "IF(requested > 0, FILL(hits, 0) / requested, 1)"},
-        )))
+        evaluation_periods=1, datapoints_to_alarm=1, treat_missing_data="notBreaching",
+        metrics=hit_rate_queries(spec, window, min_requests=HIT_RATE_MIN_REQUESTS)))
     tp = plan.tp
     tiers = [("cpu-tier-full", "CPU", "LMCacheCpuUsageBytes",
               plan.lmcache.get("max_local_cpu_size_gb") or 0.0)]
@@ -275,6 +281,28 @@ def _definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
                 dimensions=cd, statistic="Maximum", period=period, threshold=limit,
                 comparison_operator="GreaterThanThreshold", **common))
     return out
+
+
+def hit_rate_queries(spec: DeploymentSpec, period: int, *, min_requests: int = 1
+                     ) -> tuple[dict[str, Any], ...]:
+    """Metric math for the share of prompt tokens served from any cache tier, summed over
+    every copy (token-weighted). vLLM's scheduler records, once per request, the GPU prefix
+    hit and the tokens beyond it that it asks the KV connector for (hits and misses alike),
+    so GPU hits + connector queries are the prompt tokens looked up, and misses are connector
+    queries - connector hits. A period with fewer than ``min_requests`` first tokens, or
+    with nothing looked up, has no datapoint (``IF`` without a false value drops it; CloudWatch
+    "Using IF expressions"): an idle endpoint is not a collapsed cache."""
+    cd = container_dimensions(spec)
+    ns = mc.CONTAINER_NAMESPACE
+    return (
+        _stat("gpuhits", "GpuPrefixCacheHitTokens", cd, "Sum", ns, period),
+        _stat("lmchits", "ExternalPrefixCacheHitTokens", cd, "Sum", ns, period),
+        _stat("lmcqueries", "ExternalPrefixCacheQueryTokens", cd, "Sum", ns, period),
+        _stat("requests", "TimeToFirstTokenCount", cd, "Sum", ns, period),
+        {"Id": "hitrate", "ReturnData": True, "Label": "prompt tokens from any cache tier",
+         "Expression": f"IF(requests >= {min_requests} AND gpuhits + lmcqueries > 0, "
+                       "(gpuhits + lmchits) / (gpuhits + lmcqueries))"},
+    )
 
 
 def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan) -> list[dict[str, Any]]:

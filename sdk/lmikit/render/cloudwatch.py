@@ -236,15 +236,32 @@ def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
                           "label": "LMCache remote (estimate)"}])
         hidden.append(m("LMCacheRemoteReadBytes", "Sum", id="rbytes", visible=False))
     graph("KV cache hit tokens/s by tier", hits + hidden, stacked=True)
-    rates = [m("PrefixCacheHitRate", "Average", label="prompt tokens from any tier"),
-             m("GpuPrefixCacheHitRate", "Average", label="GPU prefix cache")]
+    # Hit rates from token sums over every copy. vLLM's scheduler counts each request once:
+    # GPU prefix hits, then the tokens beyond them it asks LMCache for (hits and misses
+    # alike) and LMCache's hits. LMCache's own requested-token counter never sees a miss.
+    if plan.uses_lmcache:
+        looked = "gpuh + lmcq"
+        rates: list[list[Any]] = [
+            [{"expression": f"IF({looked} > 0, (gpuh + lmch) / ({looked}))", "id": "anyrate",
+              "label": "prompt tokens from any tier"}],
+            [{"expression": "IF(lmcq > 0, lmch / lmcq)", "id": "lmcrate",
+              "label": "LMCache (of tokens the GPU cache missed)"}],
+            [{"expression": f"IF({looked} > 0, gpuh / ({looked}))", "id": "gpurate",
+              "label": "GPU prefix cache"}],
+            m("GpuPrefixCacheHitTokens", "Sum", id="gpuh", visible=False),
+            m("ExternalPrefixCacheHitTokens", "Sum", id="lmch", visible=False),
+            m("ExternalPrefixCacheQueryTokens", "Sum", id="lmcq", visible=False)]
+    else:
+        rates = [[{"expression": "IF(gpuq > 0, gpuh / gpuq)", "id": "gpurate",
+                   "label": "GPU prefix cache"}],
+                 m("GpuPrefixCacheHitTokens", "Sum", id="gpuh", visible=False),
+                 m("GpuPrefixCacheQueryTokens", "Sum", id="gpuq", visible=False)]
     extra: dict[str, Any] = {"yAxis": {"left": {"min": 0, "max": 1}}}
     if plan.uses_lmcache:
-        rates.insert(0, m("LMCacheHitRate", "Average", label="LMCache"))
         extra["annotations"] = {"horizontal": [{
-            "label": "hit-rate-collapse alarm",
+            "label": "hit-rate-collapse alarm (any tier)",
             "value": spec.observability.alarms.min_hit_rate}]}
-    graph("Cache hit rate (per copy, averaged)", rates, **extra)
+    graph("Cache hit rate (prompt tokens, all copies)", rates, **extra)
     graph("Server TTFT (seconds)", [
         m(f"TimeToFirstToken{p.upper()}", "Average", label=p) for p in LATENCY_STATS
     ], annotations={"horizontal": _ttft_lines(plan)})

@@ -200,7 +200,10 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
     d = d.with_panel(_ts("Hit rate", "percentunit", [
         _prom(q[k].expr, chr(65 + i), q[k].legend)
         for i, k in enumerate(("prefix_hit_rate", "lmcache_hit_rate"))],
-        desc=f"Alarm below {spec.observability.alarms.min_hit_rate:.0%} (LMCache)."))
+        desc="All tiers: prompt tokens from the GPU prefix cache or LMCache. LMCache: of the "
+        "tokens the GPU prefix cache missed, the share LMCache supplied (vLLM's counters, "
+        "which count misses too). The hit-rate-collapse alarm fires below "
+        f"{spec.observability.alarms.min_hit_rate:.0%} (all tiers)."))
     d = d.with_panel(_ts("Cache tier usage", "bytes", [
         _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
             ("cache_usage_cpu", "cache_usage_disk", "cache_usage_remote"))],

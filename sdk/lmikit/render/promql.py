@@ -6,7 +6,7 @@ Prometheus data source pointed at CloudWatch's PromQL endpoint. Series names and
 come from :mod:`lmikit.metric_catalog` (``CONTAINER_SOURCE``, ``promql_name``).
 
 >>> q = container_queries(selector("docqa"), kv_bytes_per_token=57344)
->>> q["lmcache_hit_rate"].expr.startswith("sum(rate(lmcache_num_hit_tokens_total{")
+>>> q["lmcache_hit_rate"].expr.startswith("sum(rate(vllm_external_prefix_cache_hits_total{")
 True
 """
 
@@ -54,6 +54,7 @@ def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQue
     """The dashboard's container-metric queries, keyed by a stable id."""
     hits_gpu = _rate("vllm:prefix_cache_hits_total", sel)
     hits_lmc = _rate("lmcache:num_hit_tokens_total", sel)
+    hits_ext = _rate("vllm:external_prefix_cache_hits_total", sel)
     # Remote tier: LMCache counts bytes read, not tokens; divide by the plan's KV bytes per
     # token (an estimate: it assumes no KV-head replication across tensor-parallel ranks).
     hits_remote = f"({_rate('lmcache:num_remote_read_bytes_total', sel)} / {kv_bytes_per_token})"
@@ -67,11 +68,14 @@ def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQue
         PromQuery("prompt_tokens", "Prompt tokens/s", _rate("vllm:prompt_tokens_total", sel),
                   "tokens/s", "prompt tokens"),
         PromQuery("prefix_hit_rate", "Prompt tokens served from any cache tier",
-                  f"({hits_gpu} + {_rate('vllm:external_prefix_cache_hits_total', sel)}) / "
+                  f"({hits_gpu} + {hits_ext}) / "
                   f"{_rate('vllm:prefix_cache_queries_total', sel)}", "percentunit",
                   "all tiers"),
-        PromQuery("lmcache_hit_rate", "LMCache hit rate (tokens)",
-                  f"{hits_lmc} / {_rate('lmcache:num_requested_tokens_total', sel)}",
+        # vLLM's scheduler counts each request's tokens beyond the GPU prefix hit as a
+        # connector query, hits and misses alike; LMCache's own num_requested_tokens counts
+        # only requests whose lookup already found tokens, so it never sees a miss.
+        PromQuery("lmcache_hit_rate", "LMCache hit rate (tokens the GPU prefix cache missed)",
+                  f"{hits_ext} / {_rate('vllm:external_prefix_cache_queries_total', sel)}",
                   "percentunit", "LMCache"),
         PromQuery("retrieve_speed_p50", "LMCache retrieve speed p50",
                   _quantile(0.5, "lmcache:retrieve_speed", sel), "tokens/s", "p50"),

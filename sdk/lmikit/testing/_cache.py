@@ -259,9 +259,13 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
     (``lmikit/emf_metrics.json``: counters are this request's increase, quantiles its own
     value, ratios of this line's counters)."""
     p = served.prompt_tokens
+    asked = p - served.gpu_hit if served.lmcache else 0
     out: list[tuple[str, float, str]] = [
         ("GpuPrefixCacheQueryTokens", p, "Count"),
         ("GpuPrefixCacheHitTokens", served.gpu_hit, "Count"),
+        # vLLM's scheduler asks the KV connector for every token beyond the GPU hit (none
+        # without a connector), hits and misses alike.
+        ("ExternalPrefixCacheQueryTokens", asked, "Count"),
         ("ExternalPrefixCacheHitTokens", served.external_hit, "Count"),
         ("PromptTokens", p, "Count"),
         ("GenerationTokens", output_tokens, "Count"),
@@ -277,8 +281,7 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
         out.append(("GpuPrefixCacheHitRate", served.gpu_hit / p, "None"))
         out.append(("PrefixCacheHitRate", (served.gpu_hit + served.external_hit) / p, "None"))
     if served.lmcache:
-        out += [("LMCacheRequestedTokens", p, "Count"),
-                ("LMCacheHitTokens", served.lmcache_hit, "Count"),
+        out += [("LMCacheHitTokens", served.lmcache_hit, "Count"),
                 ("LMCacheRemoteReadBytes", served.tiers.get("remote", 0)
                  * fleet.setup.kv_bytes_per_token, "Bytes"),
                 ("LMCacheCpuEvictions", served.cpu_evictions, "Count")]
@@ -286,8 +289,8 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
                              ("remote", "LMCacheRemoteUsageBytes")):
             if any(tier in c.tiers for c in fleet.copies):
                 out.append((metric, fleet.usage_bytes(tier), "Bytes"))
-        if p:
-            out.append(("LMCacheHitRate", served.lmcache_hit / p, "None"))
+        if asked:
+            out.append(("ExternalPrefixCacheHitRate", served.external_hit / asked, "None"))
         if served.retrieve_s > 0:
             retrieved = sum(served.tiers.values())
             out.append(("LMCacheRetrieveSpeedP50", retrieved / served.retrieve_s,
