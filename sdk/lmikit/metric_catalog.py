@@ -238,7 +238,8 @@ CONTAINER_METRICS: tuple[ContainerMetric, ...] = (
                     "tokens LMCache's retrieve was asked for: only requests whose lookup "
                     "already found tokens retrieve, so misses never count here"),
     ContainerMetric("lmcache:num_hit_tokens", "counter", "tokens",
-                    "tokens LMCache returned (CPU, disk and remote tiers together)"),
+                    "tokens LMCache returned (CPU, disk and remote tiers together), counted "
+                    "by every tensor-parallel rank"),
     ContainerMetric("lmcache:num_remote_read_bytes", "counter", "bytes",
                     "bytes read from the remote tier"),
     ContainerMetric("lmcache:retrieve_hit_rate", "gauge", "ratio",

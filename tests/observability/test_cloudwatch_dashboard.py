@@ -139,3 +139,38 @@ def test_hit_rate_panel_counts_misses(request_: dict[str, int], want: dict[str, 
     assert _lines_of(panel, [copy.line()]) == pytest.approx(want)
     idle = _lines_of(panel, [copy.line()])
     assert set(idle.values()) == {None}
+
+
+def _remote(spec, plan):  # type: ignore[no-untyped-def]
+    from lmikit.plan import plan_spec
+
+    remote = spec.model_copy(update={"kv_cache": spec.kv_cache.model_copy(update={
+        "mode": "remote", "remote_url": "redis://cache.internal:6379"})})
+    return remote, plan_spec(remote)
+
+
+@pytest.mark.parametrize("tier", ["cpu+disk", "remote"])
+def test_hit_token_bands_add_up_to_prompt_tokens_with_tensor_parallelism(tier: str) -> None:
+    """Every band counts a token once. vLLM's scheduler counts each request once; LMCache's
+    num_hit_tokens is counted by every TP rank (each rank runs its own LMCacheEngine and
+    PrometheusLogger, lmcache/v1/cache_engine.py), so it would stack TP times too high; the
+    remote estimate sums the ranks' shards of the bytes read."""
+    spec, plan = load_example("rag-qwen72b-nvme")
+    if tier == "remote":
+        spec, plan = _remote(spec, plan)
+    assert plan.tp == 4 and plan.tier == tier
+    panels = _container_titles(spec, plan)
+    copy = ServingCopy(tp=plan.tp, kv_bytes_per_token=plan.kv_bytes_per_token)
+    for _ in range(10):
+        copy.request(16_000, gpu_hit=2_000, lmcache_hit=13_824,
+                     remote_hit=4_096 if tier == "remote" else 0)
+    line = copy.line()
+    bands = _lines_of(panels["KV cache hit tokens/s by tier"], [line])
+    prompt = _lines_of(panels["Tokens/s and requests/s"], [line])["prompt tokens/s"]
+    assert prompt == pytest.approx(16_000 * 10 / 60)
+    want = {"GPU prefix cache": 2_000, "LMCache CPU + disk": 13_824}
+    if tier == "remote":
+        want = {**want, "LMCache CPU + disk": 13_824 - 4_096, "LMCache remote (estimate)": 4_096}
+    assert bands == pytest.approx({k: v * 10 / 60 for k, v in want.items()})
+    assert sum(v or 0 for v in bands.values()) <= prompt
+    assert line["LMCacheHitTokens"] == 4 * 13_824 * 10  # what the bands must not stack

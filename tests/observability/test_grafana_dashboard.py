@@ -11,6 +11,7 @@ from lmikit.render.grafana import (
     plan_cost,
     render_grafana_json,
 )
+from lmikit.render.promql import container_queries, selector, series_in
 
 from .conftest import GOLDEN_SPECS, assert_golden, load_example
 
@@ -81,3 +82,13 @@ def test_live_cost_panel_prints_the_plans_estimate_to_three_significant_figures(
     shown = f"{estimate:.{live['fieldConfig']['defaults']['decimals']}f}"
     assert len(shown.lstrip("0.")) == 3  # three significant figures
     assert "$" + shown == planned
+
+
+def test_promql_hit_token_bands_count_each_request_once() -> None:
+    """LMCache's num_hit_tokens is counted by every tensor-parallel rank, so summing it over
+    series gives TP times the tokens; vLLM's external_prefix_cache_hits is counted once per
+    request by the scheduler."""
+    q = container_queries(selector("rag"), kv_bytes_per_token=327_680)
+    for key in ("hit_tokens_local", "hit_tokens_remote"):
+        assert "lmcache_num_hit_tokens_total" not in series_in(q[key].expr)
+    assert "vllm_external_prefix_cache_hits_total" in series_in(q["hit_tokens_local"].expr)

@@ -221,8 +221,12 @@ def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
         g.add("metric", 8, 6, _graph(title, region, metrics, period=period, **extra))
 
     g.newline()
-    # Hit tokens per second by tier. LMCache does not split its hits between the CPU and disk
-    # tiers; remote hits are estimated from bytes read / the plan's KV bytes per token.
+    # Hit tokens per second by tier, each counted once per request so the bands add up to
+    # prompt tokens: vLLM's scheduler counts the GPU prefix hit and what LMCache supplied
+    # beyond it. LMCache's own num_hit_tokens is counted by every tensor-parallel rank (each
+    # runs its own LMCacheEngine), TP times too high, so it is not plotted. LMCache does not
+    # split its hits between the CPU and disk tiers; remote hits are estimated from bytes read
+    # (every rank reads its shard: the sum is the copy's) / the plan's KV bytes per token.
     hits: list[list[Any]] = [[{"expression": "gpu / PERIOD(gpu)", "id": "gpus",
                                "label": "GPU prefix cache"}]]
     hidden = [m("GpuPrefixCacheHitTokens", "Sum", id="gpu", visible=False)]
@@ -230,7 +234,7 @@ def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
         remote = f"FILL(rbytes, 0) / {plan.kv_bytes_per_token}"
         hits.append([{"expression": f"(lmc - {remote}) / PERIOD(lmc)", "id": "locals",
                       "label": "LMCache CPU + disk"}])
-        hidden.append(m("LMCacheHitTokens", "Sum", id="lmc", visible=False))
+        hidden.append(m("ExternalPrefixCacheHitTokens", "Sum", id="lmc", visible=False))
         if plan.tier == "remote":
             hits.append([{"expression": f"{remote} / PERIOD(lmc)", "id": "remotes",
                           "label": "LMCache remote (estimate)"}])

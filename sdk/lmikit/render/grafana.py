@@ -194,7 +194,9 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
     d = d.with_panel(_ts("Hit tokens/s by tier", "short", [
         _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
             ("hit_tokens_gpu", "hit_tokens_local", "hit_tokens_remote", "prompt_tokens"))],
-        desc="GPU prefix cache (vLLM), LMCache CPU+disk, LMCache remote (bytes read / "
+        desc="GPU prefix cache and LMCache hits as vLLM's scheduler counts them (once per "
+        "request; LMCache's own hit counter is counted by every tensor-parallel rank), "
+        "LMCache CPU+disk, LMCache remote (bytes read / "
         f"{plan.kv_bytes_per_token} KV bytes per token), against all prompt tokens. LMCache "
         "does not split CPU from disk hits."))
     d = d.with_panel(_ts("Hit rate", "percentunit", [

@@ -53,16 +53,19 @@ def _quantile(q: float, histogram: str, sel: str) -> str:
 def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQuery]:
     """The dashboard's container-metric queries, keyed by a stable id."""
     hits_gpu = _rate("vllm:prefix_cache_hits_total", sel)
-    hits_lmc = _rate("lmcache:num_hit_tokens_total", sel)
+    # What LMCache supplied, as vLLM's scheduler counts it: once per request. LMCache's own
+    # lmcache:num_hit_tokens is counted by every tensor-parallel rank (each runs its own
+    # LMCacheEngine and logger), so summing it gives TP times the tokens.
     hits_ext = _rate("vllm:external_prefix_cache_hits_total", sel)
-    # Remote tier: LMCache counts bytes read, not tokens; divide by the plan's KV bytes per
-    # token (an estimate: it assumes no KV-head replication across tensor-parallel ranks).
+    # Remote tier: LMCache counts bytes read, not tokens; every rank reads its own shard, so
+    # the sum over ranks / the plan's KV bytes per token is the copy's tokens (an estimate: it
+    # assumes no KV-head replication across tensor-parallel ranks).
     hits_remote = f"({_rate('lmcache:num_remote_read_bytes_total', sel)} / {kv_bytes_per_token})"
     queries = [
         PromQuery("hit_tokens_gpu", "Hit tokens/s: GPU prefix cache", hits_gpu, "tokens/s",
                   "GPU prefix cache"),
         PromQuery("hit_tokens_local", "Hit tokens/s: LMCache CPU + disk",
-                  f"{hits_lmc} - {hits_remote}", "tokens/s", "LMCache CPU + disk"),
+                  f"{hits_ext} - {hits_remote}", "tokens/s", "LMCache CPU + disk"),
         PromQuery("hit_tokens_remote", "Hit tokens/s: LMCache remote (estimate)", hits_remote,
                   "tokens/s", "LMCache remote"),
         PromQuery("prompt_tokens", "Prompt tokens/s", _rate("vllm:prompt_tokens_total", sel),

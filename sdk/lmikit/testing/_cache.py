@@ -64,6 +64,7 @@ class CacheSetup:
     prefix_length_bytes: int
     concurrency_threshold: int
     kv_bytes_per_token: int
+    tp: int = 1  # tensor-parallel ranks per copy: each runs its own LMCache engine
     engine: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -250,7 +251,7 @@ def setup_for(env: dict[str, str], files: dict[str, bytes], *, instance_type: st
         remote=bool(lm.get("remote_url")), routing=strategy,
         prefix_length_bytes=int(prefix.get("PrefixLength", DEFAULT_PREFIX_LENGTH)),
         concurrency_threshold=int(prefix.get("ConcurrencyThreshold", 64)),
-        kv_bytes_per_token=kv_bytes, engine=engine)
+        kv_bytes_per_token=kv_bytes, tp=max(1, tp), engine=engine)
 
 
 def container_datums(served: Served, output_tokens: int, fleet: Fleet
@@ -281,7 +282,8 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
         out.append(("GpuPrefixCacheHitRate", served.gpu_hit / p, "None"))
         out.append(("PrefixCacheHitRate", (served.gpu_hit + served.external_hit) / p, "None"))
     if served.lmcache:
-        out += [("LMCacheHitTokens", served.lmcache_hit, "Count"),
+        # every tensor-parallel rank's LMCache engine counts the tokens it retrieved
+        out += [("LMCacheHitTokens", served.lmcache_hit * fleet.setup.tp, "Count"),
                 ("LMCacheRemoteReadBytes", served.tiers.get("remote", 0)
                  * fleet.setup.kv_bytes_per_token, "Bytes"),
                 ("LMCacheCpuEvictions", served.cpu_evictions, "Count")]
