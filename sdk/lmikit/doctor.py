@@ -136,7 +136,7 @@ class Doctor:
         ext = (sums["ExternalPrefixCacheHitTokens"] or 0.0) / queries
         out = {"prompt_tokens": queries, "gpu": round(gpu, 4), "lmcache": round(ext, 4),
                "total": round(gpu + ext, 4)}
-        speed = self._stat(CONTAINER_NAMESPACE, "LMCacheRetrieveSpeedP50", dims, "Average")
+        speed = self._stat(CONTAINER_NAMESPACE, "LMCacheRetrieveSpeedMean", dims, "Average")
         if speed is not None:
             out["retrieve_tokens_per_s"] = round(speed, 1)
         return out

@@ -73,7 +73,8 @@ EMF_TABLE_FILE = "emf_metrics.json"
 EMF_CONFIG_ENV = "LMIKIT_EMF"
 """Container environment variable that turns the emitter on (JSON: namespace, dimensions,
 interval_s; rendered by :func:`lmikit.render.env.lmi_environment`)."""
-EmfKind = Literal["counter", "histogram_count", "gauge", "histogram_quantile", "ratio"]
+EmfKind = Literal["counter", "histogram_count", "histogram_mean", "gauge",
+                  "histogram_quantile", "ratio"]
 
 
 @dataclass(frozen=True)

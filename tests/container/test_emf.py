@@ -216,7 +216,7 @@ def test_emitter_across_intervals_two_processes_and_a_restart(tmp_path: Path) ->
         })
         # Series that do not exist, and a histogram without observations, are left out.
         assert "PromptTokens" not in v and "LMCacheDiskUsageBytes" not in v
-        assert "LMCacheRetrieveSpeedP50" not in v
+        assert "LMCacheRetrieveSpeedMean" not in v
 
         # Interval 2: deltas only; no GPU-prefix lookups, so its ratios are left out.
         workers[0].do("eq.labels('q').inc(1000); hit.inc(50); "
@@ -349,8 +349,9 @@ def test_line_stays_under_pipe_buf_with_every_metric() -> None:
             samples.append((m["source"] + "_total", {}, 123456789.0))
         elif m["kind"] == "gauge":
             samples.append((m["source"], {}, 0.123456789))
-        elif m["kind"] in ("histogram_quantile", "histogram_count"):
+        elif m["kind"] in ("histogram_quantile", "histogram_count", "histogram_mean"):
             samples += [(m["source"] + "_count", {}, 1234567.0),
+                        (m["source"] + "_sum", {}, 123456789.123),
                         (m["source"] + "_bucket", {"le": "0.123"}, 7.0),
                         (m["source"] + "_bucket", {"le": "+Inf"}, 1234567.0)]
     dims = {"EndpointName": "e" * 63, "InferenceComponentName": "c" * 63}
@@ -362,6 +363,37 @@ def test_line_stays_under_pipe_buf_with_every_metric() -> None:
     assert len(_values(doc)) == len(load_table()["metrics"])
     assert emf_problems(doc) == []
     assert len(out.getvalue().encode()) <= 4096
+
+
+# LMCache 0.5.6 PrometheusLogger (lmcache/observability.py, retrieve_speed_buckets): the
+# buckets of lmcache:retrieve_speed, in tokens/s per retrieve.
+LMCACHE_RETRIEVE_SPEED_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+                                  16384, 32768, 65536)
+
+
+def test_retrieve_speed_is_a_mean_because_its_buckets_end_below_real_speeds() -> None:
+    """A CPU-tier retrieve moves hundreds of thousands of tokens/s (16,000 tokens in 0.16 s
+    is 100,000), past LMCache's top finite bucket: every observation lands in +Inf and a
+    quantile reads 65,536 (PromQL's rule, and bucket_quantile's). The mean, from the
+    interval's _sum / _count, follows the real speed."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    registry = CollectorRegistry()
+    speed = Histogram("lmcache:retrieve_speed", "", ["model_name", "worker_id"],
+                      buckets=LMCACHE_RETRIEVE_SPEED_BUCKETS, registry=registry)
+    emitter = Emitter(load_table(), EmfConfig("LMIKit/Container", dict(DIMS)),
+                      registry.collect)
+    emitter.values()
+    for worker, value in (("0", 250_000.0), ("1", 350_000.0), ("0", 300_000.0)):
+        speed.labels("q", worker).observe(value)
+    values = emitter.values()
+    assert values["LMCacheRetrieveSpeedMean"] == pytest.approx(300_000.0)
+    buckets = [(float(le), 0.0) for le in LMCACHE_RETRIEVE_SPEED_BUCKETS] + [(math.inf, 3.0)]
+    assert bucket_quantile(0.5, buckets) == 65_536  # what a p50 would have published
+    assert not [m for m in load_table()["metrics"]
+                if m.get("source") == "lmcache:retrieve_speed"
+                and m["kind"] == "histogram_quantile"]
+    assert "LMCacheRetrieveSpeedMean" not in emitter.values()  # no retrieve: left out
 
 
 def test_table_is_the_sdk_catalog() -> None:

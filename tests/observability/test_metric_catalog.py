@@ -97,7 +97,7 @@ def test_container_emf_metrics_read_catalogued_series_with_cloudwatch_units() ->
 
     units = set(service_model("cloudwatch").shape_for("StandardUnit").enum)
     sources = {m.name: m.kind for m in mc.CONTAINER_METRICS}
-    kinds = {"counter": "counter", "histogram_count": "histogram",
+    kinds = {"counter": "counter", "histogram_count": "histogram", "histogram_mean": "histogram",
              "histogram_quantile": "histogram", "gauge": "gauge"}
     names = [m.name for m in mc.CONTAINER_EMF_METRICS]
     assert len(names) == len(set(names)) <= 100  # one EMF directive holds at most 100

@@ -289,7 +289,7 @@ def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
             [{"expression": "ev / PERIOD(ev)", "id": "evs", "label": "evictions/s"}],
             m("LMCacheCpuEvictions", "Sum", id="ev", visible=False)])
         graph("LMCache retrieve", [
-            m("LMCacheRetrieveSpeedP50", "Average", label="speed p50 (tokens/s)"),
+            m("LMCacheRetrieveSpeedMean", "Average", label="speed, mean (tokens/s)"),
             m("LMCacheRetrieveTimeP90", "Average", label="time p90 (s)", yAxis="right")])
     graph("GPU KV cache in use, queue", [
         m("GpuKvCacheUsage", "Maximum", label="GPU KV in use (0-1)"),

@@ -216,7 +216,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         _prom(q["evictions"].expr, "A", "CPU evictions/s"),
         _prom(q["gpu_kv_usage"].expr, "B", "GPU KV in use (0-1)")]))
     d = d.with_panel(_ts("Retrieve speed / time", "short", [
-        _prom(q["retrieve_speed_p50"].expr, "A", "tokens/s p50"),
+        _prom(q["retrieve_speed_mean"].expr, "A", "tokens/s, mean"),
         _prom(q["retrieve_time_p90"].expr, "B", "seconds p90")]))
     d = d.with_panel(_ts("Server TTFT", "s", [
         _prom(q[k].expr, chr(65 + i), q[k].legend)

@@ -80,8 +80,12 @@ def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQue
         PromQuery("lmcache_hit_rate", "LMCache hit rate (tokens the GPU prefix cache missed)",
                   f"{hits_ext} / {_rate('vllm:external_prefix_cache_queries_total', sel)}",
                   "percentunit", "LMCache"),
-        PromQuery("retrieve_speed_p50", "LMCache retrieve speed p50",
-                  _quantile(0.5, "lmcache:retrieve_speed", sel), "tokens/s", "p50"),
+        # A mean, not a quantile: LMCache 0.5.6's retrieve_speed buckets end at 65,536
+        # tokens/s, below a CPU-tier retrieve, and histogram_quantile cannot pass the top
+        # finite bucket.
+        PromQuery("retrieve_speed_mean", "LMCache retrieve speed (mean)",
+                  f"{_rate('lmcache:retrieve_speed_sum', sel)} / "
+                  f"{_rate('lmcache:retrieve_speed_count', sel)}", "tokens/s", "mean"),
         PromQuery("retrieve_time_p90", "LMCache time to retrieve p90",
                   _quantile(0.9, "lmcache:time_to_retrieve", sel), "s", "p90"),
         PromQuery("cache_usage_cpu", "LMCache CPU tier bytes",

@@ -295,7 +295,7 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
             out.append(("ExternalPrefixCacheHitRate", served.external_hit / asked, "None"))
         if served.retrieve_s > 0:
             retrieved = sum(served.tiers.values())
-            out.append(("LMCacheRetrieveSpeedP50", retrieved / served.retrieve_s,
+            out.append(("LMCacheRetrieveSpeedMean", retrieved / served.retrieve_s,
                         "Count/Second"))
             out.append(("LMCacheRetrieveTimeP90", served.retrieve_s, "Seconds"))
     return out
