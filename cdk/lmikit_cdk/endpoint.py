@@ -164,7 +164,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
         if observability and (obs.dashboard or obs.alarms.enabled):
             self.observability = LmiObservability(
                 self, "Observability", spec=spec, plan=self.plan,
-                named_resources=self.named_resources)
+                named_resources=self.named_resources, image=self.image_kind)
         self._acknowledge()
 
     def render(self, adapter_artifact_urls: dict[str, str] | None = None) -> SageMakerRequests:

@@ -11,7 +11,9 @@ Built from the SAME renderer output the SDK deploys (:mod:`lmikit.observability`
   ``EvaluationInterval``.
 
 Alarms name the endpoint and components literally (dimensions, PromQL label matchers), so
-each alarm depends on the L1s of the resources it names.
+each alarm depends on the L1s of the resources it names. ``image`` is the image the base
+component runs, as for the SDK: the stock image publishes no vLLM or LMCache metrics, so its
+dashboard has no cache panels and the stack no cache alarms (they could never get data).
 
 >>> obs = LmiObservability(stack, "Observability", spec=spec, plan=plan)  # doctest: +SKIP
 >>> obs.cfn_alarms["5xx-rate"].alarm_name  # doctest: +SKIP
@@ -32,6 +34,7 @@ from lmikit.metric_catalog import CONTAINER_SOURCE
 from lmikit.plan import Plan
 from lmikit.render.alarms import AlarmDef, alarm_definitions
 from lmikit.render.cloudwatch import put_dashboard_kwargs
+from lmikit.render.container import ImageKind
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs
@@ -81,14 +84,18 @@ class LmiObservability(Construct):
         it. An alarm that names one depends on it; an alarm naming a name missing from a
         non-empty mapping is a RenderError (the renderers disagree). Default: no
         dependencies, no check.
+    :param image: the image the base component runs (default ``stock``; ``LmiEndpoint``
+        passes its own): the cache panels and alarms need ``lmikit``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec,
-                 plan: Plan, named_resources: Mapping[str, IConstruct] | None = None) -> None:
+                 plan: Plan, named_resources: Mapping[str, IConstruct] | None = None,
+                 image: ImageKind = "stock") -> None:
         super().__init__(scope, construct_id)
         # defaults
         named = dict(named_resources or {})
-        self.alarm_definitions: list[AlarmDef] = alarm_definitions(spec, plan)
+        self.image: ImageKind = image
+        self.alarm_definitions: list[AlarmDef] = alarm_definitions(spec, plan, image=image)
         self.alarm_requests: dict[str, dict[str, Any]] = {
             a.key: a.request() for a in self.alarm_definitions}
         # validate
@@ -103,7 +110,7 @@ class LmiObservability(Construct):
         self.dashboard_name: str | None = None
         self.cfn_dashboard: cloudwatch.CfnDashboard | None = None
         if spec.observability.dashboard:
-            self.dashboard_request = put_dashboard_kwargs(spec, plan)
+            self.dashboard_request = put_dashboard_kwargs(spec, plan, image=image)
             self.dashboard_name = self.dashboard_request["DashboardName"]
             self.cfn_dashboard = cloudwatch.CfnDashboard(
                 self, "Dashboard", **l1_kwargs(self.dashboard_request))

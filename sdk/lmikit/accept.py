@@ -55,7 +55,7 @@ class RenderOptions:
     namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
     vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
-    image: ImageKind = "stock"  # env, serving-properties, sagemaker: the image serving it
+    image: ImageKind = "stock"  # env, serving-properties, sagemaker, cloudwatch, grafana
     prices: PriceTable | None = None  # grafana: a price file (`lmikit prices fetch`)
 
 
@@ -182,12 +182,13 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         from lmikit.render.cloudwatch import dashboard_body, dashboard_name
 
         return _json({"DashboardName": dashboard_name(spec),
-                      "DashboardBody": dashboard_body(spec, plan),
-                      "Alarms": put_metric_alarm_requests(spec, plan)})
+                      "DashboardBody": dashboard_body(spec, plan, image=options.image),
+                      "Alarms": put_metric_alarm_requests(spec, plan, image=options.image)})
     if target == "grafana":
         from lmikit.render.grafana import render_grafana_json
 
-        return render_grafana_json(spec, plan, options.hourly_price, options.prices)
+        return render_grafana_json(spec, plan, options.hourly_price, options.prices,
+                                   image=options.image)
     raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 

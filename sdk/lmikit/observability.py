@@ -9,7 +9,10 @@ all. Both are idempotent and touch only lmikit's own: alarms tagged
 ``lmikit:deployment=<name>`` (see :mod:`lmikit._cloudwatch`), and the dashboard of that name
 whose title widget is lmikit's (dashboards take no tags).
 
-``deploy_dashboard`` / ``deploy_alarms`` are the single-purpose calls these build on.
+``deploy_dashboard`` / ``deploy_alarms`` are the single-purpose calls these build on. Each
+takes ``image``, the image the base component runs (``stock`` by default, as
+:class:`lmikit.deploy.Deployment`): the cache panels and alarms need lmikit's image, the only
+one that publishes the container's vLLM and LMCache metrics.
 
 >>> from lmikit.observability import apply_observability  # doctest: +SKIP
 >>> [c.line() for c in apply_observability(spec, plan)]  # doctest: +SKIP
@@ -28,6 +31,7 @@ from lmikit.errors import DeployError
 from lmikit.plan import Plan
 from lmikit.render.alarms import alarm_definitions, alarm_prefix
 from lmikit.render.cloudwatch import dashboard_name, put_dashboard_kwargs
+from lmikit.render.container import ImageKind
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]
@@ -59,10 +63,11 @@ def is_lmikit_dashboard(spec: DeploymentSpec, body: dict[str, Any]) -> bool:
 
 
 def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
-                     cloudwatch_client: Any | None = None, *, session: Any = None) -> str:
+                     cloudwatch_client: Any | None = None, *, session: Any = None,
+                     image: ImageKind = "stock") -> str:
     """Create or replace the deployment's dashboard; returns its name."""
     cw = _client(spec, cloudwatch_client, session)
-    kwargs = put_dashboard_kwargs(spec, plan)
+    kwargs = put_dashboard_kwargs(spec, plan, image=image)
     response = call(cw, "put_dashboard", **kwargs)
     problems = response.get("DashboardValidationMessages") or []
     if problems:
@@ -72,7 +77,8 @@ def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
 
 
 def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | None = None,
-                  *, prune: bool = True, session: Any = None) -> list[str]:
+                  *, prune: bool = True, session: Any = None,
+                  image: ImageKind = "stock") -> list[str]:
     """Create or update every default alarm; returns their names.
 
     ``prune`` (default True) deletes this deployment's alarms (``<name>-lmikit-*`` tagged
@@ -80,14 +86,15 @@ def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | Non
     ``observability.alarms.enabled`` is false.
     """
     return [c.name for c in _apply_alarms(spec, plan, _client(spec, cloudwatch_client, session),
-                                          prune=prune) if c.action not in ("delete", "kept")]
+                                          prune=prune, image=image)
+            if c.action not in ("delete", "kept")]
 
 
 def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
-                  dry_run: bool = False) -> list[Change]:
+                  dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
     stored = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
     changes = []
-    rendered = alarm_definitions(spec, plan)
+    rendered = alarm_definitions(spec, plan, image=image)
     for alarm in rendered:
         changes.append(_cloudwatch.put(cw, alarm.request(), spec.name, stored.get(alarm.name),
                                        dry_run=dry_run))
@@ -100,7 +107,7 @@ def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
 
 def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None,
                         cloudwatch_client: Any | None = None, clients: Clients | None = None,
-                        dry_run: bool = False) -> list[Change]:
+                        dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
     """Make the dashboard and the default alarms what the spec renders (idempotent).
 
     Returns one :class:`lmikit.change.Change` per dashboard and alarm (``create``,
@@ -108,13 +115,13 @@ def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None
     same-prefixed alarm that is not this deployment's). ``dry_run``: read only.
     """
     cw = _client(spec, cloudwatch_client, session, clients)
-    changes = [_apply_dashboard(spec, plan, cw, dry_run)]
-    return [c for c in changes if c is not None] + _apply_alarms(spec, plan, cw, prune=True,
-                                                                 dry_run=dry_run)
+    changes = [_apply_dashboard(spec, plan, cw, dry_run, image)]
+    return [c for c in changes if c is not None] + _apply_alarms(
+        spec, plan, cw, prune=True, dry_run=dry_run, image=image)
 
 
-def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = False
-                     ) -> Change | None:
+def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = False,
+                     image: ImageKind = "stock") -> Change | None:
     name = dashboard_name(spec)
     stored = stored_dashboard(cw, name)
     if stored is not None and not is_lmikit_dashboard(spec, stored):
@@ -130,11 +137,11 @@ def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = 
         if not dry_run:
             call(cw, "delete_dashboards", DashboardNames=[name])
         return Change("dashboard", name, "delete", "observability.dashboard is false")
-    kwargs = put_dashboard_kwargs(spec, plan)
+    kwargs = put_dashboard_kwargs(spec, plan, image=image)
     if stored == json.loads(kwargs["DashboardBody"]):
         return Change("dashboard", name, "unchanged")
     if not dry_run:
-        deploy_dashboard(spec, plan, cw)
+        deploy_dashboard(spec, plan, cw, image=image)
     return Change("dashboard", name, "create" if stored is None else "update")
 
 

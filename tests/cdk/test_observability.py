@@ -23,6 +23,7 @@ from lmikit_cdk.nag import nag_packs
 from lmikit_cdk.observability import LmiObservability, referenced_names
 from lmikit_cdk.stack import LmiStack
 
+from .conftest import REPO
 from .test_render_equality import NAMES, diff
 
 TOPIC = "arn:aws:sns:us-east-1:111122223333:lmikit-alarms"
@@ -31,6 +32,11 @@ ALARM = "AWS::CloudWatch::Alarm"
 
 def _plan(synth: Any) -> Any:
     return plan_spec(synth.stack.spec, synth.stack.endpoint.base_dir)
+
+
+def _image(synth: Any) -> Any:
+    """The image the stack's base component runs (``stock`` or ``lmikit``)."""
+    return synth.stack.endpoint.image_kind
 
 
 def _lmikit_alarms(synth: Any) -> dict[str, dict[str, Any]]:
@@ -48,8 +54,8 @@ def test_dashboard_equals_the_sdk_dashboard_field_by_field(synths: dict[str, Any
     _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
     props = dashboard["Properties"]
     assert props["DashboardName"] == dashboard_name(spec)
-    assert diff(dashboard_body(spec, _plan(synth)), json.loads(props["DashboardBody"]),
-                "DashboardBody") == []
+    assert diff(dashboard_body(spec, _plan(synth), image=_image(synth)),
+                json.loads(props["DashboardBody"]), "DashboardBody") == []
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -57,7 +63,7 @@ def test_dashboard_body_is_the_string_put_dashboard_sends(synths: dict[str, Any]
                                                           name: str) -> None:
     synth = synths[name]
     _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
-    sdk = put_dashboard_kwargs(synth.stack.spec, _plan(synth))
+    sdk = put_dashboard_kwargs(synth.stack.spec, _plan(synth), image=_image(synth))
     assert dashboard["Properties"] == sdk
 
 
@@ -65,7 +71,7 @@ def test_dashboard_body_is_the_string_put_dashboard_sends(synths: dict[str, Any]
 def test_every_alarm_equals_its_alarm_definition(synths: dict[str, Any], name: str) -> None:
     synth = synths[name]
     expected = {a.name: a.request()
-                for a in alarm_definitions(synth.stack.spec, _plan(synth))}
+                for a in alarm_definitions(synth.stack.spec, _plan(synth), image=_image(synth))}
     alarms = _lmikit_alarms(synth)
     assert sorted(alarms) == sorted(expected)
     problems = [p for alarm, request in expected.items()
@@ -120,9 +126,11 @@ TopicApp = tuple[cdk.App, LmiStack, dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def topic_app(tmp_path_factory: pytest.TempPathFactory) -> TopicApp:
-    """A spec with an SNS topic and LMCache (so the cache alarms too), synthesized once."""
+    """A spec with an SNS topic and LMCache on lmikit's image (so the cache alarms too),
+    synthesized once (synth stages the image's build context; it runs no Docker)."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("topic")))
-    stack = LmiStack(app, spec=_spec(alarms={"sns_topic_arn": TOPIC}), image_mode="stock")
+    stack = LmiStack(app, spec=_spec(alarms={"sns_topic_arn": TOPIC}), image_mode="custom",
+                     build_context=REPO)
     template = app.synth().get_stack_artifact(stack.artifact_id).template
     return app, stack, dict(template)
 
@@ -166,6 +174,22 @@ def test_spec_switches_turn_the_dashboard_and_alarms_off() -> None:
     alarms_only = LmiStack(app, spec=_spec(dashboard=False), image_mode="stock")
     obs = alarms_only.endpoint.observability
     assert obs is not None and obs.cfn_dashboard is None and obs.cfn_alarms
+
+
+def test_stock_image_stacks_get_no_cache_alarms_or_panels() -> None:
+    """AWS's stock image publishes no LMIKit/Container metrics (no EMF emitter; LMIKIT_EMF is
+    rendered for lmikit's image only): alarms on them would sit in OK forever, panels empty.
+    The stack creates what the SDK deploys for the same image."""
+    app = cdk.App()
+    stack = LmiStack(app, spec=_spec(), image_mode="stock")
+    obs = stack.endpoint.observability
+    assert obs is not None and stack.endpoint.image_kind == "stock" == obs.image
+    assert set(obs.cfn_alarms) == {"5xx-rate", "p90-model-latency", "no-capacity"}
+    assert obs.dashboard_request == put_dashboard_kwargs(stack.spec, stack.endpoint.plan)
+    body = json.loads(obs.dashboard_request["DashboardBody"])
+    assert not [w for w in body["widgets"]
+                if w["type"] == "metric" and "LMIKit/Container" in json.dumps(w)]
+    assert "No cache panels or cache alarms" in body["widgets"][0]["properties"]["markdown"]
 
 
 def test_alarm_naming_a_resource_the_stack_lacks_is_refused(tmp_path: Path) -> None:

@@ -99,6 +99,19 @@ def test_plan_lists_role_scaling_and_observability_without_writing(
     assert kinds.index("iam-role") < kinds.index("endpoint") < kinds.index("scalable-target")
 
 
+@pytest.mark.parametrize("image_kind", ["stock", "lmikit"])
+def test_plan_renders_the_cache_alarms_only_for_lmikits_image(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path,
+        image_kind: Any) -> None:
+    """The deployment passes its image to the observability step: AWS's stock image
+    publishes no LMIKit/Container metrics, so no alarm on them is created."""
+    spec = _with_instance(tmp_path, SCALE_TO_ZERO)
+    d = _deployment(spec, session, clock, tmp_path, image_kind=image_kind)
+    planned = {c.name for c in d.plan_changes() if c.kind == "alarm"}
+    assert ("docqa-lmikit-hit-rate-collapse" in planned) is (image_kind == "lmikit")
+    assert {a.name for a in alarm_definitions(spec, d.plan, image=image_kind)} <= planned
+
+
 def test_plan_reports_drift_of_scaling_and_alarms_and_deploy_repairs_it(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
     spec = _with_instance(tmp_path, SCALE_TO_ZERO)

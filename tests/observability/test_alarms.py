@@ -12,6 +12,7 @@ from lmikit.render.alarms import (
     default_p90_model_latency_ms,
     put_metric_alarm_requests,
 )
+from lmikit.render.container import ImageKind
 
 from ._metric_math import alarm_state
 from ._service_model import problems
@@ -29,13 +30,14 @@ def _with_alarms(spec, **changes):  # type: ignore[no-untyped-def]
 
 def test_alarm_requests_match_service_model(example) -> None:
     spec, plan = example
-    for req in put_metric_alarm_requests(_with_alarms(spec, sns_topic_arn=SNS), plan):
+    for req in put_metric_alarm_requests(_with_alarms(spec, sns_topic_arn=SNS), plan,
+                                         image="lmikit"):
         assert problems("cloudwatch", "PutMetricAlarm", req) == [], req["AlarmName"]
 
 
 def test_alarm_requests_use_one_evaluation_style_each(example) -> None:
     spec, plan = example
-    for req in put_metric_alarm_requests(spec, plan):
+    for req in put_metric_alarm_requests(spec, plan, image="lmikit"):
         styles = [k for k in ("MetricName", "Metrics", "EvaluationCriteria") if k in req]
         assert len(styles) == 1, req["AlarmName"]
         if "EvaluationCriteria" in req:
@@ -73,7 +75,8 @@ def test_no_capacity_alarm_fires_on_one_failure() -> None:
 
 
 def _hit_rate_alarm(spec, plan):  # type: ignore[no-untyped-def]
-    return {a.key: a for a in alarm_definitions(spec, plan)}["hit-rate-collapse"].request()
+    return {a.key: a for a in alarm_definitions(spec, plan, image="lmikit")}[
+        "hit-rate-collapse"].request()
 
 
 def _window(minutes: int, per_minute: int, copies: int = 2, **request: int
@@ -153,7 +156,7 @@ def test_cache_alarms_use_the_emf_interval_as_period() -> None:
     fast = spec.model_copy(update={"observability": spec.observability.model_copy(
         update={"metric_publish_frequency_seconds": 10})})
     for s, period in ((slow, 300), (fast, 60)):  # EMF lines never more often than 60 s
-        alarms = {a.key: a for a in alarm_definitions(s, plan)}
+        alarms = {a.key: a for a in alarm_definitions(s, plan, image="lmikit")}
         assert alarms["disk-tier-full"].period == period
         assert alarms["disk-tier-full"].evaluation_periods * period == 1800
         cpu = alarms["cpu-tier-full"]
@@ -162,7 +165,7 @@ def test_cache_alarms_use_the_emf_interval_as_period() -> None:
 
 def test_cpu_tier_alarm_needs_full_and_evicting() -> None:
     spec, plan = load_example("docqa-qwen7b")
-    alarm = {a.key: a for a in alarm_definitions(spec, plan)}["cpu-tier-full"]
+    alarm = {a.key: a for a in alarm_definitions(spec, plan, image="lmikit")}["cpu-tier-full"]
     (expr,) = [m["Expression"] for m in alarm.metrics if m.get("ReturnData")]
     limit = int(plan.lmcache["max_local_cpu_size_gb"] * 2**30 * plan.tp * 0.95)
     assert expr == f"IF(usage > {limit}, 1, 0) * IF(FILL(evictions, 0) > 0, 1, 0)"
@@ -172,16 +175,46 @@ def test_cpu_tier_alarm_needs_full_and_evicting() -> None:
 def test_cache_alarms_absent_without_lmcache() -> None:
     spec, plan = load_example("chat-qwen1.5b-small")
     assert plan.tier == "none"
-    keys = {a.key for a in alarm_definitions(spec, plan)}
+    keys = {a.key for a in alarm_definitions(spec, plan, image="lmikit")}
     assert keys == {"5xx-rate", "p90-model-latency", "no-capacity"}
+
+
+@pytest.mark.parametrize(("image", "detailed", "cache_alarms"), [
+    ("lmikit", True, True),
+    ("stock", True, False),  # no EMF emitter in AWS's image: LMIKIT_EMF is lmikit's only
+    ("lmikit", False, False),
+])
+def test_cache_alarms_only_where_the_container_publishes_their_metrics(
+        image: ImageKind, detailed: bool, cache_alarms: bool) -> None:
+    """An alarm on LMIKit/Container where nothing publishes it sits in OK forever
+    (TreatMissingData notBreaching): it is not created at all. Same rule as LMIKIT_EMF."""
+    from lmikit.render.env import container_environment
+
+    spec, plan = load_example("rag-qwen72b-nvme")
+    spec = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"detailed_metrics": detailed})})
+    alarms = alarm_definitions(spec, plan, image=image)
+    on_container = [a.key for a in alarms if "LMIKit/Container" in str(a.request())]
+    assert bool(on_container) is cache_alarms
+    emf = "LMIKIT_EMF" in container_environment(spec, plan, image=image)
+    assert emf is cache_alarms
+    assert {"5xx-rate", "p90-model-latency", "no-capacity"} <= {a.key for a in alarms}
+
+
+def test_default_alarms_are_the_stock_images() -> None:
+    """``Deployment`` and ``lmikit render`` default to AWS's stock image."""
+    spec, plan = load_example("docqa-qwen7b")
+    assert alarm_definitions(spec, plan) == alarm_definitions(spec, plan, image="stock")
+    assert "hit-rate-collapse" not in {a.key for a in alarm_definitions(spec, plan)}
 
 
 def test_disk_tier_alarm_only_with_disk_tier() -> None:
     spec, plan = load_example("rag-qwen72b-nvme")
     assert plan.tier == "cpu+disk"
-    assert "disk-tier-full" in {a.key for a in alarm_definitions(spec, plan)}
+    assert "disk-tier-full" in {a.key for a in alarm_definitions(spec, plan, image="lmikit")}
     spec, plan = load_example("docqa-qwen7b")
-    assert "disk-tier-full" not in {a.key for a in alarm_definitions(spec, plan)}
+    assert "disk-tier-full" not in {a.key for a in alarm_definitions(spec, plan,
+                                                                     image="lmikit")}
 
 
 def test_sns_topic_becomes_alarm_and_ok_actions() -> None:
@@ -198,7 +231,7 @@ def test_alarms_disabled_renders_none() -> None:
 
 def test_alarm_names_share_the_deployment_prefix(example) -> None:
     spec, plan = example
-    names = [a.name for a in alarm_definitions(spec, plan)]
+    names = [a.name for a in alarm_definitions(spec, plan, image="lmikit")]
     assert len(set(names)) == len(names)
     assert all(n.startswith(f"{spec.name}-lmikit-") for n in names)
 

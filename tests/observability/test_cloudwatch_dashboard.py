@@ -8,6 +8,7 @@ import re
 import pytest
 
 from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
+from lmikit.render.container import ImageKind
 
 from ._metric_math import evaluate
 from ._service_model import problems
@@ -18,21 +19,24 @@ from .conftest import GOLDEN_SPECS, assert_golden, load_example
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
 def test_dashboard_body_matches_golden(stem: str) -> None:
     spec, plan = load_example(stem)
-    text = json.dumps(dashboard_body(spec, plan), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(dashboard_body(spec, plan, image="lmikit"), indent=2,
+                      sort_keys=True) + "\n"
     assert_golden(f"cloudwatch-{stem}.json", text)
 
 
-def test_put_dashboard_kwargs_match_service_model(example) -> None:
+@pytest.mark.parametrize("image", ["stock", "lmikit"])
+def test_put_dashboard_kwargs_match_service_model(example, image: ImageKind) -> None:
     spec, plan = example
-    kwargs = put_dashboard_kwargs(spec, plan)
+    kwargs = put_dashboard_kwargs(spec, plan, image=image)
     assert problems("cloudwatch", "PutDashboard", kwargs) == []
     # The model documents (but does not encode) the name rule: max 255, [A-Za-z0-9_-].
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", kwargs["DashboardName"])
 
 
-def test_dashboard_body_widgets_fit_the_grid(example) -> None:
+@pytest.mark.parametrize("image", ["stock", "lmikit"])
+def test_dashboard_body_widgets_fit_the_grid(example, image: ImageKind) -> None:
     spec, plan = example
-    widgets = dashboard_body(spec, plan)["widgets"]
+    widgets = dashboard_body(spec, plan, image=image)["widgets"]
     assert 0 < len(widgets) <= 500
     assert all(0 <= w["x"] and w["x"] + w["width"] <= 24 for w in widgets)
 
@@ -52,17 +56,35 @@ def test_dashboard_body_includes_client_ttft_only_when_opted_in() -> None:
     assert "Client TTFT (seconds)" in titles
 
 
-def test_dashboard_body_omits_container_panels_without_detailed_metrics() -> None:
+@pytest.mark.parametrize(("image", "detailed", "reason"), [
+    ("lmikit", False, "observability.detailed_metrics is off"),
+    ("stock", True, "stock LMI image publishes no vLLM or LMCache metrics"),
+])
+def test_dashboard_body_omits_container_panels_and_says_why(image: ImageKind, detailed: bool,
+                                                            reason: str) -> None:
+    """Panels on LMIKit/Container where nothing publishes it (the stock image has no EMF
+    emitter; LMIKIT_EMF is rendered for lmikit's image only) would stay empty forever."""
     spec, plan = load_example("docqa-qwen7b")
-    off = spec.model_copy(update={"observability": spec.observability.model_copy(
-        update={"detailed_metrics": False})})
-    text = json.dumps(dashboard_body(off, plan))
-    assert "lmcache_" not in text and "LMIKit/Container" not in text
+    spec = spec.model_copy(update={"observability": spec.observability.model_copy(
+        update={"detailed_metrics": detailed})})
+    body = dashboard_body(spec, plan, image=image)
+    assert not [w for w in body["widgets"] if w["type"] == "metric"
+                and "LMIKit/Container" in json.dumps(w)]
+    assert "lmcache_" not in json.dumps(body)
+    summary = body["widgets"][0]["properties"]["markdown"]
+    assert "No cache panels or cache alarms" in summary and reason in summary
+
+
+def test_dashboard_body_defaults_to_the_stock_image() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    assert dashboard_body(spec, plan) == dashboard_body(spec, plan, image="stock")
+    assert put_dashboard_kwargs(spec, plan, image="lmikit") != put_dashboard_kwargs(spec, plan)
 
 
 def _container_titles(spec, plan) -> dict[str, dict]:  # type: ignore[no-untyped-def]
-    return {w["properties"]["title"]: w["properties"] for w in dashboard_body(spec, plan)[
-        "widgets"] if w["type"] == "metric" and "LMIKit/Container" in json.dumps(w)}
+    return {w["properties"]["title"]: w["properties"] for w in dashboard_body(
+        spec, plan, image="lmikit")["widgets"]
+        if w["type"] == "metric" and "LMIKit/Container" in json.dumps(w)}
 
 
 def test_container_panels_are_metric_widgets_not_promql_text() -> None:
@@ -79,8 +101,8 @@ def test_container_panels_are_metric_widgets_not_promql_text() -> None:
     assert [a["label"] for a in usage["annotations"]["horizontal"]] == [
         "CPU tier size (copy)", "disk tier size (copy)"]
     # One PromQL text widget is left, for Query Studio.
-    texts = [w for w in dashboard_body(spec, plan)["widgets"] if w["type"] == "text"
-             and "PromQL" in w["properties"]["markdown"]]
+    texts = [w for w in dashboard_body(spec, plan, image="lmikit")["widgets"]
+             if w["type"] == "text" and "PromQL" in w["properties"]["markdown"]]
     assert len(texts) == 1
 
 

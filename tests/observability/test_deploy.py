@@ -173,3 +173,16 @@ def test_client_errors_become_aws_errors() -> None:
         with pytest.raises(AwsError, match="^PutDashboard failed: InvalidParameterInput: "
                            "bad body$"):
             deploy_dashboard(spec, plan, client)
+
+
+def test_moving_to_the_stock_image_removes_the_cache_alarms_and_panels(cloudwatch) -> None:
+    """The stock image publishes no LMIKit/Container metrics: what was rendered for lmikit's
+    image and can no longer receive data is deleted, not left in OK forever."""
+    spec, plan = load_example("docqa-qwen7b")
+    apply_observability(spec, plan, cloudwatch_client=cloudwatch, image="lmikit")
+    assert "docqa-qwen7b-lmikit-hit-rate-collapse" in _alarm_names(cloudwatch, "docqa")
+    changes = apply_observability(spec, plan, cloudwatch_client=cloudwatch, image="stock")
+    assert {(c.name, c.action) for c in changes} >= {
+        ("docqa-qwen7b-lmikit", "update"), ("docqa-qwen7b-lmikit-hit-rate-collapse", "delete"),
+        ("docqa-qwen7b-lmikit-cpu-tier-full", "delete")}
+    assert _alarm_names(cloudwatch, "docqa") == {a.name for a in alarm_definitions(spec, plan)}

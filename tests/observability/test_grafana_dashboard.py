@@ -6,6 +6,7 @@ import pytest
 from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 
 from lmikit.catalog.prices import PRICES
+from lmikit.render.container import ImageKind
 from lmikit.render.grafana import (
     grafana_dashboard,
     plan_cost,
@@ -19,26 +20,42 @@ from .conftest import GOLDEN_SPECS, assert_golden, load_example
 @pytest.mark.parametrize("stem", GOLDEN_SPECS)
 def test_grafana_dashboard_matches_golden(stem: str) -> None:
     spec, plan = load_example(stem)
-    assert_golden(f"grafana-{stem}.json", render_grafana_json(spec, plan))
+    assert_golden(f"grafana-{stem}.json", render_grafana_json(spec, plan, image="lmikit"))
 
 
-def test_grafana_dashboard_loads_back_through_sdk_models(example) -> None:
+@pytest.mark.parametrize("image", ["stock", "lmikit"])
+def test_grafana_dashboard_loads_back_through_sdk_models(example, image: ImageKind) -> None:
     spec, plan = example
-    data = grafana_dashboard(spec, plan)
+    data = grafana_dashboard(spec, plan, image=image)
     model = Dashboard.from_json(data)
     assert model.uid == f"lmikit-{spec.name}"
     assert all(isinstance(p, Panel | RowPanel) for p in model.panels)
-    assert {p.title for p in model.panels} >= {"Hit tokens/s by tier", "Hit rate",
-                                               "Server TTFT histogram", "Model latency"}
+    container = {"Hit tokens/s by tier", "Hit rate", "Server TTFT histogram"}
+    titles = {p.title for p in model.panels}
+    assert "Model latency" in titles
+    assert (container <= titles) is (image == "lmikit")
+
+
+def test_grafana_on_the_stock_image_says_why_it_has_no_container_panels() -> None:
+    """AWS's stock image serves only DJL's /server/metrics: no vLLM or LMCache series reach
+    PromQL, so their panels (and the live cost, from vLLM's tokens/s) would stay empty."""
+    spec, plan = load_example("docqa-qwen7b")
+    board = grafana_dashboard(spec, plan, hourly_price_usd=2.0)
+    assert not [t for p in board["panels"] for t in p.get("targets", [])
+                if t["datasource"]["uid"] == "${prometheus}"]
+    (note,) = [p for p in board["panels"] if p["title"] == "No container metrics"]
+    assert "stock LMI image publishes no vLLM or LMCache metrics" in note["options"]["content"]
+    assert grafana_dashboard(spec, plan) == grafana_dashboard(spec, plan, image="stock")
 
 
 def test_grafana_dashboard_has_datasource_variables() -> None:
     spec, plan = load_example("docqa-qwen7b")
-    model = Dashboard.from_json(grafana_dashboard(spec, plan))
+    model = Dashboard.from_json(grafana_dashboard(spec, plan, image="lmikit"))
     variables = {v.name: v for v in model.templating.list_val}
     assert variables["cloudwatch"].query == "cloudwatch"
     assert variables["prometheus"].query == "prometheus"
-    targets = [t for p in grafana_dashboard(spec, plan)["panels"] for t in p.get("targets", [])]
+    targets = [t for p in grafana_dashboard(spec, plan, image="lmikit")["panels"]
+               for t in p.get("targets", [])]
     assert {t["datasource"]["uid"] for t in targets} == {"${cloudwatch}", "${prometheus}"}
 
 
@@ -64,15 +81,16 @@ def test_plan_cost_without_known_price_says_so() -> None:
 
 def test_given_price_adds_live_cost_panel() -> None:
     spec, plan = load_example("rag-qwen72b-nvme")  # no listed price
-    titles = [p["title"] for p in grafana_dashboard(spec, plan, hourly_price_usd=3.0)["panels"]]
+    titles = [p["title"] for p in grafana_dashboard(spec, plan, hourly_price_usd=3.0,
+                                                    image="lmikit")["panels"]]
     assert "Cost per 1K tokens (live estimate)" in titles
-    titles = [p["title"] for p in grafana_dashboard(spec, plan)["panels"]]
+    titles = [p["title"] for p in grafana_dashboard(spec, plan, image="lmikit")["panels"]]
     assert "Cost per 1K tokens (live estimate)" not in titles
 
 
 def test_live_cost_panel_prints_the_plans_estimate_to_three_significant_figures() -> None:
     spec, plan = load_example("docqa-qwen7b")  # listed price; about $0.00007 per 1K tokens
-    board = grafana_dashboard(spec, plan)
+    board = grafana_dashboard(spec, plan, image="lmikit")
     live = next(p for p in board["panels"] if p["title"] == "Cost per 1K tokens (live estimate)")
     text = next(p for p in board["panels"]
                 if p["title"] == "Cost per 1K tokens from the plan (estimate)")

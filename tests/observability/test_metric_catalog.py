@@ -24,7 +24,7 @@ def _grafana_cloudwatch(dashboard: dict) -> list[tuple[str, str, tuple[str, ...]
 
 def test_cloudwatch_dashboard_metrics_exist_in_catalog(example) -> None:
     spec, plan = example
-    refs = referenced_metrics(dashboard_body(spec, plan))
+    refs = referenced_metrics(dashboard_body(spec, plan, image="lmikit"))
     assert refs
     missing = [r for r in refs if mc.find_classic(*r) is None]
     assert not missing
@@ -32,14 +32,14 @@ def test_cloudwatch_dashboard_metrics_exist_in_catalog(example) -> None:
 
 def test_grafana_cloudwatch_targets_exist_in_catalog(example) -> None:
     spec, plan = example
-    refs = _grafana_cloudwatch(grafana_dashboard(spec, plan))
+    refs = _grafana_cloudwatch(grafana_dashboard(spec, plan, image="lmikit"))
     assert refs
     assert not [r for r in refs if mc.find_classic(*r) is None]
 
 
 def test_alarm_metrics_exist_in_catalog(example) -> None:
     spec, plan = example
-    for alarm in alarm_definitions(spec, plan):
+    for alarm in alarm_definitions(spec, plan, image="lmikit"):
         req = alarm.request()
         stats = [m["MetricStat"]["Metric"] for m in req.get("Metrics", []) if "MetricStat" in m]
         if "MetricName" in req:
@@ -51,9 +51,10 @@ def test_alarm_metrics_exist_in_catalog(example) -> None:
 
 def test_promql_series_exist_in_container_catalog(example) -> None:
     spec, plan = example
-    exprs = _grafana_exprs(grafana_dashboard(spec, plan))
-    exprs += [a.promql_query for a in alarm_definitions(spec, plan) if a.promql_query]
-    body = dashboard_body(spec, plan)
+    exprs = _grafana_exprs(grafana_dashboard(spec, plan, image="lmikit"))
+    exprs += [a.promql_query for a in alarm_definitions(spec, plan, image="lmikit")
+              if a.promql_query]
+    body = dashboard_body(spec, plan, image="lmikit")
     exprs += [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
     used = set().union(*(series_in(e) for e in exprs))
     assert used

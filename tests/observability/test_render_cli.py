@@ -36,10 +36,25 @@ def test_render_grafana_prints_json() -> None:
 def test_render_grafana_writes_output_file(tmp_path: Path) -> None:
     target = tmp_path / "dash.json"
     result = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--output",
-                                       str(target), "--hourly-price", "2.5"])
+                                       str(target), "--hourly-price", "2.5", "--image",
+                                       "lmikit"])
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     assert any(p["title"] == "Cost per 1K tokens (live estimate)" for p in data["panels"])
+
+
+def test_render_image_decides_the_cache_panels_and_alarms() -> None:
+    """The CLI renders what the SDK deploys for the same image: AWS's stock image (the
+    default) publishes no vLLM/LMCache metrics, so no cache panel or alarm; lmikit's does."""
+    spec, plan = load_example("docqa-qwen7b")
+    for image in ("stock", "lmikit"):
+        args = ["render", SPEC, "-t", "cloudwatch", "--image", image]
+        out = json.loads(CliRunner().invoke(main, args).output)
+        assert out["DashboardBody"] == dashboard_body(spec, plan, image=image)
+        names = {a["AlarmName"] for a in out["Alarms"]}
+        assert ("docqa-qwen7b-lmikit-hit-rate-collapse" in names) is (image == "lmikit")
+        grafana = CliRunner().invoke(main, ["render", SPEC, "-t", "grafana", "--image", image])
+        assert grafana.output == render_grafana_json(spec, plan, image=image)
 
 
 def test_render_rejects_non_positive_price() -> None:

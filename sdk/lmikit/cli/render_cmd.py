@@ -38,8 +38,9 @@ if TYPE_CHECKING:
               help="grafana: a price file from `lmikit prices fetch` (prices the spec's "
               "region).")
 @click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
-              show_default=True, help="env, serving-properties, sagemaker: the image that "
-              "runs the model (AWS's stock LMI image, or lmikit's container/Dockerfile).")
+              show_default=True, help="env, serving-properties, sagemaker, cloudwatch, grafana: "
+              "the image that runs the model (AWS's stock LMI image, or lmikit's "
+              "container/Dockerfile); the cache panels and alarms need lmikit's.")
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
                vllm_image: str | None, hourly_price: float | None, prices_path: Path | None,
                image_kind: str) -> None:

@@ -26,6 +26,7 @@ from lmikit.deploy._role import (
 from lmikit.deploy._run import Run, Undo
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
 from lmikit.observability import apply_observability, remove_observability
+from lmikit.render.container import ImageKind
 from lmikit.render.scaling import resource_id
 from lmikit.scaling import apply_scaling, remove_scaling
 from lmikit.spec import DeploymentSpec
@@ -43,6 +44,8 @@ class Target(Protocol):
     def image_uri(self) -> str: ...
     @property
     def plan(self) -> Any: ...
+    @property
+    def image_kind(self) -> ImageKind: ...
 
 
 def rollback_alarm_name(deployment: str) -> str:
@@ -103,7 +106,7 @@ def scaling_step(d: Target, run: Run) -> None:
 def observability_step(d: Target, run: Run) -> None:
     _step(run, f"dashboard and alarms of {d.spec.name}",
           lambda: ObservabilitySnapshot.read(d.clients, d.spec),
-          lambda: apply_observability(d.spec, d.plan, clients=d.clients))
+          lambda: apply_observability(d.spec, d.plan, clients=d.clients, image=d.image_kind))
 
 
 def plan_role(d: Target) -> list[Change]:
@@ -117,7 +120,8 @@ def plan_extras(d: Target, *, autoscaling: bool, observability: bool) -> list[Ch
     if autoscaling:
         out += apply_scaling(d.spec, clients=d.clients, dry_run=True)
     if observability:
-        out += apply_observability(d.spec, d.plan, clients=d.clients, dry_run=True)
+        out += apply_observability(d.spec, d.plan, clients=d.clients, dry_run=True,
+                                   image=d.image_kind)
     return out
 
 

@@ -25,7 +25,10 @@ Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` 
   that is not evicting is fine). LMCache counts no disk evictions.
 
 The cache alarms read ``LMIKit/Container`` (the EMF lines ``lmikit_runtime.emf`` prints),
-classic metrics with classic alarm semantics. ``AlarmDef`` still supports PromQL alarms
+classic metrics with classic alarm semantics. Only lmikit's image prints those lines (with
+``observability.detailed_metrics``): for the stock image (``image="stock"``, the default, as
+for :class:`lmikit.deploy.Deployment`) the cache alarms are not rendered, since they could
+never receive data and would sit in OK forever. ``AlarmDef`` still supports PromQL alarms
 (``kind="promql"``) for callers that build their own.
 
 >>> from lmikit.spec import DeploymentSpec
@@ -33,8 +36,10 @@ classic metrics with classic alarm semantics. ``AlarmDef`` still supports PromQL
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}, "kv_cache": {"mode": "cpu"}})
->>> [a.key for a in alarm_definitions(spec, plan_spec(spec))]
+>>> [a.key for a in alarm_definitions(spec, plan_spec(spec), image="lmikit")]
 ['5xx-rate', 'p90-model-latency', 'no-capacity', 'hit-rate-collapse', 'cpu-tier-full']
+>>> [a.key for a in alarm_definitions(spec, plan_spec(spec))]  # the stock image
+['5xx-rate', 'p90-model-latency', 'no-capacity']
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Any, Literal
 from lmikit import metric_catalog as mc
 from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
 from lmikit.plan import Plan
+from lmikit.render.container import ImageKind, publishes_cache_metrics
 from lmikit.render.env import EMF_MIN_INTERVAL_S
 from lmikit.spec import DeploymentSpec
 
@@ -173,15 +179,19 @@ def alarm_tags(spec: DeploymentSpec) -> tuple[tuple[str, str], ...]:
     return tuple((t["Key"], t["Value"]) for t in deployment_tags(spec.name, spec.tags))
 
 
-def alarm_definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
-    """The deployment's default alarms; empty when ``observability.alarms.enabled`` is off."""
+def alarm_definitions(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                      ) -> list[AlarmDef]:
+    """The deployment's default alarms; empty when ``observability.alarms.enabled`` is off.
+    ``image`` is the image the base component runs (default ``stock``): the cache alarms
+    need lmikit's, the only one that publishes ``LMIKit/Container``."""
     cfg = spec.observability.alarms
     if not cfg.enabled:
         return []
-    return [dataclasses.replace(a, tags=alarm_tags(spec)) for a in _definitions(spec, plan)]
+    return [dataclasses.replace(a, tags=alarm_tags(spec))
+            for a in _definitions(spec, plan, image)]
 
 
-def _definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
+def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[AlarmDef]:
     cfg = spec.observability.alarms
     actions = (cfg.sns_topic_arn,) if cfg.sns_topic_arn else ()
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
@@ -221,7 +231,8 @@ def _definitions(spec: DeploymentSpec, plan: Plan) -> list[AlarmDef]:
             evaluation_periods=1, threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
             treat_missing_data="notBreaching"),
     ]
-    if not (plan.uses_lmcache and spec.observability.detailed_metrics):
+    if not (plan.uses_lmcache
+            and publishes_cache_metrics(image, spec.observability.detailed_metrics)):
         return out
     # The container's EMF metrics (LMIKit/Container; lmikit_runtime.emf): classic metrics,
     # one datapoint per copy per interval, so the period is the emitter's interval.
@@ -305,6 +316,7 @@ def hit_rate_queries(spec: DeploymentSpec, period: int, *, min_requests: int = 1
     )
 
 
-def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan) -> list[dict[str, Any]]:
+def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                              ) -> list[dict[str, Any]]:
     """Every alarm's PutMetricAlarm kwargs."""
-    return [a.request() for a in alarm_definitions(spec, plan)]
+    return [a.request() for a in alarm_definitions(spec, plan, image=image)]

@@ -11,14 +11,16 @@ through detailed observability as OTLP metrics that only PromQL can read, and as
 metrics in ``LMIKit/Container``, which CloudWatch Logs extracts from the Embedded Metric
 Format lines the container's emitter prints (``lmikit_runtime.emf``; the metric list is
 :data:`lmikit.metric_catalog.CONTAINER_EMF_METRICS`). The cache panels plot the latter; one
-small text widget keeps the PromQL for Query Studio.
+small text widget keeps the PromQL for Query Studio. Only lmikit's image publishes either
+(``image="lmikit"`` with ``observability.detailed_metrics``); for the stock image, the
+default, the cache panels are left out and the summary says why.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
->>> body = dashboard_body(spec, plan_spec(spec))
+>>> body = dashboard_body(spec, plan_spec(spec), image="lmikit")
 >>> body["widgets"][0]["type"]
 'text'
 """
@@ -37,6 +39,7 @@ from lmikit.render.alarms import (
     default_p90_model_latency_ms,
     emf_period,
 )
+from lmikit.render.container import ImageKind, cache_metrics_absent_reason
 from lmikit.render.promql import PromQuery, container_queries, selector
 from lmikit.spec import DeploymentSpec
 
@@ -50,11 +53,12 @@ def dashboard_name(spec: DeploymentSpec) -> str:
     return f"{spec.name}-lmikit"
 
 
-def put_dashboard_kwargs(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
+def put_dashboard_kwargs(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                         ) -> dict[str, Any]:
     """Keyword arguments for ``cloudwatch.put_dashboard``."""
     return {"DashboardName": dashboard_name(spec),
-            "DashboardBody": json.dumps(dashboard_body(spec, plan), sort_keys=True,
-                                        separators=(",", ":"))}
+            "DashboardBody": json.dumps(dashboard_body(spec, plan, image=image),
+                                        sort_keys=True, separators=(",", ":"))}
 
 
 class _Grid:
@@ -97,7 +101,7 @@ def _graph(title: str, region: str, metrics: list[list[Any]], **extra: Any) -> d
     return props
 
 
-def _summary(spec: DeploymentSpec, plan: Plan) -> str:
+def _summary(spec: DeploymentSpec, plan: Plan, absent: str | None) -> str:
     p = plan.predicted
     hit = p.ttft_hit_s.get("cpu") if plan.tier != "none" else p.ttft_hit_s.get("gpu")
     lines = [
@@ -107,13 +111,14 @@ def _summary(spec: DeploymentSpec, plan: Plan) -> str:
         f"Predicted TTFT for a {spec.workload.typical_request_tokens}-token request: "
         f"miss {p.ttft_miss_s:.3f} s, hit {hit if hit is not None else 'n/a'} s.",
         "SageMaker publishes no TTFT metric: server TTFT comes from vLLM through the "
-        + ("container's EMF lines (`LMIKit/Container`, below)"
-           if spec.observability.detailed_metrics else
-           "container's EMF lines once `observability.detailed_metrics` is on")
+        "container's EMF lines (`LMIKit/Container`"
+        + (", below)" if absent is None else ", absent here)")
         + ", client TTFT from `observability.client_ttft_metrics`.",
         "Copy count: derived as Invocations / InvocationsPerCopy (blank without traffic). "
         "Instance count is not a classic metric; see SageMaker AI Insights.",
     ]
+    if absent is not None:
+        lines.append(f"**No cache panels or cache alarms:** {absent}.")
     return "\n\n".join(lines)
 
 
@@ -123,14 +128,19 @@ def _promql_text(title: str, queries: list[PromQuery], note: str) -> dict[str, A
                         f"|---|---|\n{rows}"}
 
 
-def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
-    """The dashboard body (a dict; ``json.dumps`` it for PutDashboard / CfnDashboard)."""
+def dashboard_body(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
+                   ) -> dict[str, Any]:
+    """The dashboard body (a dict; ``json.dumps`` it for PutDashboard / CfnDashboard).
+    ``image``: the image the base component runs (default ``stock``); the cache panels need
+    lmikit's, the only one that publishes the container's vLLM and LMCache metrics."""
+    absent = cache_metrics_absent_reason(image, spec.observability.detailed_metrics)
     region = spec.region
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
     base = base_component_name(spec.name)
     components = [base] + [adapter_component_name(spec.name, a.name) for a in spec.adapters]
     g = _Grid()
-    g.add("text", WIDTH, 4, {"markdown": _summary(spec, plan)})
+    g.add("text", WIDTH, 4 if absent is None else 5,
+          {"markdown": _summary(spec, plan, absent)})
 
     # Traffic and errors.
     g.add("metric", 8, 6, _graph("Invocations", region, [
@@ -202,7 +212,7 @@ def dashboard_body(spec: DeploymentSpec, plan: Plan) -> dict[str, Any]:
             _metric(mc.CLIENT_NAMESPACE, "OutputTokensPerSecond", cd, stat=s, label=s)
             for s in ("p10", "p50")]))
 
-    if spec.observability.detailed_metrics:
+    if absent is None:
         _container_panels(g, spec, plan)
     return {"start": "-PT6H", "periodOverride": "inherit", "widgets": g.widgets}
 

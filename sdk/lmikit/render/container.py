@@ -104,6 +104,31 @@ def metrics_endpoint(metrics_path: str, image: ImageKind) -> MetricsEndpoint:
                            what="DJL's server metrics (requests, errors, latency)")
 
 
+def publishes_cache_metrics(image: ImageKind, detailed_metrics: bool) -> bool:
+    """Whether the container's vLLM and LMCache metrics reach CloudWatch at all: lmikit's
+    image with ``observability.detailed_metrics`` serves them for the scrape (PromQL) and
+    prints them as EMF lines (``LMIKit/Container``). The stock image serves only DJL's server
+    metrics and has no EMF emitter, so neither exists there: no cache panel or alarm can
+    receive data.
+
+    >>> publishes_cache_metrics("stock", True), publishes_cache_metrics("lmikit", True)
+    (False, True)
+    """
+    return image == "lmikit" and detailed_metrics
+
+
+def cache_metrics_absent_reason(image: ImageKind, detailed_metrics: bool) -> str | None:
+    """Why a dashboard has no cache panels (and the deployment no cache alarms), or None."""
+    if publishes_cache_metrics(image, detailed_metrics):
+        return None
+    if not detailed_metrics:
+        return ("observability.detailed_metrics is off, so the container's vLLM and LMCache "
+                "metrics are not published")
+    return ("AWS's stock LMI image publishes no vLLM or LMCache metrics: its only Prometheus "
+            f"endpoint is DJL's own ({DJL_METRICS_PATH}) and it prints no EMF lines. Deploy "
+            "lmikit's image (container/Dockerfile) for the cache panels and alarms")
+
+
 def stock_metrics_note(metrics_path: str) -> str:
     """What a person should know when detailed metrics run on the stock image."""
     return (f"the stock LMI image serves only DJL's server metrics ({DJL_METRICS_PATH}, with "

@@ -33,7 +33,12 @@ from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import MODEL_ID_ENV, base_component_name
 from lmikit.plan import Plan
-from lmikit.render.container import MODEL_DIR, ImageKind, metrics_endpoint
+from lmikit.render.container import (
+    MODEL_DIR,
+    ImageKind,
+    metrics_endpoint,
+    publishes_cache_metrics,
+)
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
 from lmikit.render.lmi_options import row
 from lmikit.spec import DeploymentSpec
@@ -211,7 +216,7 @@ def _sagemaker_extras(spec: DeploymentSpec, image: ImageKind) -> dict[str, str]:
     image, ``LMIKIT_EMF`` (its dimensions name a SageMaker endpoint and component, so the
     HyperPod manifest, built from ``lmi_environment``, never gets it)."""
     out = {MODEL_ID_ENV: spec.model.id}
-    if image == "lmikit" and spec.observability.detailed_metrics:
+    if publishes_cache_metrics(image, spec.observability.detailed_metrics):
         out[EMF_CONFIG_ENV] = emf_config(spec)
     return out
 

@@ -12,6 +12,10 @@ vLLM tokens/s; the plan panel uses the planned concurrency and predicted TTFT wi
 decode-speed assumption. Prices change and differ by region, savings plan and discount; pass
 ``hourly_price_usd`` to use your own.
 
+The container panels (and the live cost, which divides by vLLM's tokens/s) need the series
+only lmikit's image serves (``image="lmikit"`` with ``observability.detailed_metrics``); for
+the stock image, the default, a text panel says why they are absent.
+
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
@@ -31,6 +35,7 @@ from lmikit import metric_catalog as mc
 from lmikit.catalog.prices import PriceTable, price_or_reason, usd_decimals, usd_text
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
+from lmikit.render.container import ImageKind, cache_metrics_absent_reason
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 
@@ -123,10 +128,12 @@ def _text(title: str, markdown: str, width: int = 24, height: int = 6) -> Any:
 
 def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
                       hourly_price_usd: float | None = None,
-                      prices: PriceTable | None = None) -> dict[str, Any]:
-    """The dashboard model as a JSON-ready dict (import it into Grafana)."""
+                      prices: PriceTable | None = None, *,
+                      image: ImageKind = "stock") -> dict[str, Any]:
+    """The dashboard model as a JSON-ready dict (import it into Grafana). ``image``: the
+    image the base component runs (default ``stock``, which serves no vLLM or LMCache
+    series)."""
     from grafana_foundation_sdk.builders import dashboard as db
-    from grafana_foundation_sdk.builders import stat
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models.dashboard import VariableOption
 
@@ -190,7 +197,19 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         d = d.with_panel(_ts("Client decode tokens/s", "short", [
             _cw(mc.CLIENT_NAMESPACE, "OutputTokensPerSecond", cd, "p50", "A", "p50", region)]))
 
+    absent = cache_metrics_absent_reason(image, spec.observability.detailed_metrics)
     d = d.with_row(db.Row("KV cache (container metrics via PromQL)"))
+    if absent is None:
+        d = _container_panels(d, spec, plan, q)
+    else:
+        d = d.with_panel(_text("No container metrics", f"{absent}.", height=3))
+    d = _cost_panels(d, spec, plan, cost, sel, q, live=absent is None)
+    model = d.build()
+    return json.loads(json.dumps(model, cls=JSONEncoder, sort_keys=True))
+
+
+def _container_panels(d: Any, spec: DeploymentSpec, plan: Plan, q: dict[str, Any]) -> Any:
+    """The KV-cache row's PromQL panels."""
     d = d.with_panel(_ts("Hit tokens/s by tier", "short", [
         _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
             ("hit_tokens_gpu", "hit_tokens_local", "hit_tokens_remote", "prompt_tokens"))],
@@ -226,33 +245,42 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
 
     d = d.with_panel(heatmap.Panel().title("Server TTFT histogram").span(12).height(8)
                      .with_target(_prom(q["ttft_histogram"].expr, "A", "{{le}}")))
+    return d
+
+
+def _cost_panels(d: Any, spec: DeploymentSpec, plan: Plan, cost: CostEstimate, sel: str,
+                 q: dict[str, Any], *, live: bool) -> Any:
+    """The cost row: the live estimate (vLLM's tokens/s; only where the container serves
+    them) and the plan's estimate."""
+    from grafana_foundation_sdk.builders import dashboard as db
+    from grafana_foundation_sdk.builders import stat
 
     d = d.with_row(db.Row("Cost (estimate)"))
     price = cost.hourly_price_usd
-    if price is not None:
+    if price is not None and live:
         # Live: price x instances serving / measured tokens per hour.
         instances = (f"count(count by ('{mc.CONTAINER_SOURCE.host_label}') "
                      f"({mc.promql_name('vllm:num_requests_running')}{{{sel}}}))")
-        live = f"{price} * {instances} / (3600 * ({q['tokens_per_s'].expr})) * 1000"
+        expr = f"{price} * {instances} / (3600 * ({q['tokens_per_s'].expr})) * 1000"
         # as many decimals as print the plan's estimate to three significant figures
         decimals = usd_decimals(cost.usd_per_1k_tokens or 0.0)
         d = d.with_panel(stat.Panel().title("Cost per 1K tokens (live estimate)")
                          .unit("currencyUSD").decimals(decimals).span(8).height(6)
-                         .with_target(_prom(live, "A", "$ / 1K tokens")))
+                         .with_target(_prom(expr, "A", "$ / 1K tokens")))
     planned = "n/a" if cost.usd_per_1k_tokens is None else usd_text(cost.usd_per_1k_tokens)
     d = d.with_panel(_text("Cost per 1K tokens from the plan (estimate)", "\n".join([
         f"**{planned} per 1K tokens** at full planned load on {plan.instance_type} "
         f"(${price if price is not None else 'n/a'}/h: {cost.price_source}).",
         f"Planned throughput: {cost.tokens_per_hour_per_instance:,.0f} tokens/hour/instance.",
         "", "Assumptions:", *[f"- {a}" for a in cost.assumptions],
-        "- list on-demand price, us-east-1; not your bill"]), 16 if price is not None else 24))
-
-    model = d.build()
-    return json.loads(json.dumps(model, cls=JSONEncoder, sort_keys=True))
+        "- list on-demand price, us-east-1; not your bill"]),
+        16 if price is not None and live else 24))
+    return d
 
 
 def render_grafana_json(spec: DeploymentSpec, plan: Plan,
                         hourly_price_usd: float | None = None,
-                        prices: PriceTable | None = None) -> str:
-    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd, prices), indent=2,
-                      sort_keys=True) + "\n"
+                        prices: PriceTable | None = None, *,
+                        image: ImageKind = "stock") -> str:
+    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd, prices, image=image),
+                      indent=2, sort_keys=True) + "\n"
