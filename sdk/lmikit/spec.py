@@ -369,6 +369,11 @@ class AlarmsSpec(_Model):
     enabled: bool = Field(default=True, description="Create the default alarms.")
     error_5xx_rate_percent: float = Field(default=1.0, gt=0, le=100,
                                           description="5xx share of invocations that alarms.")
+    model_error_rate_percent: float = Field(
+        default=50.0, gt=0, le=100,
+        description="Share of invocations the model container answered with an error "
+        "(InvocationModelErrors: any non-2xx, such as the 424 LMI returns for a failed "
+        "request) that alarms; high, so that ordinary client errors do not.")
     p90_model_latency_ms: float | None = Field(default=None, gt=0,
                                                description="p90 ModelLatency limit; default "
                                                "from the plan's predicted miss TTFT.")

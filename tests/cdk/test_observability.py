@@ -184,7 +184,8 @@ def test_stock_image_stacks_get_no_cache_alarms_or_panels() -> None:
     stack = LmiStack(app, spec=_spec(), image_mode="stock")
     obs = stack.endpoint.observability
     assert obs is not None and stack.endpoint.image_kind == "stock" == obs.image
-    assert set(obs.cfn_alarms) == {"5xx-rate", "p90-model-latency", "no-capacity"}
+    assert set(obs.cfn_alarms) == {"5xx-rate", "model-error-rate", "p90-model-latency",
+                                   "no-capacity"}
     assert obs.dashboard_request == put_dashboard_kwargs(stack.spec, stack.endpoint.plan)
     body = json.loads(obs.dashboard_request["DashboardBody"])
     assert not [w for w in body["widgets"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Value = float | None
@@ -93,19 +93,28 @@ def _call(name: str, args: list[ast.expr], ev: Callable[[ast.AST], Value],
     raise ValueError(f"unsupported metric math function {name}")
 
 
-def alarm_state(request: Mapping[str, Any], values: Mapping[str, Value]) -> str:
-    """``ALARM`` or ``OK`` for one evaluation of a single-datapoint metric-math alarm
-    (``EvaluationPeriods`` 1) whose queries read ``values`` (id -> the period's statistic),
-    with ``TreatMissingData`` applied to a missing result."""
-    assert request["EvaluationPeriods"] == 1, "only single-datapoint alarms are modelled"
-    (result,) = [m for m in request["Metrics"] if m.get("ReturnData")]
-    value = evaluate(result["Expression"], values)
-    if value is None:
-        missing = request["TreatMissingData"]
-        assert missing in ("notBreaching", "breaching"), missing
-        return "ALARM" if missing == "breaching" else "OK"
+def alarm_state(request: Mapping[str, Any],
+                values: Mapping[str, Value] | Sequence[Mapping[str, Value]]) -> str:
+    """``ALARM`` or ``OK`` for one evaluation of a metric-math alarm whose queries read
+    ``values`` (id -> the period's statistic; a list: one mapping per period, oldest first):
+    ``DatapointsToAlarm`` (M) of the last ``EvaluationPeriods`` (N) breaching, a missing
+    result counted as ``TreatMissingData`` says (notBreaching or breaching)."""
+    periods = [values] if isinstance(values, Mapping) else list(values)
+    n = request["EvaluationPeriods"]
+    m = request.get("DatapointsToAlarm") or n
+    assert len(periods) == n, f"the alarm evaluates {n} period(s), {len(periods)} given"
+    (result,) = [q for q in request["Metrics"] if q.get("ReturnData")]
+    missing = request["TreatMissingData"]
+    assert missing in ("notBreaching", "breaching"), missing
     ops: dict[str, Callable[[float, float], bool]] = {
         "LessThanThreshold": operator.lt, "LessThanOrEqualToThreshold": operator.le,
         "GreaterThanThreshold": operator.gt,
         "GreaterThanOrEqualToThreshold": operator.ge}
-    return "ALARM" if ops[request["ComparisonOperator"]](value, request["Threshold"]) else "OK"
+    breaching = 0
+    for period in periods:
+        value = evaluate(result["Expression"], period)
+        if value is None:
+            breaching += missing == "breaching"
+        else:
+            breaching += ops[request["ComparisonOperator"]](value, request["Threshold"])
+    return "ALARM" if breaching >= m else "OK"

@@ -53,6 +53,45 @@ def test_5xx_alarm_threshold_comes_from_spec() -> None:
     assert "errors" in expr and "invocations" in expr
 
 
+def _minutes(invocations: int, errors_5xx: int, model_errors: int) -> list[dict[str, float]]:
+    """Five minutes of AWS/SageMaker invocation metrics (Sums), as the alarms' queries read
+    them (both error alarms name their queries by role)."""
+    return [{"invocations": invocations, "errors": errors_5xx, "modelerrors": model_errors}
+            ] * 5
+
+
+@pytest.mark.parametrize(("minutes", "fires"), [
+    # LMI answers every request with 424 (djl_python/outputs.py Output.error(code=424), used
+    # by python_async_engine.py for any exception but out-of-memory): SageMaker counts it in
+    # InvocationModelErrors (any non-2xx) and Invocation4XXErrors, never Invocation5XXErrors.
+    (_minutes(100, 0, 100), {"model-error-rate"}),
+    # ordinary client mistakes (bad JSON, expired sessions: 424 / 4xx too) stay quiet
+    (_minutes(100, 0, 3), set()),
+    # out of memory: 507, a 5xx, which both count
+    (_minutes(100, 100, 100), {"5xx-rate", "model-error-rate"}),
+    # idle
+    (_minutes(0, 0, 0), set()),
+])
+def test_error_alarms_catch_an_engine_that_fails_every_request(
+        minutes: list[dict[str, float]], fires: set[str]) -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    alarms = {a.key: a.request() for a in alarm_definitions(spec, plan)}
+    got = {k for k in ("5xx-rate", "model-error-rate")
+           if alarm_state(alarms[k], minutes) == "ALARM"}
+    assert got == fires
+
+
+def test_model_error_alarm_reads_invocation_model_errors_with_the_spec_threshold() -> None:
+    spec, plan = load_example("docqa-qwen7b")
+    request = {a.key: a for a in alarm_definitions(_with_alarms(
+        spec, model_error_rate_percent=80), plan)}["model-error-rate"].request()
+    assert (request["Threshold"], request["ComparisonOperator"]) == (80, "GreaterThanThreshold")
+    stats = {q["Id"]: q["MetricStat"]["Metric"] for q in request["Metrics"] if "MetricStat" in q}
+    assert stats["modelerrors"]["MetricName"] == "InvocationModelErrors"
+    assert {d["Name"] for d in stats["modelerrors"]["Dimensions"]} == {"EndpointName",
+                                                                       "VariantName"}
+
+
 def test_p90_latency_default_comes_from_plan_in_microseconds() -> None:
     spec, plan = load_example("docqa-qwen7b")
     alarm = {a.key: a for a in alarm_definitions(spec, plan)}["p90-model-latency"]
@@ -176,7 +215,7 @@ def test_cache_alarms_absent_without_lmcache() -> None:
     spec, plan = load_example("chat-qwen1.5b-small")
     assert plan.tier == "none"
     keys = {a.key for a in alarm_definitions(spec, plan, image="lmikit")}
-    assert keys == {"5xx-rate", "p90-model-latency", "no-capacity"}
+    assert keys == {"5xx-rate", "model-error-rate", "p90-model-latency", "no-capacity"}
 
 
 @pytest.mark.parametrize(("image", "detailed", "cache_alarms"), [

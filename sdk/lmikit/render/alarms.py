@@ -9,6 +9,15 @@
 Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` or the plan):
 
 * ``5xx-rate``: metric math on Invocation5XXErrors / Invocations (percent).
+* ``model-error-rate``: metric math on InvocationModelErrors / Invocations (percent), above
+  ``model_error_rate_percent`` (50%): an engine failing most requests. LMI answers a failed
+  request with 424, not 5xx (djl-serving ``djl_python/outputs.py`` ``Output.error(...,
+  code=424)``, used by ``python_async_engine.py`` for any exception but out-of-memory, 507,
+  and by ``lmi_vllm/vllm_async_service.py`` for formatter and input errors), and SageMaker
+  counts a container's 4xx in Invocation4XXErrors and InvocationModelErrors ("did not result
+  in 2XX HTTP response. This includes 4XX/5XX status codes", SageMaker developer guide,
+  endpoint invocation metrics), never in Invocation5XXErrors. Client errors are 4xx too, so
+  this alarm waits for a share no client mistake reaches.
 * ``p90-model-latency``: ModelLatency p90 (microseconds).
 * ``no-capacity``: NoCapacityInvocationFailures >= 1 (scale-from-zero misses).
 * ``hit-rate-collapse`` (metric math on the container's EMF metrics, LMCache tiers only):
@@ -37,9 +46,11 @@ never receive data and would sit in OK forever. ``AlarmDef`` still supports Prom
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}, "kv_cache": {"mode": "cpu"}})
 >>> [a.key for a in alarm_definitions(spec, plan_spec(spec), image="lmikit")]
-['5xx-rate', 'p90-model-latency', 'no-capacity', 'hit-rate-collapse', 'cpu-tier-full']
+... # doctest: +NORMALIZE_WHITESPACE
+['5xx-rate', 'model-error-rate', 'p90-model-latency', 'no-capacity', 'hit-rate-collapse',
+ 'cpu-tier-full']
 >>> [a.key for a in alarm_definitions(spec, plan_spec(spec))]  # the stock image
-['5xx-rate', 'p90-model-latency', 'no-capacity']
+['5xx-rate', 'model-error-rate', 'p90-model-latency', 'no-capacity']
 """
 
 from __future__ import annotations
@@ -209,6 +220,22 @@ def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[Ala
                 _stat("invocations", "Invocations", ev, "Sum"),
                 {"Id": "rate", "ReturnData": True, "Label": "5xx percent",
                  "Expression": "IF(invocations > 0, 100 * FILL(errors, 0) / invocations, 0)"},
+            )),
+        AlarmDef(
+            key="model-error-rate", name=alarm_name(spec, "model-error-rate"), kind="math",
+            actions=actions,
+            description=f"{spec.name}: the model container answered more than "
+            f"{cfg.model_error_rate_percent:g}% of invocations with an error (any non-2xx; LMI "
+            "returns 424 for a failed request, which Invocation5XXErrors does not count) in "
+            "3 of 5 minutes: the engine is failing requests; see the container log",
+            threshold=cfg.model_error_rate_percent, comparison_operator="GreaterThanThreshold",
+            evaluation_periods=5, datapoints_to_alarm=3, treat_missing_data="notBreaching",
+            metrics=(
+                _stat("modelerrors", "InvocationModelErrors", ev, "Sum"),
+                _stat("invocations", "Invocations", ev, "Sum"),
+                {"Id": "rate", "ReturnData": True, "Label": "model error percent",
+                 "Expression": "IF(invocations > 0, 100 * FILL(modelerrors, 0) / invocations, "
+                               "0)"},
             )),
         AlarmDef(
             key="p90-model-latency", name=alarm_name(spec, "p90-model-latency"), kind="metric",
