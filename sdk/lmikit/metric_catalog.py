@@ -251,8 +251,6 @@ CONTAINER_METRICS: tuple[ContainerMetric, ...] = (
                     "bytes used in the CPU (host RAM) tier"),
     ContainerMetric("lmcache:local_storage_usage", "gauge", "bytes",
                     "bytes used in the local disk tier"),
-    ContainerMetric("lmcache:remote_cache_usage", "gauge", "bytes",
-                    "bytes used in the remote tier"),
     ContainerMetric("lmcache:local_cpu_evict_count", "counter", "evictions",
                     "evictions from the CPU tier"),
     ContainerMetric("lmcache:time_to_retrieve", "histogram", "seconds",

@@ -110,3 +110,61 @@ def test_promql_hit_token_bands_count_each_request_once() -> None:
     for key in ("hit_tokens_local", "hit_tokens_remote"):
         assert "lmcache_num_hit_tokens_total" not in series_in(q[key].expr)
     assert "vllm_external_prefix_cache_hits_total" in series_in(q["hit_tokens_local"].expr)
+
+
+def _panel(board: dict, title: str) -> dict:
+    return next(p for p in board["panels"] if p["title"] == title)
+
+
+def test_cache_tier_usage_is_one_copy_not_the_fleet() -> None:
+    """Each copy's TP ranks report one series each (LMCache labels: model_name, worker_id,
+    role, served_model_name); the panel is per copy like its planned sizes, so it takes the
+    largest report per rank and sums the ranks. sum() over the series added every copy."""
+    spec, plan = load_example("rag-qwen72b-nvme")  # 2 copies per instance, TP 4
+    panel = _panel(grafana_dashboard(spec, plan, image="lmikit"),
+                   "Cache tier usage (largest copy)")
+    exprs = [t["expr"] for t in panel["targets"]]
+    assert exprs and all(e.startswith("sum(max by (worker_id) (lmcache_local_") for e in exprs)
+    assert "Planned per copy" in panel["description"]
+
+
+def test_ttft_heatmap_reads_prometheus_buckets_as_a_heatmap() -> None:
+    """Grafana's Prometheus query editor: format Heatmap "converts cumulative histograms to
+    regular ones and sorts series by the bucket bound"; without it the cumulative le series
+    are drawn as they are. The buckets are already a histogram: no calculation in the panel."""
+    spec, plan = load_example("docqa-qwen7b")
+    panel = _panel(grafana_dashboard(spec, plan, image="lmikit"), "Server TTFT histogram")
+    (target,) = panel["targets"]
+    assert target["format"] == "heatmap" and "_bucket" in target["expr"]
+    assert panel["options"]["calculate"] is False
+
+
+def test_no_panel_plots_the_remote_usage_lmcache_never_reports() -> None:
+    """LMCache 0.5.6 defines LMCStatsMonitor.update_remote_cache_usage but never calls it, so
+    lmcache:remote_cache_usage is always 0: no panel, query or EMF metric reads it."""
+    from lmikit import metric_catalog as mc
+    from lmikit.render.cloudwatch import dashboard_body, referenced_metrics
+
+    spec, plan = load_example("rag-qwen72b-nvme")
+    board = grafana_dashboard(spec, plan, image="lmikit")
+    exprs = [t.get("expr", "") for p in board["panels"] for t in p.get("targets", [])]
+    assert exprs and not [e for e in exprs if "remote_cache_usage" in e]
+    body = dashboard_body(spec, plan, image="lmikit")
+    assert "LMCacheRemoteUsageBytes" not in {m for _, m, _ in referenced_metrics(body)}
+    assert not [m for m in mc.CONTAINER_EMF_METRICS if m.source == "lmcache:remote_cache_usage"]
+
+
+def test_lmcache_never_updates_remote_cache_usage() -> None:
+    """The fact the rule above rests on, read from the installed LMCache (the test set-up
+    installs lmcache 0.5.6 without its dependencies)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    found = importlib.util.find_spec("lmcache")
+    if found is None or not found.submodule_search_locations:
+        pytest.skip("lmcache is not installed")
+    root = Path(next(iter(found.submodule_search_locations)))
+    calls = [str(p.relative_to(root)) for p in root.rglob("*.py")
+             if re.search(r"(?<!def )update_remote_cache_usage\(", p.read_text("utf-8"))]
+    assert calls == []

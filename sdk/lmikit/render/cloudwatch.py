@@ -291,9 +291,9 @@ def _container_panels(g: _Grid, spec: DeploymentSpec, plan: Plan) -> None:
             if disk_gb:
                 lines.append({"label": "disk tier size (copy)",
                               "value": int(disk_gb * GIB * plan.tp)})
-        if plan.tier == "remote":
-            usage.append(m("LMCacheRemoteUsageBytes", "Maximum", label="remote tier"))
-        graph("LMCache tier usage (bytes, largest copy)", usage,
+        # No remote line: LMCache 0.5.6 never updates lmcache:remote_cache_usage.
+        graph("LMCache tier usage (bytes, largest copy)"
+              + ("; remote not reported" if plan.tier == "remote" else ""), usage,
               annotations={"horizontal": lines})
         graph("LMCache CPU evictions/s", [
             [{"expression": "ev / PERIOD(ev)", "id": "evs", "label": "evictions/s"}],

@@ -225,12 +225,14 @@ def _container_panels(d: Any, spec: DeploymentSpec, plan: Plan, q: dict[str, Any
         "tokens the GPU prefix cache missed, the share LMCache supplied (vLLM's counters, "
         "which count misses too). The hit-rate-collapse alarm fires below "
         f"{spec.observability.alarms.min_hit_rate:.0%} (all tiers)."))
-    d = d.with_panel(_ts("Cache tier usage", "bytes", [
+    d = d.with_panel(_ts("Cache tier usage (largest copy)", "bytes", [
         _prom(q[k].expr, chr(65 + i), q[k].legend) for i, k in enumerate(
-            ("cache_usage_cpu", "cache_usage_disk", "cache_usage_remote"))],
-        desc=f"Planned per copy: CPU {plan.lmcache.get('max_local_cpu_size_gb')} GB x "
+            ("cache_usage_cpu", "cache_usage_disk"))],
+        desc="The largest report of each tensor-parallel rank, summed over the ranks: one "
+        f"copy. Planned per copy: CPU {plan.lmcache.get('max_local_cpu_size_gb')} GB x "
         f"{plan.tp} worker(s), disk {plan.lmcache.get('max_local_disk_size_gb')} GB x "
-        f"{plan.tp}."))
+        f"{plan.tp}. Remote tier usage is not shown: LMCache 0.5.6 does not report it "
+        "(lmcache:remote_cache_usage is never updated)."))
     d = d.with_panel(_ts("Evictions and GPU KV use", "short", [
         _prom(q["evictions"].expr, "A", "CPU evictions/s"),
         _prom(q["gpu_kv_usage"].expr, "B", "GPU KV in use (0-1)")]))
@@ -242,9 +244,15 @@ def _container_panels(d: Any, spec: DeploymentSpec, plan: Plan, q: dict[str, Any
         for i, k in enumerate(("ttft_p50", "ttft_p90", "ttft_p99"))],
         desc=f"Planned: miss {plan.predicted.ttft_miss_s} s, hit {plan.predicted.ttft_hit_s}."))
     from grafana_foundation_sdk.builders import heatmap
+    from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+    # Format "heatmap": Grafana turns the cumulative le buckets into per-bucket counts and
+    # sorts them by bound; the panel then draws the buckets as they are (no calculation).
     d = d.with_panel(heatmap.Panel().title("Server TTFT histogram").span(12).height(8)
-                     .with_target(_prom(q["ttft_histogram"].expr, "A", "{{le}}")))
+                     .calculate(False).show_tooltip()
+                     .y_axis(heatmap.YAxisConfig().unit("s"))
+                     .with_target(_prom(q["ttft_histogram"].expr, "A", "{{le}}")
+                                  .format(PromQueryFormat.HEATMAP)))
     return d
 
 

@@ -88,12 +88,17 @@ def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQue
                   f"{_rate('lmcache:retrieve_speed_count', sel)}", "tokens/s", "mean"),
         PromQuery("retrieve_time_p90", "LMCache time to retrieve p90",
                   _quantile(0.9, "lmcache:time_to_retrieve", sel), "s", "p90"),
-        PromQuery("cache_usage_cpu", "LMCache CPU tier bytes",
-                  f"sum({_s('lmcache:local_cache_usage', sel)})", "bytes", "CPU tier"),
-        PromQuery("cache_usage_disk", "LMCache disk tier bytes",
-                  f"sum({_s('lmcache:local_storage_usage', sel)})", "bytes", "disk tier"),
-        PromQuery("cache_usage_remote", "LMCache remote tier bytes",
-                  f"sum({_s('lmcache:remote_cache_usage', sel)})", "bytes", "remote tier"),
+        # Tier usage of the largest copy: every copy's TP ranks report one series each
+        # (worker_id = the rank); the largest report per rank, summed over the ranks, is one
+        # copy's worth (the CloudWatch panel's Maximum over copies of the copy's sum). A plain
+        # sum would add every copy of the fleet. No remote usage: LMCache 0.5.6 never calls
+        # LMCStatsMonitor.update_remote_cache_usage, so lmcache:remote_cache_usage stays 0.
+        PromQuery("cache_usage_cpu", "LMCache CPU tier bytes (largest copy)",
+                  f"sum(max by (worker_id) ({_s('lmcache:local_cache_usage', sel)}))", "bytes",
+                  "CPU tier"),
+        PromQuery("cache_usage_disk", "LMCache disk tier bytes (largest copy)",
+                  f"sum(max by (worker_id) ({_s('lmcache:local_storage_usage', sel)}))",
+                  "bytes", "disk tier"),
         PromQuery("evictions", "LMCache CPU evictions/s",
                   _rate("lmcache:local_cpu_evict_count_total", sel), "ops", "evictions/s"),
         PromQuery("gpu_kv_usage", "GPU KV cache in use",

@@ -287,8 +287,8 @@ def container_datums(served: Served, output_tokens: int, fleet: Fleet
                 ("LMCacheRemoteReadBytes", served.tiers.get("remote", 0)
                  * fleet.setup.kv_bytes_per_token, "Bytes"),
                 ("LMCacheCpuEvictions", served.cpu_evictions, "Count")]
-        for tier, metric in (("cpu", "LMCacheCpuUsageBytes"), ("disk", "LMCacheDiskUsageBytes"),
-                             ("remote", "LMCacheRemoteUsageBytes")):
+        # no remote usage: LMCache 0.5.6 never updates lmcache:remote_cache_usage
+        for tier, metric in (("cpu", "LMCacheCpuUsageBytes"), ("disk", "LMCacheDiskUsageBytes")):
             if any(tier in c.tiers for c in fleet.copies):
                 out.append((metric, fleet.usage_bytes(tier), "Bytes"))
         if asked:
