@@ -223,11 +223,10 @@ def _client_error_reply(exc: Any, target: str) -> HttpReply:
                        request_id=meta.get("RequestId"))
 
 
-def _transport_failure(exc: Exception, target: str) -> TransportFailure:
-    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+def _transport_failure(exc: BaseException, target: str) -> TransportFailure:
+    from lmikit.aws import is_timeout
 
-    timeout = isinstance(exc, ReadTimeoutError | ConnectTimeoutError | TimeoutError)
-    return TransportFailure(f"{target}: {exc}", timeout=timeout)
+    return TransportFailure(f"{target}: {exc}", timeout=is_timeout(exc))
 
 
 # --- the exchange: one OpenAI API request -> one SageMaker runtime call -------------------
@@ -322,7 +321,9 @@ class SageMakerExchange:
         if problem is not None:
             return problem
         target = f"{self.endpoint}/{component}"
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import ClientError
+
+        from lmikit.aws import read_errors
 
         try:
             if stream:
@@ -331,7 +332,7 @@ class SageMakerExchange:
                 response = self.runtime.invoke_endpoint(**kwargs)
         except ClientError as exc:
             return _client_error_reply(exc, target)
-        except (BotoCoreError, OSError) as exc:
+        except read_errors() as exc:
             raise _transport_failure(exc, target) from exc
         request_id = response.get("ResponseMetadata", {}).get("RequestId", "")
         if stream:
@@ -339,7 +340,10 @@ class SageMakerExchange:
             return HttpReply(200, {"content-type": "text/event-stream",
                                    "x-request-id": request_id},
                              _sse_chunks(events, target), getattr(events, "close", None))
-        data = response["Body"].read()
+        try:
+            data = response["Body"].read()
+        except read_errors() as exc:  # the answer broke off: a stall, a dropped connection
+            raise _transport_failure(exc, target) from exc
         return HttpReply(200, {"content-type": "application/json", "x-request-id": request_id},
                          data)
 
@@ -372,8 +376,11 @@ def _relative(path: str, endpoint: str) -> str:
 
 
 def _sse_chunks(events: Iterable[dict[str, Any]], target: str) -> Iterator[bytes]:
-    """PayloadPart events -> SSE bytes; a stream error ends it with an error event."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    """PayloadPart events -> SSE bytes; a stream error ends it with an error event, a broken
+    read (a stall past the read timeout, a dropped connection) raises TransportFailure."""
+    from botocore.exceptions import ClientError
+
+    from lmikit.aws import read_errors
 
     reframer = SseReframer()
     try:
@@ -395,5 +402,5 @@ def _sse_chunks(events: Iterable[dict[str, Any]], target: str) -> Iterator[bytes
         kind = str(err.get("Code", "StreamError"))
         yield reframer.fail(f"{target}: {kind}: {err.get('Message', exc)}", kind,
                             err.get("ErrorCode") or exc.response.get("ErrorCode"))
-    except (BotoCoreError, OSError) as exc:
+    except read_errors() as exc:
         raise _transport_failure(exc, target) from exc

@@ -174,8 +174,10 @@ class TokenStream:
 
     def __init__(self, events: Iterator[dict[str, Any]], clock: Any, start: float,
                  component: str, session_id: str | None,
-                 on_result: Callable[[InvokeResult], None] | None = None) -> None:
+                 on_result: Callable[[InvokeResult], None] | None = None, *,
+                 endpoint: str | None = None) -> None:
         self._events = events
+        self._target = f"{endpoint}/{component}" if endpoint else component
         self._on_result = on_result
         self._clock = clock
         self._start = start
@@ -188,8 +190,11 @@ class TokenStream:
         self.result: InvokeResult | None = None
 
     def __iter__(self) -> Iterator[str]:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import ClientError
 
+        from lmikit.aws import read_errors
+
+        broken = read_errors()
         parser = StreamParser()
         try:
             for event in self._events:
@@ -203,8 +208,13 @@ class TokenStream:
             yield from self._emit(parser.close())
         except InvokeError:
             raise
-        except (ClientError, BotoCoreError, OSError) as exc:  # EventStreamError included
+        except ClientError as exc:  # botocore's EventStreamError for an exception event
             raise _map_stream_error(exc) from exc
+        except broken as exc:  # a stall past the read timeout, a dropped connection
+            from lmikit.aws import read_failure
+
+            raise InvokeError(f"{self._target}: the response stream broke: "
+                              f"{read_failure(exc)} ({exc})") from exc
         total = self._clock.monotonic() - self._start
         tokens = self._usage if self._usage is not None else self._tokens
         self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
@@ -237,14 +247,12 @@ def _stream_error_text(kind: str, err: dict[str, Any]) -> str:
     return f"{kind} while streaming: {message}" + (f" (ErrorCode {code})" if code else "")
 
 
-def _map_stream_error(exc: Exception) -> InvokeError:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict) and "Error" in response:
-        code = response["Error"].get("Code", "StreamError")
-        return InvokeError(_stream_error_text(code, {
-            "Message": response["Error"].get("Message"),
-            "ErrorCode": response["Error"].get("ErrorCode") or response.get("ErrorCode")}))
-    return InvokeError(f"the response stream broke: {exc}")
+def _map_stream_error(exc: Any) -> InvokeError:
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "StreamError")
+    return InvokeError(_stream_error_text(code, {
+        "Message": error.get("Message"),
+        "ErrorCode": error.get("ErrorCode") or exc.response.get("ErrorCode")}))
 
 
 class Endpoint:
@@ -394,6 +402,16 @@ class Endpoint:
         except BotoCoreError as exc:
             raise InvokeError(f"{self.name}: {exc}") from exc
 
+    def _read(self, response: dict[str, Any], component: str) -> bytes:
+        """The whole body of a plain answer; an answer that breaks off is an InvokeError."""
+        from lmikit.aws import read_errors, read_failure
+
+        try:
+            return bytes(response["Body"].read())
+        except read_errors() as exc:
+            raise InvokeError(f"{self.name}/{component}: reading the answer failed: "
+                              f"{read_failure(exc)} ({exc})") from exc
+
     def invoke(self, prompt: str | dict[str, Any], *, adapter: str | None = None,
                prefix_id: str | None = None, max_tokens: int | None = None,
                session_id: str | None = None) -> InvokeResult:
@@ -404,7 +422,7 @@ class Endpoint:
         kwargs = self._kwargs(body, adapter, prefix_id, session_id)
         start = self.clock.monotonic()
         response = self._call("invoke_endpoint", kwargs)
-        raw = response["Body"].read()
+        raw = self._read(response, kwargs["InferenceComponentName"])
         total = self.clock.monotonic() - start
         try:
             parsed: Any = json.loads(raw)
@@ -427,7 +445,8 @@ class Endpoint:
         start = self.clock.monotonic()
         response = self._call("invoke_endpoint_with_response_stream", kwargs)
         return TokenStream(iter(response["Body"]), self.clock, start,
-                           kwargs["InferenceComponentName"], session_id, self._publish(adapter))
+                           kwargs["InferenceComponentName"], session_id, self._publish(adapter),
+                           endpoint=self.name)
 
     def session(self, *, adapter: str | None = None,
                 on_reopen: Callable[[Session], None] | None = None,
@@ -465,7 +484,7 @@ class Session:
         ep = self.endpoint
         kwargs = ep._kwargs({"requestType": NEW_SESSION}, self.adapter, None, NEW_SESSION)
         response = ep._call("invoke_endpoint", kwargs)
-        response["Body"].read()
+        ep._read(response, kwargs["InferenceComponentName"])
         header = response.get("NewSessionId")
         if not header:
             raise InvokeError(f"{ep.name} did not open a session (no NewSessionId); is "
@@ -483,7 +502,7 @@ class Session:
             return  # nothing to close on the server
         kwargs = ep._kwargs({"requestType": "CLOSE"}, self.adapter, None, sid)
         response = ep._call("invoke_endpoint", kwargs)
-        response["Body"].read()
+        ep._read(response, kwargs["InferenceComponentName"])
         closed = response.get("ClosedSessionId")
         if closed and closed != sid:
             raise InvokeError(f"closing session {sid} closed {closed} instead")

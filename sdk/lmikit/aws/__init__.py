@@ -14,8 +14,11 @@ from lmikit.aws._errors import (
     describe_or_none,
     is_already_existing,
     is_not_found,
+    is_timeout,
     map_error,
     paginate,
+    read_errors,
+    read_failure,
 )
 from lmikit.aws._lease import Lease, LeaseInfo, lease_key
 from lmikit.aws._resources import (
@@ -79,6 +82,7 @@ __all__ = [
     "describe_or_none",
     "is_already_existing",
     "is_not_found",
+    "is_timeout",
     "lease_key",
     "map_error",
     "no_progress",
@@ -87,6 +91,8 @@ __all__ = [
     "owner_of",
     "package_source",
     "paginate",
+    "read_errors",
+    "read_failure",
     "split_s3_url",
     "status_of",
     "tag_dict",

@@ -70,6 +70,52 @@ def map_error(exc: BaseException, operation: str) -> AwsError:
     return AwsError(f"{op} failed: {exc}", operation=op)
 
 
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading an answer raises when it breaks partway, besides ``ClientError``:
+    botocore's errors, urllib3's, the OS's and a malformed event stream's. botocore's
+    ``EventStream`` iterates the raw urllib3 response unwrapped (botocore/eventstream.py
+    ``EventStream._create_raw_event_generator``), so a response stream that stalls past the
+    read timeout raises urllib3's ``ReadTimeoutError`` and one whose connection drops its
+    ``ProtocolError``; ``StreamingBody.read`` turns the same into botocore's
+    ``ReadTimeoutError`` / ``ResponseStreamingError``."""
+    from botocore.eventstream import ParserError
+    from botocore.exceptions import BotoCoreError
+    from urllib3.exceptions import HTTPError
+
+    return (BotoCoreError, HTTPError, OSError, ParserError)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` (one of :func:`read_errors`) is a timeout, not a broken connection.
+
+    >>> from urllib3.exceptions import ProtocolError, ReadTimeoutError
+    >>> is_timeout(ReadTimeoutError(None, None, "Read timed out.")), is_timeout(
+    ...     ProtocolError("Response ended prematurely"))
+    (True, False)
+    """
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+    from urllib3.exceptions import TimeoutError as Urllib3Timeout
+
+    return isinstance(exc, ReadTimeoutError | ConnectTimeoutError | Urllib3Timeout
+                      | TimeoutError)
+
+
+def read_failure(exc: BaseException) -> str:
+    """Why an answer broke off, in words (``exc`` is one of :func:`read_errors`).
+
+    >>> from urllib3.exceptions import ProtocolError
+    >>> read_failure(ProtocolError("Response ended prematurely"))
+    'the connection dropped before the answer ended'
+    """
+    from botocore.eventstream import ParserError
+
+    if is_timeout(exc):
+        return "no data arrived within the client's read timeout"
+    if isinstance(exc, ParserError):
+        return "the event stream arrived malformed"
+    return "the connection dropped before the answer ended"
+
+
 def call(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     """``client.<operation>(**kwargs)``; any botocore error becomes :class:`AwsError`."""
     from botocore.exceptions import BotoCoreError, ClientError

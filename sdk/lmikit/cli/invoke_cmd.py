@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lmikit.errors import LmikitError
+
 if TYPE_CHECKING:
     from lmikit.endpoint import TokenStream
 
@@ -46,8 +48,15 @@ def invoke_cmd(endpoint: str, prompt: str, adapter: str | None, use_session: boo
 
 
 def _print(stream: TokenStream) -> None:
-    for piece in stream:
-        click.echo(piece, nl=False)
+    printed = False
+    try:
+        for piece in stream:
+            click.echo(piece, nl=False)
+            printed = True
+    except LmikitError:  # a stream that breaks partway: end the line, then the error
+        if printed:
+            click.echo()
+        raise
     click.echo()
     r = stream.result
     if r is None:  # pragma: no cover - set when the stream ends
