@@ -458,9 +458,10 @@ class Endpoint:
 
 @dataclass
 class Session:
-    """LMI stateful session. Opens with NEW_SESSION, closes with CLOSE, and reopens
-    transparently when it has expired, calling ``on_reopen(session)`` so the caller can
-    re-send context."""
+    """LMI stateful session. Opens with NEW_SESSION (on entering ``with``, or on first use),
+    closes with CLOSE, and reopens transparently when it has expired or was closed, calling
+    ``on_reopen(session)`` so the caller can re-send context; ``reopened`` counts those
+    reopens (the first open is not one)."""
 
     endpoint: Endpoint
     adapter: str | None = None
@@ -519,11 +520,13 @@ class Session:
 
     def _live_id_locked(self) -> str:
         if self.id is None or self._expired():
+            reopening = bool(self.history)  # a first open has lost no context
             self.id = None
             self.open()
-            self.reopened += 1
-            if self.on_reopen is not None and self.reopened:
-                self.on_reopen(self)
+            if reopening:
+                self.reopened += 1
+                if self.on_reopen is not None:
+                    self.on_reopen(self)
         if self.id is None:  # pragma: no cover - open() sets it or raises
             raise InvokeError("the session could not be opened")
         return self.id

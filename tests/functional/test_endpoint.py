@@ -125,6 +125,19 @@ def test_session_reopens_after_expiry_and_calls_the_hook(endpoint: Endpoint,
         assert result.text.startswith("[docqa-base turn 1]")
 
 
+def test_session_opened_on_first_use_calls_the_hook_only_when_it_reopens(
+        endpoint: Endpoint, clock: VirtualClock) -> None:
+    """on_reopen re-sends context a reopened session lost; a first open has lost nothing."""
+    calls: list[str] = []
+    s = endpoint.session(on_reopen=lambda s: calls.append(str(s.id)))
+    s.invoke("context")  # opens the session: no hook
+    assert calls == [] and s.reopened == 0 and len(s.history) == 1
+    clock.advance(1200)  # past OPTION_SESSIONS_EXPIRATION
+    s.invoke("question")
+    assert calls == [s.id] and s.reopened == 1 and len(s.history) == 2
+    s.close()
+
+
 def test_session_needs_stateful_sessions_on_the_endpoint(fake: FakeSageMaker, session: Any,
                                                          clock: VirtualClock,
                                                          tmp_path: Path) -> None:
