@@ -488,8 +488,10 @@ class Session:
         ep._read(response, kwargs["InferenceComponentName"])
         header = response.get("NewSessionId")
         if not header:
-            raise InvokeError(f"{ep.name} did not open a session (no NewSessionId); is "
-                              "OPTION_ENABLE_STATEFUL_SESSIONS 'true' on the endpoint?")
+            raise InvokeError(f"{ep.name}/{kwargs['InferenceComponentName']} did not open a "
+                              "session (no NewSessionId in the answer): its container does "
+                              "not serve LMI's stateful sessions (LMI's vLLM async service "
+                              "does by default)")
         self.id, self.expires_at = parse_new_session_id(header)
         self.history.append(self.id)
         return self.id

@@ -142,14 +142,61 @@ def test_session_opened_on_first_use_calls_the_hook_only_when_it_reopens(
     s.close()
 
 
-def test_session_needs_stateful_sessions_on_the_endpoint(fake: FakeSageMaker, session: Any,
-                                                         clock: VirtualClock,
-                                                         tmp_path: Path) -> None:
+def _least_outstanding(fake: FakeSageMaker, session: Any, clock: VirtualClock,
+                       tmp_path: Path) -> Endpoint:
     spec = load_spec_text(SPEC_YAML.replace("strategy: sticky_session",
                                             "strategy: least_outstanding"))
     deployment(spec, session, clock, tmp_path).deploy()
-    with pytest.raises(InvokeError, match="OPTION_ENABLE_STATEFUL_SESSIONS"):
-        Endpoint("docqa", session=session, clock=clock).session().open()
+    return Endpoint("docqa", session=session, clock=clock)
+
+
+def test_session_opens_where_the_option_is_not_set(fake: FakeSageMaker, session: Any,
+                                                   clock: VirtualClock, tmp_path: Path) -> None:
+    """LMI's vLLM async service enables sessions unless enable_stateful_sessions says
+    otherwise (djl-serving vllm_async_service.py VLLMHandler.initialize:
+    ``properties.get("enable_stateful_sessions", "true") == "true"``)."""
+    ep = _least_outstanding(fake, session, clock, tmp_path)
+    env = session.client("sagemaker").describe_inference_component(
+        InferenceComponentName="docqa-base")["Specification"]["Container"]["Environment"]
+    assert "OPTION_ENABLE_STATEFUL_SESSIONS" not in env  # lmikit renders it for sticky only
+    with ep.session() as s:
+        assert s.invoke("hello").text.startswith("[docqa-base turn 1]")
+
+
+def test_every_request_fails_where_the_option_is_not_true(fake: FakeSageMaker, session: Any,
+                                                          clock: VirtualClock,
+                                                          tmp_path: Path) -> None:
+    """Any value but "true" leaves VLLMHandler.session_manager unset, and preprocess_request
+    reads it for every request (djl-serving vllm_async_service.py): LMI answers 424."""
+    ep = _least_outstanding(fake, session, clock, tmp_path)
+    sm = session.client("sagemaker")
+    spec = sm.describe_inference_component(InferenceComponentName="docqa-base")["Specification"]
+    container = spec["Container"]
+    container["Image"] = container.pop("DeployedImage")["SpecifiedImage"]
+    container["Environment"]["OPTION_ENABLE_STATEFUL_SESSIONS"] = "false"
+    sm.update_inference_component(InferenceComponentName="docqa-base", Specification=spec)
+    fake.settle()
+    missing = "Input parsing failed: 'VLLMHandler' object has no attribute 'session_manager'"
+    with pytest.raises(InvokeError, match=missing):
+        ep.session().open()
+    with pytest.raises(InvokeError, match=missing):
+        ep.invoke("hello")
+
+
+def test_session_open_without_a_session_id_in_the_answer_says_so() -> None:
+    """A container that does not serve LMI's sessions answers without NewSessionId."""
+    import io
+
+    import boto3
+    from botocore.response import StreamingBody
+    from botocore.stub import Stubber
+
+    client = boto3.client("sagemaker-runtime", region_name="us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response("invoke_endpoint", {"Body": StreamingBody(io.BytesIO(b"{}"), 2)})
+        with pytest.raises(InvokeError, match="docqa/docqa-base did not open a session "
+                           r"\(no NewSessionId in the answer\)"):
+            Endpoint("docqa", client=client).session().open()
 
 
 def test_stream_parser_rejects_garbage() -> None:

@@ -2,9 +2,10 @@
 
 The "model" echoes the prompt, so tests can check routing: a reply names the component
 that served it and, inside a live session, the turn. Sessions follow LMI's protocol
-(``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>; Expires=...``); an expired or unknown
-session silently runs without state, as LMI does. Streams are split into payload parts at
-arbitrary byte boundaries (not at event boundaries), as the service does.
+(``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>; Expires=...``) and are on unless
+``OPTION_ENABLE_STATEFUL_SESSIONS`` says otherwise, which fails every request, as in LMI; an
+expired or unknown session silently runs without state, as LMI does. Streams are split into
+payload parts at arbitrary byte boundaries (not at event boundaries), as the service does.
 
 Bodies follow LMI's vLLM async service (djl-serving, branch master,
 ``djl_python/lmi_vllm/vllm_async_service.py`` and ``request_response_utils.py``;
@@ -154,14 +155,20 @@ class Runtime:
             payload = None
         session_id = p.get("SessionId")
         env = self._env(res, control)
-        sessions_on = env.get("OPTION_ENABLE_STATEFUL_SESSIONS") == "true"
+        # LMI's vLLM async service makes its SessionManager when enable_stateful_sessions is
+        # "true" or unset (djl-serving v0.35.0 to master, lmi_vllm/vllm_async_service.py
+        # VLLMHandler.initialize: properties.get("enable_stateful_sessions", "true") ==
+        # "true"); on any other value the attribute is never set, and preprocess_request's
+        # get_session(self.session_manager, ...) fails every request.
+        if env.get("OPTION_ENABLE_STATEFUL_SESSIONS", "true") != "true":
+            raise input_parsing_failed("'VLLMHandler' object has no attribute "
+                                       "'session_manager'")
         request_type = payload.get("requestType") if isinstance(payload, dict) else None
         self.invocations.append({"component": res.name, "session": session_id,
                                  "prefix_aware_id": p.get("PrefixAwareId"),
                                  "streaming": streaming, "payload": payload})
         if session_id == "NEW_SESSION" or request_type in ("NEW_SESSION", "CLOSE"):
-            return self._session_call(res, session_id, request_type, sessions_on, env,
-                                      control)
+            return self._session_call(res, session_id, request_type, env, control)
         if not isinstance(payload, dict):
             raise input_parsing_failed("the body is not a JSON object")
         turn = None
@@ -223,11 +230,7 @@ class Runtime:
                           "type='NotFoundError', param='model', code=404)", 500)
 
     def _session_call(self, res: Resource, session_id: str | None, request_type: str | None,
-                      sessions_on: bool, env: dict[str, str], control: ControlPlane) -> Reply:
-        if not sessions_on:
-            raise input_parsing_failed(
-                "stateful sessions are not enabled on this endpoint "
-                "(OPTION_ENABLE_STATEFUL_SESSIONS is not 'true')")
+                      env: dict[str, str], control: ControlPlane) -> Reply:
         clock = self.clock
         if session_id == "NEW_SESSION":
             if request_type != "NEW_SESSION":
