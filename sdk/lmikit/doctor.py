@@ -234,11 +234,12 @@ class Doctor:
                 EndpointConfigName=endpoint["EndpointConfigName"])
             role = config.get("ExecutionRoleArn")
         image = self.image_uri
-        if image is None:
+        if image is None:  # the container's, or the Model's when it names one (S3 weights)
+            from lmikit.aws import component_image
+
             desc = self._describe("describe_inference_component",
                                   InferenceComponentName=self.base)
-            container = ((desc or {}).get("Specification") or {}).get("Container") or {}
-            image = (container.get("DeployedImage") or {}).get("SpecifiedImage")
+            image = component_image(sm, desc) if desc else None
         return Deployment(self.spec, session=self.session, role_arn=role, bucket=self.bucket,
                           base_dir=self.base_dir, image_uri=image)
 
@@ -357,12 +358,21 @@ class Doctor:
         if self.spec.routing.strategy != "sticky_session":
             return Check("sessions", "skip", f"routing is {self.spec.routing.strategy}: "
                          "nothing pins a conversation to one copy")
+        from lmikit.aws import component_environment
+
         desc = self._describe("describe_inference_component", InferenceComponentName=self.base)
-        env = (((desc or {}).get("Specification") or {}).get("Container") or {}).get(
-            "Environment") or {}
-        if env.get("OPTION_ENABLE_STATEFUL_SESSIONS") != "true":
+        if desc is None:
+            return Check("sessions", "skip", f"the base component {self.base} does not exist")
+        # The container's environment, or the Model's when the component names one (S3
+        # weights: Specification.ModelName, no Container). LMI's vLLM async service makes its
+        # session manager unless the option is set to something else (djl-serving
+        # vllm_async_service.py VLLMHandler.initialize: a missing option counts as "true").
+        env = component_environment(self.clients.sagemaker, desc)
+        value = env.get("OPTION_ENABLE_STATEFUL_SESSIONS", "true")
+        if value != "true":
             return Check("sessions", "fail", "routing is sticky_session but the deployed "
-                         "container does not enable sessions", "lmikit deploy SPEC")
+                         f"container sets OPTION_ENABLE_STATEFUL_SESSIONS={value!r}: LMI then "
+                         "has no session manager and fails every request", "lmikit deploy SPEC")
         return Check("sessions", "ok", "sessions are enabled; SageMaker publishes no "
                      "per-session placement, so stickiness shows only in the hit rate above")
 

@@ -159,6 +159,25 @@ def component_environment(sm: Any, description: dict[str, Any]) -> dict[str, str
     return dict(model.get("PrimaryContainer", {}).get("Environment", {}))
 
 
+def component_image(sm: Any, description: dict[str, Any]) -> str | None:
+    """The image a described inference component runs, as it was specified: its container's
+    (``Container.DeployedImage.SpecifiedImage``), or the ``PrimaryContainer.Image`` of the
+    SageMaker Model it names (``Specification.ModelName``; DescribeInferenceComponent then
+    has no ``Container``)."""
+    spec = description.get("Specification", {})
+    container = spec.get("Container") or {}
+    image = (container.get("DeployedImage") or {}).get("SpecifiedImage") \
+        or container.get("Image")
+    if image:
+        return str(image)
+    name = spec.get("ModelName")
+    if not name:
+        return None
+    model = describe(sm, "model", name) or {}
+    image = (model.get("PrimaryContainer") or {}).get("Image")
+    return str(image) if image else None
+
+
 def owned_names(sm: Any, kind: str, deployment: str) -> list[str]:
     """Names of every endpoint config or Model tagged for ``deployment``.
 
