@@ -1,11 +1,14 @@
 """``lmikit doctor``: check a live deployment against its spec and plan, and say what to fix.
 
 Every check reads the account (read calls only) and returns a :class:`Check` with a verdict:
-``ok``, ``warn``, ``fail`` (something is wrong: the CLI exits 1) or ``skip`` (no data to
-judge). Where the data comes from:
+``ok``, ``warn``, ``fail`` (something is wrong: the CLI exits 1), ``wait`` (a resource is
+Creating, Updating or Deleting: judged once it settles, so run doctor again) or ``skip`` (no
+data to judge). Doctor never waits for a resource; it reads each status once. Where the data
+comes from:
 
-- drift: the deployer's own dry run (:meth:`lmikit.deploy.Deployment.plan_changes`), and
-  ``serving.properties`` read back from the deployed model artifact in S3;
+- drift: the deployer's own dry run (:meth:`lmikit.deploy.Deployment.plan_changes`, without
+  waiting: not compared while a resource is changing), and ``serving.properties`` read back
+  from the deployed model artifact in S3;
 - health: DescribeEndpoint / DescribeInferenceComponent (status, ``FailureReason``: a Failed
   adapter), CloudWatch alarms of the deployment in ALARM, and SageMaker's
   ``Invocation4XXErrors`` / ``Invocation5XXErrors`` over the window;
@@ -33,7 +36,8 @@ from lmikit.metric_catalog import CLIENT_NAMESPACE, CONTAINER_NAMESPACE, NS_SAGE
 from lmikit.names import base_component_name
 from lmikit.spec import DeploymentSpec
 
-VERDICTS = ("ok", "warn", "fail", "skip")
+VERDICTS = ("ok", "warn", "fail", "wait", "skip")
+AGAIN = "run lmikit doctor again once it is InService"
 HIT_RATE_TOLERANCE = 0.2
 """A measured hit rate this far (absolute) below the simulated one fails: the simulator's
 workload is the spec's summary of the traffic, not the traffic itself."""
@@ -66,14 +70,21 @@ class Report:
 
     @property
     def healthy(self) -> bool:
+        """No check failed (a check that waits on a change in progress does not fail)."""
         return not any(c.verdict == "fail" for c in self.checks)
+
+    @property
+    def settled(self) -> bool:
+        """No check waits on a resource SageMaker is still changing."""
+        return not any(c.verdict == "wait" for c in self.checks)
 
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)
 
     def to_dict(self) -> dict[str, Any]:
         return {"deployment": self.deployment, "window_s": self.window_s,
-                "healthy": self.healthy, "checks": [asdict(c) for c in self.checks],
+                "healthy": self.healthy, "settled": self.settled,
+                "checks": [asdict(c) for c in self.checks],
                 "measured": self.measured, "predicted": self.predicted}
 
 
@@ -100,6 +111,7 @@ class Doctor:
         self.since_s = since_s
         self.now = now or dt.datetime.now(dt.timezone.utc)
         self.base = base_component_name(spec.name)
+        self.changing: list[str] = []  # resources health() found in transition
 
     # --- metrics ---------------------------------------------------------------------
 
@@ -170,9 +182,16 @@ class Doctor:
             raise
 
     def health(self, endpoint: dict[str, Any]) -> list[Check]:
+        from lmikit.aws import TRANSITIONAL
+
         out = []
         status = endpoint.get("EndpointStatus")
-        if status != "InService":
+        if status in TRANSITIONAL:
+            self.changing.append(f"endpoint {self.spec.name} is {status}")
+            serving = " (it keeps serving while SageMaker applies the change)" \
+                if status in ("Updating", "SystemUpdating") else ""
+            out.append(Check("endpoint", "wait", f"endpoint is {status}{serving}", AGAIN))
+        elif status != "InService":
             out.append(Check("endpoint", "fail", f"endpoint is {status}: "
                              f"{endpoint.get('FailureReason') or 'no reason given'}",
                              "see the endpoint's CloudWatch logs; lmikit deploy SPEC"))
@@ -182,21 +201,30 @@ class Doctor:
         names = [c["InferenceComponentName"] for page in sm.get_paginator(
             "list_inference_components").paginate(EndpointNameEquals=self.spec.name)
             for c in page["InferenceComponents"]]
-        bad = []
+        bad, changing = [], []
         for name in sorted(names):
             desc = self._describe("describe_inference_component", InferenceComponentName=name)
             if desc is None:
                 continue
             st = desc.get("InferenceComponentStatus")
-            if st != "InService":
-                kind = "adapter" if desc.get("Specification", {}).get(
-                    "BaseInferenceComponentName") else "component"
+            kind = "adapter" if desc.get("Specification", {}).get(
+                "BaseInferenceComponentName") else "component"
+            if st in TRANSITIONAL:
+                changing.append(f"{kind} {name} is {st}")
+            elif st != "InService":
                 bad.append(f"{kind} {name} is {st}"
                            + (f": {desc['FailureReason']}" if desc.get("FailureReason") else ""))
-        out.append(Check("components", "fail", "; ".join(bad),
-                         "fix the adapter/artifact named and lmikit deploy SPEC (or lmikit "
-                         "adapters remove NAME)") if bad else
-                   Check("components", "ok", f"{len(names)} component(s) InService"))
+        self.changing += changing
+        if bad:
+            out.append(Check("components", "fail", "; ".join(bad + changing),
+                             "fix the adapter/artifact named and lmikit deploy SPEC (or lmikit "
+                             "adapters remove NAME)"))
+        elif changing:
+            out.append(Check("components", "wait", "; ".join(changing) + " (SageMaker is "
+                             "applying a change; an updating component keeps serving)",
+                             "run lmikit doctor again once they are InService"))
+        else:
+            out.append(Check("components", "ok", f"{len(names)} component(s) InService"))
         from lmikit.render.alarms import alarm_prefix
 
         alarms = [a["AlarmName"] for page in self.clients.cloudwatch.get_paginator(
@@ -244,12 +272,25 @@ class Doctor:
                           base_dir=self.base_dir, image_uri=image)
 
     def drift(self, endpoint: dict[str, Any]) -> list[Check]:
+        from lmikit.errors import WaitTimeout
+
         d = self.deployment(endpoint)
-        changes = [c for c in d.plan_changes() if c.changed and c.kind != "artifact"]
-        out = [Check("drift", "fail", "; ".join(c.line() for c in changes),
-                     "lmikit deploy SPEC (lmikit deploy SPEC --dry-run shows the same list)")
-               if changes else Check("drift", "ok", "every resource matches what the spec "
-                                     "renders (the deployer's dry run)")]
+        again = "run lmikit doctor again once every resource is InService"
+        if self.changing:  # the dry run compares settled resources; doctor does not wait
+            out = [Check("drift", "wait", "not compared while " + "; ".join(self.changing),
+                         again)]
+        else:
+            try:
+                planned = d.plan_changes(wait=False)
+            except WaitTimeout as exc:  # began changing since health() read it
+                out = [Check("drift", "wait", f"not compared: {exc}", again)]
+            else:
+                changes = [c for c in planned if c.changed and c.kind != "artifact"]
+                out = [Check("drift", "fail", "; ".join(c.line() for c in changes),
+                             "lmikit deploy SPEC (lmikit deploy SPEC --dry-run shows the same "
+                             "list)")
+                       if changes else Check("drift", "ok", "every resource matches what the "
+                                             "spec renders (the deployer's dry run)")]
         out.append(self.properties_drift(d))
         return out
 

@@ -1,5 +1,6 @@
 """``lmikit doctor`` reads the deployment as it is: the settings of a component whose weights
-SageMaker copies from S3 from the Model it names, and a deployed image it was not told."""
+SageMaker copies from S3 from the Model it names, a deployed image it was not told, and a
+resource SageMaker is still changing, without waiting for it."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from lmikit.doctor import Report, doctor
+from lmikit.doctor import Doctor, Report, doctor
 from lmikit.endpoint import Endpoint
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
 from lmikit.testing import FakeSageMaker, VirtualClock
+from tests.conftest import deadline
 
 from .conftest import IMAGE, SPEC_YAML, deployment
 from .test_deploy_s3_weights import ISOLATED
@@ -77,3 +79,61 @@ def test_doctor_sessions_count_a_missing_option_as_on_and_fail_on_another_value(
         assert sessions.verdict == verdict, sessions.line()
     assert "OPTION_ENABLE_STATEFUL_SESSIONS='false'" in sessions.detail
     assert "fails every request" in sessions.detail
+
+
+def _scaling_out(fake: FakeSageMaker, session: Any, clock: VirtualClock,
+                 tmp_path: Path) -> DeploymentSpec:
+    """A deployed spec whose base component then stays Updating (a copy-count change, as
+    autoscaling makes, that the fake's clock never lets finish)."""
+    spec = load_spec_text(SPEC_YAML)
+    deployment(spec, session, clock, tmp_path).deploy()
+    fake.inject("UpdateInferenceComponentRuntimeConfig", "slow", seconds=3600)
+    session.client("sagemaker").update_inference_component_runtime_config(
+        InferenceComponentName="docqa-base", DesiredRuntimeConfig={"CopyCount": 2})
+    assert _base(session)["InferenceComponentStatus"] == "Updating"
+    return spec
+
+
+def test_doctor_reports_an_updating_component_without_waiting(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    """The dry run waits for settled resources (up to an hour, polling every 15 s); doctor
+    must answer at once, and an update in progress is not a failure: SageMaker keeps
+    serving while it applies one."""
+    spec = _scaling_out(fake, session, clock, tmp_path)
+    assert Endpoint("docqa", session=session, clock=clock).invoke("still").text
+    with deadline(30):
+        report = _doctor(spec, session, clock, tmp_path)
+    components, drift = report.check("components"), report.check("drift")
+    assert (components.verdict, drift.verdict) == ("wait", "wait"), report.to_dict()
+    assert components.detail.startswith("component docqa-base is Updating")
+    assert drift.detail == "not compared while component docqa-base is Updating"
+    assert "again once" in components.fix and "again once" in drift.fix
+    assert report.healthy and not report.settled
+    assert report.to_dict()["settled"] is False
+
+
+def test_doctor_drift_does_not_wait_for_a_change_that_began_after_health(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    """A resource that starts changing between the status checks and the dry run is still
+    not waited for: the dry run runs with wait=False."""
+    spec = _scaling_out(fake, session, clock, tmp_path)
+    d = Doctor(spec, session=session, base_dir=tmp_path)
+    endpoint = session.client("sagemaker").describe_endpoint(EndpointName="docqa")
+    with deadline(30):
+        drift = d.drift(endpoint)[0]  # health() did not run: nothing known to be changing
+    assert drift.verdict == "wait"
+    assert drift.detail == ("not compared: not waiting for inference-component docqa-base to "
+                            "finish Updating")
+
+
+def test_doctor_endpoint_in_transition_waits_and_failed_fails(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    spec = load_spec_text(SPEC_YAML)
+    deployment(spec, session, clock, tmp_path).deploy()
+    endpoint = session.client("sagemaker").describe_endpoint(EndpointName="docqa")
+    for status, verdict in (("SystemUpdating", "wait"), ("Creating", "wait"),
+                            ("Failed", "fail")):
+        d = Doctor(spec, session=session, base_dir=tmp_path)
+        check = d.health({**endpoint, "EndpointStatus": status})[0]
+        assert (check.name, check.verdict) == ("endpoint", verdict), check.line()
+    assert d.changing == []  # a Failed endpoint is not a change in progress

@@ -23,6 +23,7 @@ from lmikit.aws._errors import (
 from lmikit.aws._lease import Lease, LeaseInfo, lease_key
 from lmikit.aws._resources import (
     KINDS,
+    TRANSITIONAL,
     artifact_of,
     base_of,
     component_environment,
@@ -55,6 +56,7 @@ from lmikit.aws._waiter import ProgressEvent, ProgressFn, Stopped, Waiter, no_pr
 
 __all__ = [
     "KINDS",
+    "TRANSITIONAL",
     "ArtifactSource",
     "ArtifactStore",
     "BytesSource",

@@ -46,7 +46,11 @@ class Stopped(DeployError):
 
 
 class Waiter:
-    """Polls a resource until it is InService (or gone), reporting each status change."""
+    """Polls a resource until it is InService (or gone), reporting each status change.
+
+    With ``timeout_seconds=0`` it never sleeps: a wait that would poll raises WaitTimeout at
+    once, naming the resource and its status (a read of the account as it is, e.g. a dry
+    run for ``lmikit doctor``)."""
 
     def __init__(self, sagemaker: Any, clock: Clock, progress: ProgressFn,
                  poll_seconds: float = 10.0, timeout_seconds: float = 3600.0,
@@ -127,8 +131,8 @@ class Waiter:
                 return desc
             elapsed = self.clock.monotonic() - start
             if elapsed >= self.timeout_seconds:
-                raise WaitTimeout(f"timed out after {self.timeout_seconds:.0f} s waiting for "
-                                  f"{kind} {name} to finish {status}")
+                raise WaitTimeout(f"{_waited(self.timeout_seconds)} {kind} {name} to finish "
+                                  f"{status}")
             if status != last:
                 self.note(kind, name, "wait", status, elapsed)
                 last = status
@@ -147,6 +151,10 @@ class Waiter:
                 return
             if elapsed >= limit:
                 still = desc.get(status_key, "present") if status_key else "present"
-                raise WaitTimeout(f"timed out after {limit:.0f} s waiting for {kind} {name} "
-                                  f"to be deleted (still {still})")
+                raise WaitTimeout(f"{_waited(limit)} {kind} {name} to be deleted (still "
+                                  f"{still})")
             self._pause(kind, name, "deleted")
+
+
+def _waited(limit: float) -> str:
+    return f"timed out after {limit:.0f} s waiting for" if limit else "not waiting for"

@@ -11,7 +11,7 @@ from lmikit.cli._common import echo_json, load, spec_argument
 
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "wait": "cyan", "skip": "dim"}
 
 
 def parse_since(text: str) -> float:
@@ -66,7 +66,12 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
         for c in report.checks:
             table.add_row(c.name, f"[{_STYLE[c.verdict]}]{c.verdict}[/]", c.detail, c.fix)
         Console(width=160).print(table)
-        click.echo("Healthy." if report.healthy else
-                   "Something is wrong: see the failed checks and their fixes.")
+        if not report.healthy:
+            click.echo("Something is wrong: see the failed checks and their fixes.")
+        elif not report.settled:
+            click.echo("Nothing failed, but SageMaker is still changing the deployment: run "
+                       "lmikit doctor again once every resource is InService.")
+        else:
+            click.echo("Healthy.")
     if not report.healthy:
         raise click.exceptions.Exit(1)

@@ -228,14 +228,20 @@ class Deployment:
 
     # --- plan and deploy -------------------------------------------------------------
 
-    def plan_changes(self) -> list[Change]:
+    def plan_changes(self, *, wait: bool = True) -> list[Change]:
         """What :meth:`deploy` would do, per resource, without changing anything (no
         upload, no bucket, no lease: read calls only): the role (with ``create_role``), the
         SageMaker resources and artifacts, the scaling, the dashboard and alarms, then what
         garbage collection would delete. An entry that is ``changed`` is a real
-        difference between the account and the spec."""
+        difference between the account and the spec.
+
+        A resource that is Creating, Updating or Deleting is waited out first, as a deploy
+        would; with ``wait=False`` it raises :class:`~lmikit.errors.WaitTimeout` at once
+        instead, naming it and its status."""
         desired = self.desired()
         run = self.new_run()
+        if not wait:
+            run.waiter.timeout_seconds = 0
         role = _builtin.plan_role(self) if self.create_role else []
         seen = observe(run.sm, run.waiter, self.store(), desired, self.spec.name,
                        self.clients.cloudwatch, self._autoscaling_client())
