@@ -21,6 +21,10 @@ comes from:
 - TTFT: the client metric ``LMIKit/Client`` ``TimeToFirstToken`` (published by
   ``Endpoint(..., publish_metrics=True)``) against the simulated TTFT.
 
+Every AWS call goes through :mod:`lmikit.aws`, so a call that fails (credentials,
+permissions, network, throttling past botocore's retries) raises
+:class:`lmikit.errors.AwsError`: doctor could not check, which is not a failed check.
+
 >>> Check("drift", "ok", "every resource matches the spec").line()
 'ok    drift: every resource matches the spec'
 """
@@ -116,8 +120,11 @@ class Doctor:
     # --- metrics ---------------------------------------------------------------------
 
     def _stat(self, namespace: str, metric: str, dims: dict[str, str], stat: str) -> float | None:
+        from lmikit.aws import call
+
         period = max(60, int(self.since_s) // 60 * 60)
-        points = self.clients.cloudwatch.get_metric_statistics(
+        points = call(
+            self.clients.cloudwatch, "get_metric_statistics",
             Namespace=namespace, MetricName=metric,
             Dimensions=[{"Name": k, "Value": v} for k, v in dims.items()],
             StartTime=self.now - dt.timedelta(seconds=self.since_s),
@@ -126,7 +133,8 @@ class Doctor:
         if not points:
             return None
         if stat == "Average":
-            counts = self.clients.cloudwatch.get_metric_statistics(
+            counts = call(
+                self.clients.cloudwatch, "get_metric_statistics",
                 Namespace=namespace, MetricName=metric,
                 Dimensions=[{"Name": k, "Value": v} for k, v in dims.items()],
                 StartTime=self.now - dt.timedelta(seconds=self.since_s),
@@ -171,36 +179,36 @@ class Doctor:
         return report
 
     def _describe(self, op: str, **kwargs: Any) -> dict[str, Any] | None:
-        from botocore.exceptions import ClientError
+        """The description, or None when the resource does not exist."""
+        from lmikit.aws import describe_or_none
 
-        try:
-            return dict(getattr(self.clients.sagemaker, op)(**kwargs))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("ValidationException",
-                                                              "ResourceNotFound"):
-                return None
-            raise
+        return describe_or_none(self.clients.sagemaker, op, **kwargs)
 
     def health(self, endpoint: dict[str, Any]) -> list[Check]:
+        return [self._endpoint_check(endpoint), self._components_check(),
+                self._alarms_check(), self._errors_check()]
+
+    def _endpoint_check(self, endpoint: dict[str, Any]) -> Check:
         from lmikit.aws import TRANSITIONAL
 
-        out = []
         status = endpoint.get("EndpointStatus")
         if status in TRANSITIONAL:
             self.changing.append(f"endpoint {self.spec.name} is {status}")
             serving = " (it keeps serving while SageMaker applies the change)" \
                 if status in ("Updating", "SystemUpdating") else ""
-            out.append(Check("endpoint", "wait", f"endpoint is {status}{serving}", AGAIN))
-        elif status != "InService":
-            out.append(Check("endpoint", "fail", f"endpoint is {status}: "
-                             f"{endpoint.get('FailureReason') or 'no reason given'}",
-                             "see the endpoint's CloudWatch logs; lmikit deploy SPEC"))
-        else:
-            out.append(Check("endpoint", "ok", "endpoint is InService"))
-        sm = self.clients.sagemaker
-        names = [c["InferenceComponentName"] for page in sm.get_paginator(
-            "list_inference_components").paginate(EndpointNameEquals=self.spec.name)
-            for c in page["InferenceComponents"]]
+            return Check("endpoint", "wait", f"endpoint is {status}{serving}", AGAIN)
+        if status != "InService":
+            return Check("endpoint", "fail", f"endpoint is {status}: "
+                         f"{endpoint.get('FailureReason') or 'no reason given'}",
+                         "see the endpoint's CloudWatch logs; lmikit deploy SPEC")
+        return Check("endpoint", "ok", "endpoint is InService")
+
+    def _components_check(self) -> Check:
+        from lmikit.aws import TRANSITIONAL, paginate
+
+        names = [c["InferenceComponentName"] for c in paginate(
+            self.clients.sagemaker, "list_inference_components", "InferenceComponents",
+            EndpointNameEquals=self.spec.name)]
         bad, changing = [], []
         for name in sorted(names):
             desc = self._describe("describe_inference_component", InferenceComponentName=name)
@@ -216,50 +224,58 @@ class Doctor:
                            + (f": {desc['FailureReason']}" if desc.get("FailureReason") else ""))
         self.changing += changing
         if bad:
-            out.append(Check("components", "fail", "; ".join(bad + changing),
-                             "fix the adapter/artifact named and lmikit deploy SPEC (or lmikit "
-                             "adapters remove NAME)"))
-        elif changing:
-            out.append(Check("components", "wait", "; ".join(changing) + " (SageMaker is "
-                             "applying a change; an updating component keeps serving)",
-                             "run lmikit doctor again once they are InService"))
-        else:
-            out.append(Check("components", "ok", f"{len(names)} component(s) InService"))
+            return Check("components", "fail", "; ".join(bad + changing),
+                         "fix the adapter/artifact named and lmikit deploy SPEC (or lmikit "
+                         "adapters remove NAME)")
+        if changing:
+            return Check("components", "wait", "; ".join(changing) + " (SageMaker is "
+                         "applying a change; an updating component keeps serving)",
+                         "run lmikit doctor again once they are InService")
+        return Check("components", "ok", f"{len(names)} component(s) InService")
+
+    def _alarms_check(self) -> Check:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from lmikit.aws import map_error
         from lmikit.render.alarms import alarm_prefix
 
-        alarms = [a["AlarmName"] for page in self.clients.cloudwatch.get_paginator(
-            "describe_alarms").paginate(AlarmNamePrefix=alarm_prefix(self.spec),
-                                        StateValue="ALARM")
-            for a in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
-            if a.get("StateValue") == "ALARM"]  # moto drops StateValue next to a prefix
-        out.append(Check("alarms", "fail", "in ALARM: " + ", ".join(sorted(alarms)),
+        try:  # metric and composite alarms come in one listing: paginate() takes one key
+            pages = list(self.clients.cloudwatch.get_paginator("describe_alarms").paginate(
+                AlarmNamePrefix=alarm_prefix(self.spec), StateValue="ALARM"))
+        except (ClientError, BotoCoreError) as exc:
+            raise map_error(exc, "describe_alarms") from exc
+        alarms = [a["AlarmName"] for page in pages
+                  for a in page.get("MetricAlarms", []) + page.get("CompositeAlarms", [])
+                  if a.get("StateValue") == "ALARM"]  # moto drops StateValue next to a prefix
+        if alarms:
+            return Check("alarms", "fail", "in ALARM: " + ", ".join(sorted(alarms)),
                          "see docs/observability.md#alarms for what each alarm means")
-                   if alarms else Check("alarms", "ok", "no alarm of the deployment in ALARM"))
+        return Check("alarms", "ok", "no alarm of the deployment in ALARM")
+
+    def _errors_check(self) -> Check:
         dims = {"EndpointName": self.spec.name, "VariantName": "AllTraffic"}
         calls = self._stat(NS_SAGEMAKER, "Invocations", dims, "Sum") or 0.0
         e4 = self._stat(NS_SAGEMAKER, "Invocation4XXErrors", dims, "Sum") or 0.0
         e5 = self._stat(NS_SAGEMAKER, "Invocation5XXErrors", dims, "Sum") or 0.0
         if not calls:
-            out.append(Check("errors", "skip", "no invocations in the window"))
-        elif e5 / calls >= ERROR_RATE_FAIL:
-            out.append(Check("errors", "fail", f"{e5:.0f} 5xx of {calls:.0f} invocations",
-                             "read the container log for the failing requests"))
-        elif e4 / calls >= ERROR_RATE_FAIL:
-            out.append(Check("errors", "warn", f"{e4:.0f} 4xx of {calls:.0f} invocations",
-                             "clients send requests LMI rejects: check their bodies"))
-        else:
-            out.append(Check("errors", "ok", f"{calls:.0f} invocations, {e4:.0f} 4xx, "
-                             f"{e5:.0f} 5xx"))
-        return out
+            return Check("errors", "skip", "no invocations in the window")
+        if e5 / calls >= ERROR_RATE_FAIL:
+            return Check("errors", "fail", f"{e5:.0f} 5xx of {calls:.0f} invocations",
+                         "read the container log for the failing requests")
+        if e4 / calls >= ERROR_RATE_FAIL:
+            return Check("errors", "warn", f"{e4:.0f} 4xx of {calls:.0f} invocations",
+                         "clients send requests LMI rejects: check their bodies")
+        return Check("errors", "ok", f"{calls:.0f} invocations, {e4:.0f} 4xx, {e5:.0f} 5xx")
 
     def deployment(self, endpoint: dict[str, Any]) -> Any:
+        from lmikit.aws import call
         from lmikit.deploy import Deployment
 
         sm = self.clients.sagemaker
         role = self.role_arn
         if role is None:
-            config = sm.describe_endpoint_config(
-                EndpointConfigName=endpoint["EndpointConfigName"])
+            config = call(sm, "describe_endpoint_config",
+                          EndpointConfigName=endpoint["EndpointConfigName"])
             role = config.get("ExecutionRoleArn")
         image = self.image_uri
         if image is None:  # the container's, or the Model's when it names one (S3 weights)
@@ -304,12 +320,20 @@ class Doctor:
         if not url:
             return Check("serving.properties", "skip", "the base component has no model "
                          "artifact (options are in the environment, compared above)")
+        from lmikit.aws import call, is_not_found, map_error, read_errors
+        from lmikit.errors import AwsError
+
         bucket, key = url[len("s3://"):].split("/", 1)
         try:
-            data = self.clients.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-        except Exception as exc:  # noqa: BLE001 - reported as the verdict
-            return Check("serving.properties", "fail", f"cannot read {url}: {exc}",
-                         "lmikit deploy SPEC uploads it again")
+            body = call(self.clients.s3, "get_object", Bucket=bucket, Key=key)["Body"]
+            data = body.read()
+        except AwsError as exc:
+            if not is_not_found(exc):
+                raise  # doctor could not look: not a verdict on the artifact
+            return Check("serving.properties", "fail", f"the model artifact {url} is "
+                         f"missing: {exc}", "lmikit deploy SPEC uploads it again")
+        except read_errors() as exc:
+            raise map_error(exc, "get_object") from exc
         have = parse_properties(read_artifact_files(data).get(SERVING_PROPERTIES, b"")
                                 .decode())
         want = parse_properties(serving_properties(self.spec, d.plan, image=d.image_kind))

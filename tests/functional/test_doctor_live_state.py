@@ -1,6 +1,7 @@
 """``lmikit doctor`` reads the deployment as it is: the settings of a component whose weights
-SageMaker copies from S3 from the Model it names, a deployed image it was not told, and a
-resource SageMaker is still changing, without waiting for it."""
+SageMaker copies from S3 from the Model it names, a deployed image it was not told, a
+resource SageMaker is still changing, without waiting for it, and an AWS call that fails as
+:class:`~lmikit.errors.AwsError` (doctor could not check), never as a failed check."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lmikit.doctor import Doctor, Report, doctor
 from lmikit.endpoint import Endpoint
+from lmikit.errors import AwsError
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
 from lmikit.testing import FakeSageMaker, VirtualClock
@@ -137,3 +141,14 @@ def test_doctor_endpoint_in_transition_waits_and_failed_fails(
         check = d.health({**endpoint, "EndpointStatus": status})[0]
         assert (check.name, check.verdict) == ("endpoint", verdict), check.line()
     assert d.changing == []  # a Failed endpoint is not a change in progress
+
+
+def test_doctor_that_may_not_read_the_artifact_raises_aws_error(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    """AccessDenied on the model artifact says nothing about the artifact: doctor could not
+    look, which the CLI reports as exit 3, not as a failed serving.properties check."""
+    spec = load_spec_text(SPEC_YAML)
+    deployment(spec, session, clock, tmp_path).deploy()
+    fake.inject("GetObject", "denied")
+    with pytest.raises(AwsError, match="GetObject failed: AccessDenied"):
+        _doctor(spec, session, clock, tmp_path)

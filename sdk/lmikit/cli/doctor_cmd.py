@@ -11,6 +11,8 @@ from lmikit.cli._common import echo_json, load, spec_argument
 
 _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+EXIT_FAILED = 1
+EXIT_NO_ACCESS = 3
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "wait": "cyan", "skip": "dim"}
 
 
@@ -47,13 +49,26 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
                bucket: str | None, as_json: bool) -> None:
     """Check the live deployment of SPEC: drift, health, whether the cache pays, TTFT.
 
-    Exits 1 when a check fails."""
+    \b
+    Exit codes:
+      0  no check failed (a check may wait on a change in progress, or skip)
+      1  a check failed: its fix says what to do
+      2  the command line or SPEC is invalid
+      3  doctor could not read the account (credentials, permissions, network,
+         throttling): nothing was judged
+    """
     from lmikit.doctor import doctor
+    from lmikit.errors import AwsError
 
     window = parse_since(since)
     loaded, _ = load(spec)
-    report = doctor(loaded, base_dir=spec.parent, role_arn=role_arn, image_uri=image_uri,
-                    bucket=bucket, since_s=window)
+    try:
+        report = doctor(loaded, base_dir=spec.parent, role_arn=role_arn, image_uri=image_uri,
+                        bucket=bucket, since_s=window)
+    except AwsError as exc:
+        click.echo(f"AwsError: doctor could not check {loaded.name} in {loaded.region}, so "
+                   f"nothing was judged: {exc}", err=True)
+        raise click.exceptions.Exit(EXIT_NO_ACCESS) from exc
     if as_json:
         echo_json(report.to_dict())
     else:
@@ -74,4 +89,4 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
         else:
             click.echo("Healthy.")
     if not report.healthy:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(EXIT_FAILED)
