@@ -61,6 +61,16 @@ MAX_BENCH_COPIES = 512  # as lmikit simulate --instances
 # from the first request's start to the last's, as a trace's arrivals (the replay's clock)
 MAX_BENCH_SPAN_S = MAX_ARRIVAL_S
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
+# kv_cache mode -> the tiers that can serve a prompt in it (lmikit.sim.scenario.deployment
+# plans a CPU tier under a remote one; a disk tier only in cpu+disk)
+MODE_TIERS: dict[str, tuple[str, ...]] = {
+    "off": ("gpu",), "cpu": ("gpu", "cpu"), "cpu+disk": ("gpu", "cpu", "disk"),
+    "remote": ("gpu", "cpu", "remote")}
+# A measured TTFT or request time longer than this is not one: SageMaker ends a real-time
+# invocation long before (InvokeEndpoint: 60 s to respond; a stream that runs past its
+# allotted time ends in ModelStreamError ModelInvocationTimeExceeded), and lmikit's runtime
+# client gives up on a stream silent for 300 s (lmikit.endpoint, read_timeout).
+MAX_BENCH_SECONDS = 3600.0
 # coefficient -> tier whose hits are its evidence (None: every request is evidence)
 FITTED: dict[str, str | None] = {
     "prefill_mfu": None, "request_overhead_s": None, "decode_hbm_efficiency": None,
@@ -198,6 +208,19 @@ def _whole(at: str, name: str, value: Any, low: int, high: int, high_is: str = "
     return int(value)
 
 
+def _seconds(at: str, name: str, value: Any) -> float:
+    """A measured duration: a finite number above 0 s and at most MAX_BENCH_SECONDS."""
+    try:
+        good = not isinstance(value, bool) and isinstance(value, (int, float)) \
+            and math.isfinite(value) and 0 < value <= MAX_BENCH_SECONDS
+    except OverflowError:  # an int past a float's range
+        good = False
+    if not good:
+        raise SimulationError(f"{at}.{name} must be a number of seconds above 0 and at most "
+                              f"{MAX_BENCH_SECONDS:,.0f} (got {safe_repr(value)})")
+    return float(value)
+
+
 def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
     """One request of a bench file, checked field by field."""
     if not isinstance(row, dict):
@@ -208,10 +231,8 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
         raise SimulationError(f"{at} needs {', '.join(missing)} (numbers: seconds, and tokens)")
     if not isinstance(row.get("round", ""), str):
         raise SimulationError(f"{at}.round must be a string (got {safe_repr(row['round'])})")
-    ttft = finite(f"{at}.ttft_s", row["ttft_s"])
-    if ttft <= 0:
-        raise SimulationError(f"{at}.ttft_s must be above 0 s (got {safe_repr(row['ttft_s'])})")
-    total = finite(f"{at}.total_s", row["total_s"])
+    ttft = _seconds(at, "ttft_s", row["ttft_s"])
+    total = _seconds(at, "total_s", row["total_s"])
     if total < ttft:
         raise SimulationError(f"{at}.total_s must be at least its ttft_s {ttft:g} s (got "
                               f"{safe_repr(row['total_s'])}): both count from the request's start")
@@ -244,10 +265,21 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
     if hit is False and (tier is not None or cached):
         raise SimulationError(f"{at}: hit is false, yet tier {safe_repr(tier)} and cached_tokens "
                               f"{safe_repr(cached)} say it was cached; a miss has neither")
-    offloaded = [t for t in [t for t, _ in (by_tier or ())] + [tier] if t not in (None, "gpu")]
-    if kv_cache == "off" and offloaded:
-        raise SimulationError(f"{at} was served from the {offloaded[0]} tier, but the bench "
-                              "file's kv_cache is off (GPU prefix cache only)")
+    if hit is None and (tier is not None or cached is not None):
+        raise SimulationError(f"{at}: hit is null (unknown), yet tier {safe_repr(tier)} and "
+                              f"cached_tokens {safe_repr(cached)} say what was cached; give "
+                              "hit true with them, or leave them out")
+    if hit is True and cached == 0:
+        raise SimulationError(f"{at}: hit is true, yet cached_tokens is 0; a hit has cached "
+                              "tokens (a request that had none is a miss: hit false)")
+    served_by = [t for t, _ in (by_tier or ())] + ([tier] if tier else [])
+    allowed = MODE_TIERS.get(kv_cache or "", TIER_NAMES)
+    for t in served_by:
+        if t not in allowed:
+            has = "GPU prefix cache only" if kv_cache == "off" else \
+                f"its tiers: {', '.join(allowed)}"
+            raise SimulationError(f"{at} was served from the {t} tier, but the bench file's "
+                                  f"kv_cache is {kv_cache} ({has})")
     return BenchRecord(row.get("round", ""), finite(f"{at}.start_s", row["start_s"]), ttft,
                        total, prompt, output, hit, tier, cached, by_tier)
 

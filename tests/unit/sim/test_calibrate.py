@@ -312,6 +312,30 @@ def test_fit_refuses_a_bench_measured_at_another_tp_or_cache_mode() -> None:
          "hit": True, "tier": "cpu", "cached_by_tier": {"gpu": 512, "cpu": 256}}]},
      r"requests\[0\]\.tier 'cpu' is not the tier that served most of its cached_by_tier "
      r"\('gpu'\)"),
+    # each of these was accepted, and a coefficient "fitted" from it
+    ({"format": "lmikit-bench/1", "kv_cache": "cpu", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 500, "output_tokens": 1,
+         "hit": True, "tier": "cpu", "cached_tokens": 0}]},
+     r"requests\[0\]: hit is true, yet cached_tokens is 0; a hit has cached tokens"),
+    ({"format": "lmikit-bench/1", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 500, "output_tokens": 1,
+         "hit": True, "cached_by_tier": {"cpu": 0}}]},
+     r"requests\[0\]: hit is true, yet cached_tokens is 0"),
+    ({"format": "lmikit-bench/1", "kv_cache": "cpu", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 500, "output_tokens": 1,
+         "hit": None, "tier": "cpu", "cached_tokens": 256}]},
+     r"requests\[0\]: hit is null \(unknown\), yet tier 'cpu' and cached_tokens 256 say what "
+     r"was cached"),
+    ({"format": "lmikit-bench/1", "kv_cache": "cpu", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 500, "output_tokens": 1,
+         "hit": True, "tier": "disk", "cached_tokens": 256}]},
+     r"requests\[0\] was served from the disk tier, but the bench file's kv_cache is cpu "
+     r"\(its tiers: gpu, cpu\)"),
+    ({"format": "lmikit-bench/1", "kv_cache": "cpu+disk", "requests": [
+        {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 900, "output_tokens": 1,
+         "hit": True, "cached_by_tier": {"gpu": 512, "remote": 256}}]},
+     r"requests\[0\] was served from the remote tier, but the bench file's kv_cache is "
+     r"cpu\+disk \(its tiers: gpu, cpu, disk\)"),
     # a replay clock this far out cannot tell a millisecond step from none: the fit hung
     ({"format": "lmikit-bench/1", "requests": [ROW_ := {
         "start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_tokens": 1},
@@ -349,9 +373,18 @@ ROW = {"start_s": 0, "ttft_s": 1, "total_s": 2, "prompt_tokens": 5, "output_toke
 
 
 @pytest.mark.parametrize(("row", "message"), [
-    ({**ROW, "ttft_s": float("nan")}, r"requests\[0\]\.ttft_s must be a finite number >= 0 "
-                                      r"\(got nan\)"),
-    ({**ROW, "ttft_s": 0}, r"requests\[0\]\.ttft_s must be above 0 s \(got 0\)"),
+    ({**ROW, "ttft_s": float("nan")}, r"requests\[0\]\.ttft_s must be a number of seconds "
+                                      r"above 0 and at most 3,600 \(got nan\)"),
+    ({**ROW, "ttft_s": 0}, r"requests\[0\]\.ttft_s must be a number of seconds above 0 and "
+                           r"at most 3,600 \(got 0\)"),
+    # a string once got "must be a finite number >= 0", which 0 is not
+    ({**ROW, "ttft_s": "0.5"}, r"requests\[0\]\.ttft_s must be a number of seconds above 0 "
+                               r"and at most 3,600 \(got '0\.5'\)"),
+    # SageMaker ends an invocation long before an hour: 1e300 s once printed an error of 4e301%
+    ({**ROW, "ttft_s": 1e300, "total_s": 1e300}, r"requests\[0\]\.ttft_s must be a number of "
+                                                 r"seconds above 0 and at most 3,600"),
+    ({**ROW, "total_s": 3601}, r"requests\[0\]\.total_s must be a number of seconds above 0 "
+                               r"and at most 3,600 \(got 3601\)"),
     ({**ROW, "total_s": 0.5}, r"requests\[0\]\.total_s must be at least its ttft_s 1 s "
                               r"\(got 0\.5\)"),
     ({**ROW, "start_s": float("inf")}, r"requests\[0\]\.start_s must be a finite number"),
