@@ -34,11 +34,15 @@ RepeatMode = Literal["tile", "random", "interleave"]
 
 @dataclass(frozen=True)
 class Measurement:
-    """What one request took: time to first token and to the last, and tokens produced."""
+    """What one request took: time to first token and to the last, and tokens produced;
+    where the server's usage said, its prompt tokens and how many of them were cached
+    (``usage.prompt_tokens_details.cached_tokens``)."""
 
     ttft_s: float
     total_s: float
     output_tokens: int = 0
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 Send = Callable[[str], Measurement]
@@ -200,17 +204,28 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
 
     One row per request: round, start (s from the benchmark start), TTFT and total time
-    (s from the request's start), prompt tokens (the document's ``hi`` tokens plus the id
-    and question, an estimate: the client does not tokenize), output tokens, and its cache
-    outcome: warm-up rows miss; the i-th query row takes ``query_outcomes[i]`` (its cached
-    tokens per tier; empty: a miss), what the deployment's caches should give it
-    (:func:`lmikit.sim.calibrate.expected_outcomes`: a client cannot see which tier served
-    a request), or, without them, ``hit: null`` (unknown, left out of the TTFT fit). A row
-    served by more than one tier keeps every tier's share (``cached_by_tier``), which the
-    fit prices tier by tier; ``tier`` names the one that served most.
+    (s from the request's start), prompt tokens, output tokens, and its cache outcome.
+
+    Prompt tokens are the server's ``usage.prompt_tokens`` where its usage chunk came
+    (``prompt_source: "measured"``: the chat template's tokens included), else an estimate:
+    the document's ``hi`` tokens plus the id and question (``"estimated"``).
+
+    The cache outcome is measured where the server counted the request's cached prompt
+    tokens (``usage.prompt_tokens_details.cached_tokens``, which vLLM sends only when
+    started with ``--enable-prompt-tokens-details``, LMI does not): ``outcome_source:
+    "measured"``, a miss at 0, else a hit of that many tokens, split across tiers as the
+    prediction below splits it when the two agree within a chunk, as the GPU pool's where
+    the file's ``kv_cache`` is off, else with its tier unknown (``tier: null``). Otherwise it
+    is predicted (``"predicted"``): warm-up rows miss (each run's documents are new), the
+    i-th query row takes ``query_outcomes[i]`` (its cached tokens per tier; empty: a miss),
+    what the deployment's caches should give it
+    (:func:`lmikit.sim.calibrate.expected_outcomes`), or, without them, ``hit: null``
+    (unknown, left out of the TTFT fit). A row served by more than one tier keeps every
+    tier's share (``cached_by_tier``), which the fit prices tier by tier; ``tier`` names the
+    one that served most. A client never sees which tier served a request.
     ``copies``: the model copies that served the run, which the fit replays it on.
 
-    >>> w = LongDocQA(num_documents=1, document_tokens=600, pre_warmup=0)
+    >>> w = LongDocQA(num_documents=1, document_tokens=1000, pre_warmup=0)
     >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
     ...                                 [Measurement(0.5, 0.9, 3)]),
     ...                     RoundResult("query", 1, 1.0, [0.1], 3, [1.0],
@@ -221,21 +236,47 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     >>> bench_file(r)["requests"][1]["hit"] is None
     True
     """
-    from lmikit.sim.calibrate import outcome_fields
-
+    # vLLM before its _make_prompt_tokens_details function sent prompt_tokens_details only
+    # for a request with cached tokens ("if self.enable_prompt_tokens_details and
+    # num_cached_tokens", serving_chat.py chat_completion_stream_generator): where a server
+    # counted cached tokens for any request of the run, a usage chunk without them is 0
+    counts_cached = any(m.cached_tokens is not None for rnd in result.rounds
+                        for m in rnd.measurements)
     rows = []
     for rnd in result.rounds:
-        prompt = PRE_WARMUP_TOKENS if rnd.name == "pre-warmup" \
+        estimate = PRE_WARMUP_TOKENS if rnd.name == "pre-warmup" \
             else result.workload.document_tokens + QUESTION_TOKENS
         for i, (began, m) in enumerate(zip(rnd.starts_s, rnd.measurements, strict=True)):
-            cache = outcome_fields({})
+            predicted: Mapping[str, int] | None = {}
             if rnd.name == "query":
-                cache = outcome_fields(dict(query_outcomes[i])) if query_outcomes is not None \
-                    else {**cache, "hit": None}
+                predicted = query_outcomes[i] if query_outcomes is not None else None
+            cached = m.cached_tokens
+            if cached is None and counts_cached and m.prompt_tokens is not None:
+                cached = 0
+            prompt = m.prompt_tokens or estimate
             rows.append({"round": rnd.name, "start_s": round(began, 6),
                          "ttft_s": round(m.ttft_s, 6), "total_s": round(m.total_s, 6),
                          "prompt_tokens": prompt, "output_tokens": max(1, m.output_tokens),
-                         **cache})
+                         "prompt_source": "measured" if m.prompt_tokens else "estimated",
+                         **_cache_fields(cached, predicted, prompt, kv_cache, chunk_size)})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
             "workload": asdict(result.workload), "requests": rows}
+
+
+def _cache_fields(cached: int | None, predicted: Mapping[str, int] | None, prompt: int,
+                  kv_cache: str | None, chunk_size: int) -> dict[str, Any]:
+    """A row's cache fields: from the server's count of cached tokens where it sent one
+    (``measured``), else from the prediction (``predicted``, at most the prompt less one
+    token: vLLM computes the last), else unknown."""
+    from lmikit.sim.calibrate import capped, measured_outcome, outcome_fields
+
+    if cached is not None:
+        by_tier = measured_outcome(cached, predicted, kv_cache, chunk_size)
+        fields = outcome_fields(by_tier) if by_tier is not None else {
+            "hit": True, "tier": None, "cached_tokens": cached, "cached_by_tier": None}
+        return {**fields, "cached_tokens": cached, "outcome_source": "measured"}
+    if predicted is None:
+        return {**outcome_fields({}), "hit": None, "outcome_source": None}
+    return {**outcome_fields(dict(capped(tuple(predicted.items()), prompt - 1))),
+            "outcome_source": "predicted"}

@@ -66,6 +66,11 @@ class InvokeResult:
     tokens: int = 0
     component: str = ""
     session_id: str | None = None
+    # the server's own counts, from the stream's usage chunk (None where it sent none):
+    # usage.prompt_tokens, and usage.prompt_tokens_details.cached_tokens, which vLLM sends
+    # only when started with --enable-prompt-tokens-details (LMI does not start it so)
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -163,10 +168,28 @@ def body_text(body: Any) -> str:
 
 
 def _usage_tokens(event: Any) -> int | None:
-    if isinstance(event, dict) and isinstance(event.get("usage"), dict):
-        n = event["usage"].get("completion_tokens")
-        return int(n) if isinstance(n, int) else None
-    return None
+    return _usage_counts(event).get("completion_tokens")
+
+
+def _usage_counts(event: Any) -> dict[str, int]:
+    """The token counts in one event's ``usage`` (vLLM's UsageInfo): ``completion_tokens``,
+    ``prompt_tokens`` and, where the server reports it, ``cached_tokens`` (from
+    ``prompt_tokens_details``); only those present as whole numbers.
+
+    >>> _usage_counts({"usage": {"prompt_tokens": 4031, "completion_tokens": 8,
+    ...                          "prompt_tokens_details": {"cached_tokens": 3840}}})
+    {'completion_tokens': 8, 'prompt_tokens': 4031, 'cached_tokens': 3840}
+    """
+    usage = event.get("usage") if isinstance(event, dict) else None
+    if not isinstance(usage, dict):
+        return {}
+    details = usage.get("prompt_tokens_details")
+    found = {"completion_tokens": usage.get("completion_tokens"),
+             "prompt_tokens": usage.get("prompt_tokens"),
+             "cached_tokens": details.get("cached_tokens") if isinstance(details, dict)
+             else None}
+    return {k: v for k, v in found.items()
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
 class TokenStream:
@@ -185,7 +208,7 @@ class TokenStream:
         self._session_id = session_id
         self._parts: list[str] = []
         self._tokens = 0
-        self._usage: int | None = None
+        self._usage: dict[str, int] = {}
         self._ttft: float | None = None
         self.result: InvokeResult | None = None
 
@@ -216,16 +239,18 @@ class TokenStream:
             raise InvokeError(f"{self._target}: the response stream broke: "
                               f"{read_failure(exc)} ({exc})") from exc
         total = self._clock.monotonic() - self._start
-        tokens = self._usage if self._usage is not None else self._tokens
+        tokens = self._usage.get("completion_tokens", self._tokens)
         self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
-                                   self._component, self._session_id)
+                                   self._component, self._session_id,
+                                   self._usage.get("prompt_tokens"),
+                                   self._usage.get("cached_tokens"))
         if self._on_result is not None:
             self._on_result(self.result)
 
     def _emit(self, events: list[Any]) -> Iterator[str]:
         for event in events:
-            usage = _usage_tokens(event)
-            if usage is not None:
+            usage = _usage_counts(event)
+            if usage:
                 self._usage = usage
             text = event_text(event)
             if not text:

@@ -131,7 +131,10 @@ def test_bench_output_is_a_calibration_file_of_every_request(
     query = [x.start_s for x in bench.records if x.round == "query"]
     assert min(query) >= max(warm) >= 0  # one clock for the whole run, rounds in order
     assert all(not x.hit for x in bench.records if x.round != "query")
-    assert all(x.prompt_tokens == 50 + 12 for x in bench.records if x.round == "warmup")
+    # the server's usage.prompt_tokens: the fake counts words, the run id, 50 "hi" and the
+    # question's 7 words
+    assert all(x.prompt_tokens == 1 + 50 + 7 and x.prompt_source == "measured"
+               for x in bench.records if x.round == "warmup")
 
 
 def test_bench_output_says_which_tier_should_serve_each_query(
@@ -149,6 +152,8 @@ def test_bench_output_says_which_tier_should_serve_each_query(
     assert lmikit("bench", str(spec), *args, "--output", str(out)).exit_code == 0
     query = [x for x in load_bench(out).records if x.round == "query"]
     assert [(x.hit, x.tier, x.cached_tokens) for x in query] == [(True, "gpu", 512)] * 8
+    # LMI sends no usage.prompt_tokens_details: the file says these are predictions
+    assert {x.outcome_source for x in query} == {"predicted"}
     r = lmikit("bench", "docqa", "--region", REGION, *args, "--output", str(out))
     assert r.exit_code == 0, r.output
     bench = load_bench(out)

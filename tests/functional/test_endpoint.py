@@ -202,3 +202,18 @@ def test_session_open_without_a_session_id_in_the_answer_says_so() -> None:
 def test_stream_parser_rejects_garbage() -> None:
     with pytest.raises(InvokeError, match="cannot parse a stream line"):
         StreamParser().feed(b"not json\n")
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_stream_keeps_the_servers_prompt_and_cached_token_counts(endpoint: Endpoint,
+                                                                 fake: FakeSageMaker,
+                                                                 details: bool) -> None:
+    """vLLM's usage chunk has prompt_tokens; prompt_tokens_details.cached_tokens only from a
+    server started with --enable-prompt-tokens-details, which LMI is not (the fake without
+    a cache model serves nothing from cache: 0)."""
+    fake.runtime.prompt_tokens_details = details
+    stream = endpoint.stream("one two three")
+    list(stream)
+    assert stream.result is not None
+    assert stream.result.prompt_tokens == 3
+    assert stream.result.cached_tokens == (0 if details else None)

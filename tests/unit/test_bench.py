@@ -6,7 +6,14 @@ import threading
 
 import pytest
 
-from lmikit.bench import LongDocQA, Measurement, run_long_doc_qa
+from lmikit.bench import (
+    BenchResult,
+    LongDocQA,
+    Measurement,
+    RoundResult,
+    bench_file,
+    run_long_doc_qa,
+)
 from lmikit.errors import LmikitError
 
 
@@ -69,3 +76,55 @@ def test_invalid_workload_is_rejected():
         LongDocQA(repeat_mode="shuffle")  # type: ignore[arg-type]
     with pytest.raises(LmikitError, match="in_flight"):
         LongDocQA(in_flight=0)
+
+
+def _run(*query: Measurement, warmup: Measurement | None = None) -> BenchResult:
+    w = LongDocQA(num_documents=len(query), document_tokens=3_900, pre_warmup=0)
+    first = warmup or Measurement(0.5, 0.9, 3)
+    return BenchResult(w, [
+        RoundResult("warmup", len(query), 1.0, [], 3, [0.0] * len(query), [first] * len(query)),
+        RoundResult("query", len(query), 1.0, [], 3, [1.0] * len(query), list(query))])
+
+
+def test_the_servers_cached_token_count_is_the_outcome_not_the_prediction() -> None:
+    """A request the cache model expected to hit, whose server counted no cached tokens,
+    missed; one it expected to miss, whose server counted some, hit (which tier served it
+    is not said: the server counts cached tokens, not where they came from)."""
+    rows = bench_file(_run(Measurement(0.9, 1.2, 3, 3_931, 0),
+                           Measurement(0.1, 0.4, 3, 3_931, 3_840)),
+                      kv_cache="cpu", query_outcomes=[{"gpu": 3_840}, {}])["requests"]
+    assert [(r["hit"], r["tier"], r["cached_tokens"], r["outcome_source"])
+            for r in rows[2:]] == [(False, None, 0, "measured"), (True, None, 3_840, "measured")]
+    assert all(r["prompt_tokens"] == 3_931 and r["prompt_source"] == "measured"
+               for r in rows[2:])
+
+
+def test_a_measured_count_keeps_the_predicted_tiers_when_they_agree_within_a_chunk() -> None:
+    """vLLM's GPU blocks (16 tokens) are finer than LMCache's 256-token chunks: the GPU
+    share takes the difference."""
+    row = bench_file(_run(Measurement(0.1, 0.4, 3, 3_931, 3_920)), kv_cache="cpu",
+                     query_outcomes=[{"gpu": 3_328, "cpu": 512}])["requests"][1]
+    assert row["cached_by_tier"] == {"gpu": 3_408, "cpu": 512} and row["tier"] == "gpu"
+
+
+def test_a_usage_chunk_without_cached_tokens_counts_none_where_the_server_counts_them() -> None:
+    """vLLM before _make_prompt_tokens_details wrote prompt_tokens_details only for a
+    request with cached tokens ('if self.enable_prompt_tokens_details and
+    num_cached_tokens', serving_chat.py): its misses carry none."""
+    rows = bench_file(_run(Measurement(0.1, 0.4, 3, 3_931, 3_840),
+                           warmup=Measurement(0.9, 1.2, 3, 3_931)),
+                      kv_cache="off", query_outcomes=[{"gpu": 3_840}])["requests"]
+    assert [(r["hit"], r["cached_tokens"], r["outcome_source"]) for r in rows] == [
+        (False, 0, "measured"), (True, 3_840, "measured")]
+
+
+def test_without_the_servers_counts_outcomes_are_predicted_and_capped_by_the_prompt() -> None:
+    """LMI sends usage.prompt_tokens but no cached tokens: the prediction stands, said to
+    be one, and never claims more than the prompt less its last token (vLLM computes it)."""
+    rows = bench_file(_run(Measurement(0.1, 0.4, 3, 3_800)), kv_cache="cpu",
+                      query_outcomes=[{"gpu": 3_840}])["requests"]
+    assert rows[0]["outcome_source"] == "predicted" and rows[0]["hit"] is False
+    assert (rows[1]["cached_tokens"], rows[1]["outcome_source"]) == (3_799, "predicted")
+    estimated = bench_file(_run(Measurement(0.1, 0.4, 3)))["requests"][1]
+    assert (estimated["prompt_tokens"], estimated["prompt_source"]) == (3_912, "estimated")
+    assert (estimated["hit"], estimated["outcome_source"]) == (None, None)

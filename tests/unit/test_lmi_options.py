@@ -152,3 +152,15 @@ def test_image_kind_is_read_from_the_repository(uri, kind):
     from lmikit.render.container import image_kind_of
 
     assert image_kind_of(uri) == kind
+
+
+def test_lmi_has_no_option_that_turns_on_cached_token_counts():
+    """vLLM reports a request's cached prompt tokens only when its serving object is built
+    with enable_prompt_tokens_details; LMI's VLLMHandler.initialize (djl-serving master,
+    lmi_vllm/vllm_async_service.py) builds OpenAIServingChat without it, and only EngineArgs
+    fields pass through as options. lmikit must not render an option LMI ignores."""
+    option = row("enable_prompt_tokens_details")
+    assert "VLLMHandler.initialize" in option.source
+    assert check_rendered({"option.enable_prompt_tokens_details": "true"}, {}) == [
+        "option.enable_prompt_tokens_details='true': must not be rendered: "
+        + option.accepts.never]

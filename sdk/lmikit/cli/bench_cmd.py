@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 @click.option("--region", envvar="AWS_DEFAULT_REGION",
               help="AWS region (default: the spec's, else the environment's).")
 @click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write every request (start, TTFT, total, tokens, expected hit) to this "
-                   "file for lmikit simulate/plan --calibrate.")
+              help="Write every request (start, TTFT, total, tokens, cache outcome: the "
+                   "server's count of cached tokens where it sends one, else predicted) to "
+                   "this file for lmikit simulate/plan --calibrate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_cmd(target: str, num_documents: int, document_tokens: int, output_tokens: int,
               repeat_count: int, repeat_mode: str, in_flight: int, adapter: str | None,
@@ -191,9 +192,10 @@ def _write_bench_file(path: Path, result: BenchResult, spec_path: Path | None,
                       planned: tuple[Any, Any] | None, copies: int | None = None,
                       session_per_document: bool = False) -> None:
     """The calibration file. A spec target (``planned``: its spec and plan) names the
-    model, instance and cache tier, and gives each query request the cache outcome the
-    deployment's caches should give it (which tier, if any: a client cannot see it); an
-    endpoint name leaves them unknown."""
+    model, instance and cache tier, and predicts each query request's cache outcome from
+    the deployment's caches (which tier, if any: a client never sees it), which a server
+    that counts cached tokens overrides (:func:`lmikit.bench.bench_file`); an endpoint name
+    leaves them unknown."""
     import json
 
     from lmikit.bench import bench_file
@@ -257,7 +259,8 @@ class _Runner:
         r = stream.result
         if r is None:  # pragma: no cover - set when the stream ends
             raise click.ClickException("a stream ended without a result")
-        return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens)
+        return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens,
+                           r.prompt_tokens, r.cached_tokens)
 
     def run(self) -> BenchResult:
         from lmikit.bench import run_long_doc_qa

@@ -266,6 +266,15 @@ FEATURE_ROWS: tuple[LmiOption, ...] = (
        "fails in preprocess_request"),
     _o("sessions_expiration", Accepts(int_range=(60, 86_400)), "1200",
        f"{PY}/session_manager.py SessionManager.__init__", "seconds"),
+    _o("enable_prompt_tokens_details", Accepts(
+        never="LMI builds vLLM's OpenAIServingChat without enable_prompt_tokens_details "
+              "(VLLMHandler.initialize), and it is a serving argument, not an EngineArgs "
+              "field, so no option reaches it: the stream's usage never carries "
+              "prompt_tokens_details.cached_tokens, and lmikit bench predicts each "
+              "request's cache outcome instead"),
+       "off (vLLM's OpenAIServingChat: enable_prompt_tokens_details=False)",
+       f"{ASYNC}; {PASSTHROUGH}; checked on master and the 0.36.0-lmi21..lmi27 branches",
+       wins="not read"),
 )
 
 # --- process environment -----------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,7 @@ MAX_BENCH_COPIES = 512  # as lmikit simulate --instances
 # from the first request's start to the last's, as a trace's arrivals (the replay's clock)
 MAX_BENCH_SPAN_S = MAX_ARRIVAL_S
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
+OUTCOME_SOURCES = ("measured", "predicted")
 # kv_cache mode -> the tiers that can serve a prompt in it (lmikit.sim.scenario.deployment
 # plans a CPU tier under a remote one; a disk tier only in cpu+disk)
 MODE_TIERS: dict[str, tuple[str, ...]] = {
@@ -101,6 +102,10 @@ class BenchRecord:
     cached_tokens: int | None = None
     # cached tokens per tier, in tier order ((tier, tokens), ...; tiers serving none left out)
     cached_by_tier: tuple[tuple[str, int], ...] | None = None
+    # where the cache outcome came from: "measured" (the server's count of cached tokens),
+    # "predicted" (the simulator's cache model, or a warm-up row's miss), None (not said)
+    outcome_source: str | None = None
+    prompt_source: str | None = None  # "measured" (the server's usage), "estimated", None
 
     def to_dict(self) -> dict[str, Any]:
         row = {k: v for k, v in self.__dict__.items() if k != "cached_by_tier"}
@@ -246,6 +251,13 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
         raise SimulationError(f"{at}.hit must be true, false or null (unknown) "
                               f"(got {safe_repr(hit)})")
     tier = _one_of_or_null(f"{at}.tier", row.get("tier"), TIER_NAMES)
+    source = _one_of_or_null(f"{at}.outcome_source", row.get("outcome_source"),
+                             OUTCOME_SOURCES)
+    if hit is None and source is not None:
+        raise SimulationError(f"{at}: hit is null (unknown), yet outcome_source is "
+                              f"{safe_repr(source)}")
+    prompt_source = _one_of_or_null(f"{at}.prompt_source", row.get("prompt_source"),
+                                    ("measured", "estimated"))
     cached = row.get("cached_tokens")
     if cached is not None:
         cached = _whole(at, "cached_tokens", cached, 0, prompt, "its prompt_tokens")
@@ -281,7 +293,8 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
             raise SimulationError(f"{at} was served from the {t} tier, but the bench file's "
                                   f"kv_cache is {kv_cache} ({has})")
     return BenchRecord(row.get("round", ""), finite(f"{at}.start_s", row["start_s"]), ttft,
-                       total, prompt, output, hit, tier, cached, by_tier)
+                       total, prompt, output, hit, tier, cached, by_tier, source,
+                       prompt_source)
 
 
 def _cached_by_tier(value: Any, at: str, prompt: int) -> tuple[tuple[str, int], ...] | None:
@@ -307,19 +320,71 @@ def _outcome(rec: BenchRecord, kv_cache: str | None,
     if not rec.hit:
         return ()
     if rec.cached_by_tier is not None:
-        parts = list(rec.cached_by_tier)
+        parts: tuple[tuple[str, int], ...] = rec.cached_by_tier
     else:
         tier = rec.tier or ("gpu" if kv_cache in (None, "off") else "cpu")
         cached = rec.cached_tokens if rec.cached_tokens is not None \
             else (rec.prompt_tokens // chunk) * chunk
-        parts = [(tier, cached)]
-    over = sum(v for _, v in parts) - (rec.prompt_tokens - 1)
-    while over > 0 and parts:  # the last token is in the deepest tier's part
-        tier, v = parts.pop()
+        parts = ((tier, cached),)
+    return capped(parts, rec.prompt_tokens - 1)
+
+
+def capped(parts: tuple[tuple[str, int], ...], limit: int) -> tuple[tuple[str, int], ...]:
+    """Cached tokens per tier (in tier order) cut to ``limit`` tokens in all, the deepest
+    tier's share first (the prompt's last tokens are in it).
+
+    >>> capped((("gpu", 512), ("cpu", 256)), 600)
+    (('gpu', 512), ('cpu', 88))
+    """
+    out = list(parts)
+    over = sum(v for _, v in out) - max(0, limit)
+    while over > 0 and out:
+        tier, v = out.pop()
         if v > over:
-            parts.append((tier, v - over))
+            out.append((tier, v - over))
         over -= v
-    return tuple(parts)
+    return tuple(out)
+
+
+def evidence_mask(bench: BenchFile) -> list[bool]:
+    """Which requests' times are evidence for the fit: those whose cache outcome is known
+    (where the file has measured outcomes, only the measured ones), and the tier of a hit
+    too wherever a tier besides the GPU pool could have served it. The rest are replayed
+    as load only."""
+    measured = any(r.outcome_source == "measured" for r in bench.records)
+    return [r.hit is not None and not (measured and r.outcome_source != "measured")
+            and not (r.hit and r.tier is None and r.cached_by_tier is None
+                     and bench.kv_cache != "off")
+            for r in bench.records]
+
+
+def _left_out(bench: BenchFile, mask: list[bool]) -> list[str]:
+    """Notes on the requests ``mask`` leaves out of the fit, and on predicted outcomes."""
+    recs = bench.records
+    measured = any(r.outcome_source == "measured" for r in recs)
+    out = []
+    unknown = sum(r.hit is None for r in recs)
+    if unknown:
+        out.append(f"{unknown} request(s) with an unknown cache outcome ('hit': null) are "
+                   "replayed as load (as misses) but left out of the fit")
+    predicted = sum(r.hit is not None and r.outcome_source != "measured" for r in recs)
+    if measured and predicted:
+        out.append(f"{predicted} request(s) whose cache outcome is predicted, not measured, "
+                   "are replayed as load but left out of the fit: it rests on the measured "
+                   "ones")
+    no_tier = sum(r.hit is not None and not ok and r.hit and r.tier is None
+                  for r, ok in zip(recs, mask, strict=True)
+                  if not (measured and r.outcome_source != "measured"))
+    if no_tier:
+        out.append(f"{no_tier} hit(s) whose tier is unknown (the server counts cached tokens, "
+                   "not where they came from) are replayed as load but left out of the fit")
+    if not measured and any(r.outcome_source == "predicted" for r in recs):
+        out.append("every cache outcome in the file is predicted by lmikit's cache model, "
+                   "not measured (the server sent no usage.prompt_tokens_details."
+                   "cached_tokens: LMI does not start vLLM with "
+                   "--enable-prompt-tokens-details); a request served otherwise than "
+                   "predicted (routed to another copy, evicted sooner) is priced wrongly")
+    return out
 
 
 def replay_workload(bench: BenchFile) -> Workload:
@@ -351,11 +416,11 @@ def replay(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> tuple[list
     return ttft, decode
 
 
-def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
+def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients, mask: list[bool]) -> float:
     ttft, decode = replay(dep, bench, coeff)
     total = 0.0
-    for rec, t, d in zip(bench.records, ttft, decode, strict=True):
-        if rec.hit is None:  # replayed as a miss, which it may not have been: no evidence
+    for rec, t, d, ok in zip(bench.records, ttft, decode, mask, strict=True):
+        if not ok:  # replayed as load: its outcome is not known well enough to be evidence
             continue
         total += math.log(max(t, 1e-9) / rec.ttft_s) ** 2
         measured_decode = rec.total_s - rec.ttft_s
@@ -364,12 +429,14 @@ def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
     return total
 
 
-def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> float:
-    """Mean absolute relative error of the predicted TTFTs (of requests whose cache outcome
-    the file knows)."""
+def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
+               mask: list[bool] | None = None) -> float:
+    """Mean absolute relative error of the predicted TTFTs (of the requests that are
+    evidence, :func:`evidence_mask`)."""
+    mask = evidence_mask(bench) if mask is None else mask
     ttft, _ = replay(dep, bench, coeff)
-    errs = [abs(t - r.ttft_s) / r.ttft_s for r, t in zip(bench.records, ttft, strict=True)
-            if r.hit is not None]
+    errs = [abs(t - r.ttft_s) / r.ttft_s
+            for r, t, ok in zip(bench.records, ttft, mask, strict=True) if ok]
     return sum(errs) / len(errs)
 
 
@@ -427,22 +494,25 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                 f"output tokens, over the deployment's context window of "
                 f"{dep.max_model_len:,} (vLLM would have refused it): the bench was not "
                 "measured on this deployment")
-    unknown = sum(r.hit is None for r in bench.records)
-    if unknown == len(bench.records):
+    mask = evidence_mask(bench)
+    if all(r.hit is None for r in bench.records):
         raise SimulationError("no request in the bench file says whether it hit the cache "
                               "(every 'hit' is null); write it with lmikit bench --output "
                               "from the deployment's spec, which labels each request")
+    if not any(mask):
+        raise SimulationError("no request in the bench file is evidence for a fit: every "
+                              "hit's tier is unknown, and the file's kv_cache has tiers "
+                              "besides the GPU pool")
     base = start or dep.engine.coeff
-    tiers = {t for r in bench.records for t, _ in _outcome(r, bench.kv_cache, bench.chunk_size)}
+    tiers = {t for r, ok in zip(bench.records, mask, strict=True) if ok
+             for t, _ in _outcome(r, bench.kv_cache, bench.chunk_size)}
     names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
     notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
              for n, tier in FITTED.items() if n not in names]
-    if unknown:
-        notes.append(f"{unknown} request(s) with an unknown cache outcome ('hit': null) are "
-                     "replayed as load (as misses) but left out of the fit")
+    notes += _left_out(bench, mask)
     prefilled = {r.prompt_tokens - sum(v for _, v in _outcome(r, bench.kv_cache,
                                                                 bench.chunk_size))
-                 for r in bench.records if r.hit is not None}
+                 for r, ok in zip(bench.records, mask, strict=True) if ok}
     if len(prefilled) == 1:
         notes.append(f"every request with a known outcome prefilled the same "
                      f"{prefilled.pop():,} tokens, so prefill_mfu and request_overhead_s are "
@@ -465,7 +535,7 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         nonlocal evaluations
         # past a bound of 1.0 the coefficient is held at 1.0; the penalty keeps the simplex
         # from wandering on that plateau and leads it back to the bound
-        value = _loss(dep, bench, coeff_at(x)) + sum(
+        value = _loss(dep, bench, coeff_at(x), mask) + sum(
             v * v for name, v in zip(names, x, strict=True) if name in BOUNDED and v > 0)
         evaluations += 1
         if progress is not None:
@@ -482,12 +552,13 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
     # going past the bound would explain the bench better; a bench that sits on the bound
     # (the catalog's figure, reached) is no such sign
     pinned = [n for n in names if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
-    at_bound = _loss(dep, bench, coeff) if pinned else 0.0
+    at_bound = _loss(dep, bench, coeff, mask) if pinned else 0.0
     notes += [f"{n} reached its bound 1.0: the bench is faster than {dep.instance_type}'s "
               f"catalog figures allow for {dep.model_id}; check that it was measured on "
               "this model and instance type" for n in pinned
-              if _loss(_faster(dep, n), bench, coeff) < 0.99 * at_bound]
-    return Fit(coeff, names, ttft_error(dep, bench, base), ttft_error(dep, bench, coeff),
+              if _loss(_faster(dep, n), bench, coeff, mask) < 0.99 * at_bound]
+    return Fit(coeff, names, ttft_error(dep, bench, base, mask),
+               ttft_error(dep, bench, coeff, mask),
                len(bench.records), notes)
 
 
@@ -619,6 +690,33 @@ def served_by_tier(out: RunResult, request_id: int) -> dict[str, int]:
             if t in out.served and out.served[t][request_id]}
 
 
+def measured_outcome(cached: int, predicted: Mapping[str, int] | None, kv_cache: str | None,
+                     chunk: int) -> dict[str, int] | None:
+    """Cached tokens per tier for a request whose server counted ``cached`` prompt tokens
+    from its caches (vLLM: GPU prefix cache plus KV connector, one number): a miss at 0;
+    the GPU pool's where ``kv_cache`` is off; the ``predicted`` split where its total is
+    within one ``chunk`` of the count (vLLM's GPU blocks are finer than LMCache's chunks,
+    so the GPU share, or the first, takes the difference); else None, the tier unknown.
+
+    >>> measured_outcome(3824, {"gpu": 3328, "cpu": 512}, "cpu", 256)
+    {'gpu': 3312, 'cpu': 512}
+    >>> measured_outcome(0, {"gpu": 3840}, "cpu", 256), measured_outcome(3840, {}, "cpu", 256)
+    ({}, None)
+    """
+    if cached == 0:
+        return {}
+    if kv_cache == "off":
+        return {"gpu": cached}
+    if not predicted or abs(sum(predicted.values()) - cached) >= chunk:
+        return None
+    parts = dict(predicted)
+    first, more = next(iter(parts)), cached - sum(parts.values())
+    if parts[first] + more <= 0:
+        return dict(capped(tuple(parts.items()), cached))
+    parts[first] += more
+    return parts
+
+
 def outcome_fields(by_tier: dict[str, int]) -> dict[str, Any]:
     """A bench file row's cache fields for cached tokens per tier (empty: a miss)."""
     if not by_tier:
@@ -641,6 +739,7 @@ def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile
                 records.append(BenchRecord(
                     p.name, out.arrival[r.id], out.ttft[r.id] - out.arrival[r.id],
                     out.end[r.id] - out.arrival[r.id], r.prompt_tokens, r.output_tokens,
-                    **fields, cached_by_tier=tuple(by_tier.items()) if by_tier else None))
+                    **fields, cached_by_tier=tuple(by_tier.items()) if by_tier else None,
+                    outcome_source="measured", prompt_source="measured"))
     return BenchFile(dep.model_id, dep.instance_type, dep.tp, dep.chunk_size, mode, records,
                      dep.instances)

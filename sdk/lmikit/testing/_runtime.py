@@ -18,6 +18,12 @@ Bodies follow LMI's vLLM async service (djl-serving, branch master,
   line. ``stream_options.include_usage`` adds vLLM's final ``choices: []`` usage chunk.
   ``stream_framing = "sse"`` sends what an output formatter that returns vLLM's raw
   ``data: {...}\\n\\n`` strings unchanged sends instead.
+- ``usage`` has no ``prompt_tokens_details``: LMI builds vLLM's ``OpenAIServingChat`` without
+  ``enable_prompt_tokens_details`` (``vllm_async_service.py`` ``initialize``), and no option
+  reaches that argument (only EngineArgs fields pass through). ``prompt_tokens_details =
+  True`` answers as a vLLM server started with ``--enable-prompt-tokens-details`` does:
+  ``cached_tokens`` is the prompt tokens the GPU pool and LMCache supplied (vLLM v1's
+  ``num_cached_tokens``: local plus external), 0 included.
 - ``model`` in the body must be a served name of the base (``OPTION_SERVED_MODEL_NAME``,
   else LMI's default ``lmi``); LMI sets it to the adapter for adapter components.
 - Failures come back as LMI sends them and SageMaker wraps them (``ModelError``, 424, with
@@ -66,6 +72,7 @@ class Reply:
     include_usage: bool = False
     model: str = LMI_DEFAULT_MODEL_NAME
     prompt_tokens: int = 0
+    cached_tokens: int | None = None  # sent as usage.prompt_tokens_details where not None
     finish_reason: str = "stop"
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: int = 0
@@ -101,6 +108,7 @@ class Runtime:
         self.ttft_seconds = ttft_seconds
         self.token_seconds = token_seconds
         self.stream_framing = "jsonlines"
+        self.prompt_tokens_details = False  # LMI's: vLLM's usage without cached tokens
         self.sessions: dict[str, Session] = {}
         self.invocations: list[dict[str, Any]] = []
         self.cache: CacheModel | None = None  # set by FakeSageMaker(artifact_reader=...)
@@ -189,21 +197,23 @@ class Runtime:
         words = [f"[{who}]"] + (prompt.split() or ["(empty)"])
         tokens = [w + " " for w in words][:limit]
         stream_options = payload.get("stream_options")
-        ttft = self._through_cache(res, control, env, payload, p, turn, len(tokens))
+        ttft, cached = self._through_cache(res, control, env, payload, p, turn, len(tokens))
         return Reply({}, tokens, style, stream=payload.get("stream") is True,
                      include_usage=isinstance(stream_options, dict)
                      and stream_options.get("include_usage") is True,
                      model=model, prompt_tokens=_prompt_tokens(payload),
+                     cached_tokens=cached if self.prompt_tokens_details else None,
                      finish_reason="length" if len(words) > limit else "stop",
                      created=int(self.clock.time()), ttft_s=ttft, component=res.name)
 
     def _through_cache(self, res: Resource, control: ControlPlane, env: dict[str, str],
                        payload: dict[str, Any], p: dict[str, Any], turn: int | None,
-                       output_tokens: int) -> float | None:
+                       output_tokens: int) -> tuple[float | None, int]:
         """Route the request to a copy, look its prompt up in that copy's tiers, publish
-        the container's metrics; the time to first token (None without a cache model)."""
+        the container's metrics; the time to first token (None without a cache model) and
+        the prompt tokens the caches supplied (GPU pool plus LMCache, as vLLM counts them)."""
         if self.cache is None:
-            return None
+            return None, 0
         base = self._base(res, control)
         fleet = self.cache.fleet(base, control, env)
         session = p.get("SessionId") if turn else None
@@ -211,7 +221,8 @@ class Runtime:
                              prefix_id=p.get("PrefixAwareId"),
                              salt=res.name if res is not base else "")
         self.cache.container(served, output_tokens, fleet, env)
-        return self.ttft_seconds + served.ttft_s * self.compute_scale
+        return (self.ttft_seconds + served.ttft_s * self.compute_scale,
+                min(served.gpu_hit + served.external_hit, max(0, served.prompt_tokens - 1)))
 
     def _served_model(self, res: Resource, payload: dict[str, Any],
                       env: dict[str, str]) -> str:
@@ -317,10 +328,13 @@ def _sse_write(chunk: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n\n"
 
 
-def _usage(reply: Reply) -> dict[str, int]:
+def _usage(reply: Reply) -> dict[str, Any]:
     n = len(reply.tokens)
-    return {"prompt_tokens": reply.prompt_tokens, "total_tokens": reply.prompt_tokens + n,
-            "completion_tokens": n}
+    usage: dict[str, Any] = {"prompt_tokens": reply.prompt_tokens,
+                             "total_tokens": reply.prompt_tokens + n, "completion_tokens": n}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _whole(reply: Reply) -> dict[str, Any]:

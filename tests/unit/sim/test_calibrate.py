@@ -428,3 +428,42 @@ def test_fit_reports_progress_per_replay_up_to_its_budget() -> None:
     fit(DEP, bench, max_evaluations=60, progress=lambda done, most: seen.append((done, most)))
     assert [d for d, _ in seen] == list(range(1, len(seen) + 1))
     assert {m for _, m in seen} == {60} and len(seen) <= 60 + 3 * 4  # a shrink may overrun
+
+
+def test_the_fit_rests_on_measured_outcomes_where_the_file_has_them() -> None:
+    """Rows whose outcome is only predicted (here wrongly: GPU hits that were CPU hits) are
+    load, not evidence, beside measured ones; the fit still finds the truth. (One request
+    at a time: a wrong outcome replayed as load would also move its neighbours.)"""
+    truth = Coefficients(prefill_mfu=0.42, request_overhead_s=0.035)
+    bench = synthetic_bench(DEP.with_coefficients(truth),
+                            _with_pre_warmup(long_doc_qa(12, 4_000, 32, 1)), "cpu")
+    query = [i for i, r in enumerate(bench.records) if r.round == "query"]
+    assert {bench.records[i].tier for i in query} == {"cpu"}
+    wrong = [replace(r, tier="gpu", cached_by_tier=(("gpu", r.cached_tokens or 0),),
+                     outcome_source="predicted") if i in query[:6] else r
+             for i, r in enumerate(bench.records)]
+    result = fit(DEP, replace(bench, records=wrong))
+    for name in ("prefill_mfu", "request_overhead_s"):
+        assert getattr(result.coefficients, name) == pytest.approx(getattr(truth, name),
+                                                                   rel=0.05), name
+    assert ("6 request(s) whose cache outcome is predicted, not measured, are replayed as "
+            "load but left out of the fit: it rests on the measured ones") in result.notes
+
+
+def test_a_hit_whose_tier_is_unknown_is_not_evidence_where_tiers_besides_the_gpu_exist(
+) -> None:
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(12, 4_000, 8, 2)), "cpu")
+    blind = [replace(r, tier=None, cached_by_tier=None) if r.hit else r
+             for r in bench.records]
+    result = fit(DEP, replace(bench, records=blind), max_evaluations=60)
+    assert "cpu_retrieve_efficiency" not in result.fitted
+    assert any(n.startswith("12 hit(s) whose tier is unknown") for n in result.notes)
+
+
+def test_a_file_of_predicted_outcomes_says_they_are_predictions() -> None:
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 2)), "off")
+    predicted = replace(bench, records=[replace(r, outcome_source="predicted")
+                                        for r in bench.records])
+    (note,) = [n for n in fit(DEP, predicted, max_evaluations=60).notes
+               if n.startswith("every cache outcome")]
+    assert "LMI does not start vLLM with --enable-prompt-tokens-details" in note
