@@ -21,6 +21,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",
            "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
+           "lmikit.sim.bench_format", "lmikit.sim._search",
            "lmikit.sim.gpu_calibration",
            "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat",
            "lmikit.names", "lmikit.change", "lmikit.render.scaling", "lmikit.render.iam",

@@ -10,7 +10,7 @@ import pytest
 
 from lmikit.bench import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
 from lmikit.errors import SimulationError
-from lmikit.sim import calibrate
+from lmikit.sim import bench_format, calibrate
 from lmikit.sim.calibrate import bench_from_dict, fit, load_bench, synthetic_bench
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.scenario import deployment
@@ -412,10 +412,10 @@ def test_bench_files_are_bounded_in_requests_and_bytes(tmp_path: Path,
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"format": "lmikit-bench/1", "requests": [ROW] * 3}))
     assert len(load_bench(path).records) == 3
-    monkeypatch.setattr(calibrate, "MAX_BENCH_REQUESTS", 2)
+    monkeypatch.setattr(bench_format, "MAX_BENCH_REQUESTS", 2)
     with pytest.raises(SimulationError, match="3 requests; a fit takes at most 2"):
         load_bench(path)
-    monkeypatch.setattr(calibrate, "MAX_BENCH_BYTES", 100)
+    monkeypatch.setattr(bench_format, "MAX_BENCH_BYTES", 100)
     with pytest.raises(SimulationError, match=r"is \d+ bytes; the limit is 100$"):
         load_bench(path)
     with deadline(5), pytest.raises(SimulationError, match="not a regular file"):
