@@ -77,6 +77,10 @@ START_BELOW_BOUND = 0.9
 # stops sooner when a round of its search gains under 2%
 MAX_EVALUATIONS = 1500
 PAST_BOUND = 1.05  # where a fit at the bound looks whether the bench wants more
+# what a coefficient needs to be fitted (_with_evidence): requests that carry it, and, for
+# request_overhead_s, prefill lengths this far apart
+MIN_EVIDENCE = 3
+SEPARATING_RATIO = 2.0
 
 
 def _outcome(rec: BenchRecord, kv_cache: str | None,
@@ -134,6 +138,52 @@ def _left_out(bench: BenchFile, mask: list[bool]) -> list[str]:
                    "--enable-prompt-tokens-details); a request served otherwise than "
                    "predicted (routed to another copy, evicted sooner) is priced wrongly")
     return out
+
+
+def _with_evidence(bench: BenchFile, mask: list[bool]) -> tuple[list[str], dict[str, str]]:
+    """The coefficients ``bench`` has the evidence to fit, and why each other is held.
+
+    Each needs MIN_EVIDENCE requests that carry it (of those ``mask`` keeps): prefill_mfu
+    requests that prefilled a chunk or more; request_overhead_s requests whose prefills
+    differ at least SEPARATING_RATIO-fold in length (one prefill length cannot tell a
+    fixed cost from a per-token one); decode_hbm_efficiency requests with two or more
+    output tokens and time after the first; a tier's coefficient requests that read a chunk
+    or more from that tier. The TTFT coefficients together need two requests more than
+    there are of them, so a fit leaves a residual to judge it by: past that, the tiers'
+    are held first, then request_overhead_s.
+    """
+    rows = [r for r, ok in zip(bench.records, mask, strict=True) if ok]
+    chunk = bench.chunk_size
+    served = [dict(_outcome(r, bench.kv_cache, chunk)) for r in rows]
+    prefilled = [r.prompt_tokens - sum(s.values()) for r, s in zip(rows, served, strict=True)]
+    spread = max(prefilled) / max(1, min(prefilled)) if prefilled else 1.0
+    have = {"prefill_mfu": sum(p >= chunk for p in prefilled),
+            "request_overhead_s": len(rows),
+            "decode_hbm_efficiency": sum(r.output_tokens > 1 and r.total_s > r.ttft_s
+                                         for r in rows)}
+    need = {"prefill_mfu": f"requests that prefilled {chunk:,} tokens or more",
+            "request_overhead_s": "requests",
+            "decode_hbm_efficiency": "requests with two or more output tokens"}
+    for name, tier in FITTED.items():
+        if tier is not None:
+            have[name] = sum(s.get(tier, 0) >= chunk for s in served)
+            need[name] = f"requests that read {chunk:,} tokens or more from the {tier} tier"
+    held = {n: f"the bench has {have[n]:,} {need[n]}; a fit needs {MIN_EVIDENCE}"
+            for n in FITTED if have[n] < MIN_EVIDENCE}
+    if "request_overhead_s" not in held and spread < SEPARATING_RATIO:
+        held["request_overhead_s"] = (
+            f"the requests' prefill lengths span only {spread:.3g}-fold, which cannot tell a "
+            f"fixed cost from a per-token one (a fit needs {SEPARATING_RATIO:g}-fold: short "
+            "prompts beside long ones, as the two lmikit bench sends first)")
+    names = [n for n in FITTED if n not in held]
+    ttft_names = [n for n in names if n != "decode_hbm_efficiency"]
+    while ttft_names and len(rows) < len(ttft_names) + 2:
+        name = ttft_names.pop()  # the tiers' first, then request_overhead_s
+        names.remove(name)
+        held[name] = (f"{len(rows)} requests are evidence, too few to fit "
+                      f"{len(ttft_names) + 1} TTFT coefficients (a fit needs two requests "
+                      "more than the coefficients it fits)")
+    return names, held
 
 
 def replay_workload(bench: BenchFile) -> Workload:
@@ -253,20 +303,15 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                               "hit's tier is unknown, and the file's kv_cache has tiers "
                               "besides the GPU pool")
     base = start or dep.engine.coeff
-    tiers = {t for r, ok in zip(bench.records, mask, strict=True) if ok
-             for t, _ in _outcome(r, bench.kv_cache, bench.chunk_size)}
-    names = [n for n, tier in FITTED.items() if tier is None or tier in tiers]
-    notes = [f"{n} kept at {getattr(base, n)}: the bench has no {tier} hits"
-             for n, tier in FITTED.items() if n not in names]
+    names, held = _with_evidence(bench, mask)
+    if not names:
+        tiers = MODE_TIERS.get(bench.kv_cache or "", TIER_NAMES)
+        raise SimulationError("the bench file has too little evidence to fit any "
+                              "coefficient: " + "; ".join(
+                                  f"{n}: {why}" for n, why in held.items()
+                                  if FITTED[n] is None or FITTED[n] in tiers))
+    notes = [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()]
     notes += _left_out(bench, mask)
-    prefilled = {r.prompt_tokens - sum(v for _, v in _outcome(r, bench.kv_cache,
-                                                                bench.chunk_size))
-                 for r, ok in zip(bench.records, mask, strict=True) if ok}
-    if len(prefilled) == 1:
-        notes.append(f"every request with a known outcome prefilled the same "
-                     f"{prefilled.pop():,} tokens, so prefill_mfu and request_overhead_s are "
-                     "told apart only by how the requests queued; a bench with short "
-                     "requests too (lmikit bench sends two first) separates them")
     if bench.copies is None and dep.instances > 1:
         notes.append(f"the bench file does not say how many model copies served it; replayed "
                      f"on {dep.instances}, the deployment's (lmikit bench records it)")

@@ -112,23 +112,61 @@ def test_a_bench_that_sits_on_a_bound_is_not_called_too_fast() -> None:
     assert not [n for n in result.notes if "reached its bound" in n], result.notes
 
 
-def test_fit_says_when_one_prompt_length_cannot_separate_prefill_from_overhead() -> None:
+def test_one_prompt_length_cannot_separate_prefill_from_overhead_so_overhead_is_held(
+) -> None:
+    """Requests that all prefill the same length fit any split of their time into a fixed
+    and a per-token cost; the fixed one stays at its default, and the fit says why."""
     one = synthetic_bench(DEP, long_doc_qa(4, 2_000, 8, 1), "off")
     one = replace(one, records=[r for r in one.records if r.round == "warmup"])  # all misses
-    note = ("every request with a known outcome prefilled the same 2,012 tokens, so "
-            "prefill_mfu and request_overhead_s are told apart only by how the requests "
-            "queued; a bench with short requests too (lmikit bench sends two first) "
-            "separates them")
-    assert note in fit(DEP, one, max_evaluations=50).notes
+    result = fit(DEP, one, max_evaluations=50)
+    assert "request_overhead_s" not in result.fitted and "prefill_mfu" in result.fitted
+    assert result.coefficients.request_overhead_s == DEP.engine.coeff.request_overhead_s
+    assert (f"request_overhead_s kept at {DEP.engine.coeff.request_overhead_s:g}: the "
+            "requests' prefill lengths span only 1-fold, which cannot tell a fixed cost from "
+            "a per-token one (a fit needs 2-fold: short prompts beside long ones, as the two "
+            "lmikit bench sends first)") in result.notes
     mixed = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
-    assert note not in fit(DEP, mixed, max_evaluations=50).notes
+    assert "request_overhead_s" in fit(DEP, mixed, max_evaluations=50).fitted
 
 
 def test_fit_keeps_coefficients_without_evidence() -> None:
     bench = synthetic_bench(DEP, long_doc_qa(4, 1_000, 8, 2), "off")
     result = fit(DEP, bench)
     assert "disk_read_efficiency" not in result.fitted
-    assert any("no disk hits" in n for n in result.notes)
+    assert ("disk_read_efficiency kept at 1: the bench has 0 requests that read 256 tokens "
+            "or more from the disk tier; a fit needs 3") in result.notes
+
+
+def test_a_bench_too_small_to_fit_anything_is_refused() -> None:
+    """One request once came back 'TTFT error 92.7% -> 0.0%' with three coefficients fitted
+    to it, and a plan that predicted a 12.8 s miss from them."""
+    bench = synthetic_bench(DEP, long_doc_qa(1, 4_000, 16, 1), "cpu")
+    one = replace(bench, records=[r for r in bench.records if r.round == "warmup"])
+    with pytest.raises(SimulationError, match=r"too little evidence to fit any coefficient: "
+                                              r"prefill_mfu: the bench has 1 requests that "
+                                              r"prefilled 256 tokens or more; a fit needs 3"):
+        fit(DEP, one)
+
+
+def test_each_coefficient_needs_three_requests_that_carry_it() -> None:
+    """Two CPU hits are too few for cpu_retrieve_efficiency; and four requests fit at most
+    two TTFT coefficients, so the tier's is held first."""
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(12, 4_000, 8, 1)), "cpu")
+    cpu = [i for i, r in enumerate(bench.records) if r.tier == "cpu"]
+    two = replace(bench, records=[r for i, r in enumerate(bench.records)
+                                  if i not in cpu[2:]])
+    result = fit(DEP, two, max_evaluations=60)
+    assert "cpu_retrieve_efficiency" not in result.fitted
+    assert ("cpu_retrieve_efficiency kept at 0.7: the bench has 2 requests that read 256 "
+            "tokens or more from the cpu tier; a fit needs 3") in result.notes
+    half = [replace(r, tier="cpu", cached_tokens=2_048, cached_by_tier=(("cpu", 2_048),))
+            for r in bench.records[2 + 12:2 + 15]]  # each prefills 1,964 tokens, reads 2,048
+    result = fit(DEP, replace(bench, records=bench.records[:1] + half), max_evaluations=60)
+    assert [n for n in result.fitted if n != "decode_hbm_efficiency"] == [
+        "prefill_mfu", "request_overhead_s"]
+    assert ("cpu_retrieve_efficiency kept at 0.7: 4 requests are evidence, too few to fit 3 "
+            "TTFT coefficients (a fit needs two requests more than the coefficients it fits)"
+            ) in result.notes
 
 
 def test_fit_json_keeps_six_significant_figures_of_every_coefficient() -> None:
