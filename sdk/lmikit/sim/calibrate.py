@@ -5,8 +5,10 @@ request: when it started, its TTFT and end, prompt and output tokens, and, where
 whether it hit the cache, from which tier and how many tokens were cached. Calibration
 replays those requests at their recorded start times through the event loop, with each
 request's cache outcome taken from the file, and searches the coefficients that explain the
-measured TTFTs and decode times best (least squares on log ratios; rounds of a coordinate
-search and Nelder-Mead, :func:`lmikit.sim._search.search`).
+measured TTFTs (the TTFT coefficients) and decode times (decode_hbm_efficiency) best, each
+group fitted to its own measurements (least squares on log ratios; rounds of a coordinate
+search and Nelder-Mead, :func:`lmikit.sim._search.search`); a group whose fit predicts its
+measurements no better than the defaults is not applied.
 Only coefficients the file has evidence for are fitted: retrieve efficiency needs CPU hits,
 disk efficiency disk hits, remote bandwidth remote hits (the remote round trip is kept). A
 request served by several tiers (part from the GPU pool, part from LMCache) is priced tier by
@@ -56,7 +58,7 @@ from lmikit.sim.workloads import Phase, Request, Workload
 
 __all__ = ["FORMAT", "MAX_BENCH_BYTES", "MAX_BENCH_COPIES", "MAX_BENCH_REQUESTS",
            "MAX_BENCH_SECONDS", "MODE_TIERS", "TIER_NAMES", "BenchFile", "BenchRecord", "Fit",
-           "bench_from_dict", "capped", "evidence_mask", "expected_outcomes", "fit",
+           "bench_from_dict", "capped", "decode_error", "evidence_mask", "expected_outcomes", "fit",
            "load_bench", "measured_outcome", "outcome_fields", "replay", "replay_workload",
            "served_by_tier", "synthetic_bench", "ttft_error"]
 
@@ -73,6 +75,11 @@ BOUNDED = {"prefill_mfu": "tflops_per_gpu", "decode_hbm_efficiency": "hbm_gbps",
            "cpu_retrieve_efficiency": "host_to_gpu_gbps",
            "disk_read_efficiency": "nvme_read_gbps"}
 START_BELOW_BOUND = 0.9
+DECODE = "decode_hbm_efficiency"
+# rounds of (TTFT stage, decode stage), each stage's share of the fit's replays; rounds end
+# once one moves no coefficient by more than ROUND_SETTLED
+STAGE_SHARES = ((0.3, 0.1), (0.3, 0.1), (0.15, 0.05))
+ROUND_SETTLED = 0.005
 # replays a fit may take (benchmarks/simulate_limits.py times a 1,000-request file's); a fit
 # stops sooner when a round of its search gains under 2%
 MAX_EVALUATIONS = 1500
@@ -215,17 +222,20 @@ def replay(dep: Deployment, bench: BenchFile, coeff: Coefficients) -> tuple[list
     return ttft, decode
 
 
-def _loss(dep: Deployment, bench: BenchFile, coeff: Coefficients, mask: list[bool]) -> float:
+def _losses(dep: Deployment, bench: BenchFile, coeff: Coefficients,
+            mask: list[bool]) -> tuple[float, float]:
+    """Sums of squared log ratios, predicted over measured: of the TTFTs, and of the decode
+    times (of requests with two or more output tokens), over the requests ``mask`` keeps."""
     ttft, decode = replay(dep, bench, coeff)
-    total = 0.0
+    first = after = 0.0
     for rec, t, d, ok in zip(bench.records, ttft, decode, mask, strict=True):
         if not ok:  # replayed as load: its outcome is not known well enough to be evidence
             continue
-        total += math.log(max(t, 1e-9) / rec.ttft_s) ** 2
+        first += math.log(max(t, 1e-9) / rec.ttft_s) ** 2
         measured_decode = rec.total_s - rec.ttft_s
         if rec.output_tokens > 1 and measured_decode > 0:
-            total += math.log(max(d, 1e-9) / measured_decode) ** 2
-    return total
+            after += math.log(max(d, 1e-9) / measured_decode) ** 2
+    return first, after
 
 
 def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
@@ -239,6 +249,19 @@ def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
     return sum(errs) / len(errs)
 
 
+def decode_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
+                 mask: list[bool] | None = None) -> float:
+    """Mean absolute relative error of the predicted decode times (time after the first
+    token) of the requests that are evidence and had two or more output tokens; 0 where
+    none had."""
+    mask = evidence_mask(bench) if mask is None else mask
+    _, decode = replay(dep, bench, coeff)
+    errs = [abs(d - (r.total_s - r.ttft_s)) / (r.total_s - r.ttft_s)
+            for r, d, ok in zip(bench.records, decode, mask, strict=True)
+            if ok and r.output_tokens > 1 and r.total_s > r.ttft_s]
+    return sum(errs) / len(errs) if errs else 0.0
+
+
 @dataclass(frozen=True)
 class Fit:
     coefficients: Coefficients
@@ -247,12 +270,19 @@ class Fit:
     ttft_error_after: float
     requests: int
     notes: list[str] = field(default_factory=list)
+    decode_error_before: float = 0.0
+    decode_error_after: float = 0.0
 
     def summary(self) -> list[str]:
-        """What the CLI prints: the TTFT error before and after the fit, then each note."""
-        return [f"Calibrated on {self.requests} measured requests: TTFT error "
-                f"{self.ttft_error_before:.1%} -> {self.ttft_error_after:.1%} (fitted "
-                f"{', '.join(self.fitted)})", *(f"  - {n}" for n in self.notes)]
+        """What the CLI prints: the TTFT and decode-time errors before and after the fit,
+        then each note."""
+        errors = (f"TTFT error {self.ttft_error_before:.1%} -> {self.ttft_error_after:.1%}, "
+                  f"decode time error {self.decode_error_before:.1%} -> "
+                  f"{self.decode_error_after:.1%}")
+        applied = f"fitted {', '.join(self.fitted)}" if self.fitted else \
+            "no fit did better than the defaults: none applied"
+        return [f"Calibrated on {self.requests} measured requests: {errors} ({applied})",
+                *(f"  - {n}" for n in self.notes)]
 
     def to_dict(self) -> dict[str, Any]:
         # six significant figures, not decimals: tokenize_s_per_token is ~2e-6
@@ -260,6 +290,8 @@ class Fit:
                                  for k, v in self.coefficients.to_dict().items()},
                 "fitted": self.fitted, "ttft_error_before": round(self.ttft_error_before, 4),
                 "ttft_error_after": round(self.ttft_error_after, 4),
+                "decode_error_before": round(self.decode_error_before, 4),
+                "decode_error_after": round(self.decode_error_after, 4),
                 "requests": self.requests, "notes": self.notes}
 
 
@@ -316,44 +348,99 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         notes.append(f"the bench file does not say how many model copies served it; replayed "
                      f"on {dep.instances}, the deployment's (lmikit bench records it)")
 
-    def coeff_at(x: list[float]) -> Coefficients:
-        values = {}
-        for name, v in zip(names, x, strict=True):
-            value = math.exp(v)
-            values[name] = min(value, 1.0) if name in BOUNDED else value
-        return base.replace(**values)
-
+    ttft_names = [n for n in names if n != DECODE]
+    decode_names = [n for n in names if n == DECODE]
     evaluations = 0
 
-    def loss(x: list[float]) -> float:
-        nonlocal evaluations
-        # past a bound of 1.0 the coefficient is held at 1.0; the penalty keeps the simplex
-        # from wandering on that plateau and leads it back to the bound
-        value = _loss(dep, bench, coeff_at(x), mask) + sum(
-            v * v for name, v in zip(names, x, strict=True) if name in BOUNDED and v > 0)
-        evaluations += 1
-        if progress is not None:
-            progress(evaluations, max_evaluations)
-        return value
+    def stage(stage_names: list[str], which: int, coeff: Coefficients,
+              share: float) -> Coefficients:
+        """``coeff`` with ``stage_names`` fitted to the TTFTs (``which`` 0) or the decode
+        times (1) alone, in at most ``share`` of the budget."""
+        def coeff_at(x: list[float]) -> Coefficients:
+            values = {}
+            for name, v in zip(stage_names, x, strict=True):
+                value = math.exp(v)
+                values[name] = min(value, 1.0) if name in BOUNDED else value
+            return coeff.replace(**values)
 
-    # a bounded coefficient starts inside its bound (disk_read_efficiency's default is the
-    # bound itself): a simplex started there has half its points on the plateau past it
-    best_x = [math.log(min(getattr(base, n), START_BELOW_BOUND) if n in BOUNDED
-                       else getattr(base, n)) for n in names]
-    best_x = search(loss, best_x, max_evaluations)
-    coeff = coeff_at(best_x)
+        def loss(x: list[float]) -> float:
+            nonlocal evaluations
+            # past a bound of 1.0 the coefficient is held at 1.0; the penalty keeps the
+            # simplex from wandering on that plateau and leads it back to the bound
+            value = _losses(dep, bench, coeff_at(x), mask)[which] + sum(
+                v * v for name, v in zip(stage_names, x, strict=True)
+                if name in BOUNDED and v > 0)
+            evaluations += 1
+            if progress is not None:
+                progress(evaluations, max_evaluations)
+            return value
+
+        budget = min(round(share * max_evaluations), max_evaluations - evaluations)
+        if not stage_names or budget < 1:
+            return coeff
+        # a bounded coefficient starts inside its bound (disk_read_efficiency's default is
+        # the bound itself): a simplex started there has half its points on the plateau
+        x0 = [math.log(min(getattr(coeff, n), START_BELOW_BOUND) if n in BOUNDED
+                       else getattr(coeff, n)) for n in stage_names]
+        return coeff_at(search(loss, x0, budget))
+
+    # TTFT and decode time are fitted apart: a decode the model cannot match (faster than
+    # the HBM bound, or slowed by something it does not model) must not be paid for with
+    # TTFT coefficients. They still meet in the replay (a prefill queues behind decode
+    # steps, a decode step carries prefill chunks), so a second round refits each with the
+    # other's fit in place.
+    coeff = base
+    for shares in STAGE_SHARES:
+        last = coeff
+        coeff = stage(ttft_names, 0, coeff, shares[0])
+        coeff = stage(decode_names, 1, coeff, shares[1])
+        if last is not base and all(abs(getattr(coeff, n) / getattr(last, n) - 1)
+                                    <= ROUND_SETTLED for n in names):
+            break
+    coeff, kept = _no_worse(dep, bench, mask, base, coeff, ttft_names, decode_names)
+    fitted = [n for n in names if n not in kept]
+    notes += kept.values()
     # at its bound, a coefficient says the bench is faster than the hardware allows only if
     # going past the bound would explain the bench better; a bench that sits on the bound
     # (the catalog's figure, reached) is no such sign
-    pinned = [n for n in names if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
-    at_bound = _loss(dep, bench, coeff, mask) if pinned else 0.0
+    pinned = [n for n in fitted if n in BOUNDED and getattr(coeff, n) >= 1.0 - 1e-9]
+    at_bound = _losses(dep, bench, coeff, mask) if pinned else (0.0, 0.0)
     notes += [f"{n} reached its bound 1.0: the bench is faster than {dep.instance_type}'s "
               f"catalog figures allow for {dep.model_id}; check that it was measured on "
               "this model and instance type" for n in pinned
-              if _loss(_faster(dep, n), bench, coeff, mask) < 0.99 * at_bound]
-    return Fit(coeff, names, ttft_error(dep, bench, base, mask),
-               ttft_error(dep, bench, coeff, mask),
-               len(bench.records), notes)
+              if _losses(_faster(dep, n), bench, coeff, mask)[n == DECODE]
+              < 0.99 * at_bound[n == DECODE]]
+    decode_before, decode_after = (decode_error(dep, bench, base, mask),
+                                   decode_error(dep, bench, coeff, mask))
+    if decode_after > decode_before:  # the TTFT fit's prefill share of decode steps moved it
+        notes.append(f"the decode time error rose from {decode_before:.1%} to "
+                     f"{decode_after:.1%} with the fitted TTFT coefficients: no "
+                     "decode_hbm_efficiency explains this bench's decode times")
+    return Fit(coeff, fitted, ttft_error(dep, bench, base, mask),
+               ttft_error(dep, bench, coeff, mask), len(bench.records), notes,
+               decode_before, decode_after)
+
+
+def _no_worse(dep: Deployment, bench: BenchFile, mask: list[bool], base: Coefficients,
+              coeff: Coefficients, ttft_names: list[str], decode_names: list[str]
+              ) -> tuple[Coefficients, dict[str, str]]:
+    """``coeff`` with each group of fitted coefficients (TTFT's, decode's) put back to
+    ``base`` where it does not predict its measurements better than ``base`` does; and a
+    note for each coefficient put back."""
+    kept: dict[str, str] = {}
+    for names, error, what in ((ttft_names, ttft_error, "TTFT"),
+                               (decode_names, decode_error, "decode time")):
+        if not names:
+            continue
+        before, after = error(dep, bench, base, mask), error(dep, bench, coeff, mask)
+        if after < before:
+            continue
+        for n in names:
+            kept[n] = (f"{n} kept at {getattr(base, n):g}: its fit ({getattr(coeff, n):.3g}) "
+                       f"did not lower the {what} error ({before:.1%} with the defaults, "
+                       f"{after:.1%} fitted), so it is not applied")
+        coeff = coeff.replace(**{n: getattr(base, n) for n in names})
+    return coeff, kept
 
 
 def _faster(dep: Deployment, name: str) -> Deployment:

@@ -116,7 +116,8 @@ def test_one_prompt_length_cannot_separate_prefill_from_overhead_so_overhead_is_
 ) -> None:
     """Requests that all prefill the same length fit any split of their time into a fixed
     and a per-token cost; the fixed one stays at its default, and the fit says why."""
-    one = synthetic_bench(DEP, long_doc_qa(4, 2_000, 8, 1), "off")
+    slower = DEP.with_coefficients(Coefficients(prefill_mfu=0.4))
+    one = synthetic_bench(slower, long_doc_qa(4, 2_000, 8, 1), "off")
     one = replace(one, records=[r for r in one.records if r.round == "warmup"])  # all misses
     result = fit(DEP, one, max_evaluations=50)
     assert "request_overhead_s" not in result.fitted and "prefill_mfu" in result.fitted
@@ -125,7 +126,7 @@ def test_one_prompt_length_cannot_separate_prefill_from_overhead_so_overhead_is_
             "requests' prefill lengths span only 1-fold, which cannot tell a fixed cost from "
             "a per-token one (a fit needs 2-fold: short prompts beside long ones, as the two "
             "lmikit bench sends first)") in result.notes
-    mixed = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
+    mixed = synthetic_bench(slower, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
     assert "request_overhead_s" in fit(DEP, mixed, max_evaluations=50).fitted
 
 
@@ -505,3 +506,33 @@ def test_a_file_of_predicted_outcomes_says_they_are_predictions() -> None:
     (note,) = [n for n in fit(DEP, predicted, max_evaluations=60).notes
                if n.startswith("every cache outcome")]
     assert "LMI does not start vLLM with --enable-prompt-tokens-details" in note
+
+
+def test_a_decode_the_model_cannot_match_leaves_the_ttft_coefficients_alone() -> None:
+    """Decode times at 0.6x what the HBM bound allows once moved request_overhead_s by
+    +175% and prefill_mfu by +24% when TTFT and decode were fitted as one sum; fitted apart,
+    the TTFT coefficients come back within 5% and the bound is named."""
+    truth = replace(TRUTHS[0], decode_hbm_efficiency=0.9)
+    bench = synthetic_bench(DEP.with_coefficients(truth), long_doc_qa(12, 4_000, 32, 4), "cpu")
+    fast = replace(bench, records=[replace(r, total_s=r.ttft_s + (r.total_s - r.ttft_s) * 0.6)
+                                   for r in bench.records])
+    result = fit(DEP, fast)
+    for name in ("prefill_mfu", "request_overhead_s", "cpu_retrieve_efficiency"):
+        assert getattr(result.coefficients, name) == pytest.approx(getattr(truth, name),
+                                                                   rel=0.05), name
+    assert result.coefficients.decode_hbm_efficiency == 1.0
+    assert any(n.startswith("decode_hbm_efficiency reached its bound 1.0") for n in result.notes)
+
+
+def test_a_fit_that_does_not_lower_the_error_is_not_applied() -> None:
+    """Short of replays, this disk fit stops where it started, 10% under the default
+    disk_read_efficiency of 1.0 that the bench was measured at: worse than the defaults,
+    so the defaults stay, and the summary says nothing was applied."""
+    bench = _served_from("disk", "cpu+disk", Coefficients())
+    result = fit(DEP, bench, max_evaluations=2)
+    assert result.coefficients == DEP.engine.coeff and result.fitted == []
+    assert result.ttft_error_after == result.ttft_error_before
+    assert any(n.startswith("disk_read_efficiency kept at 1: its fit (0.9) did not lower the "
+                            "TTFT error") and n.endswith("so it is not applied")
+               for n in result.notes)
+    assert "(no fit did better than the defaults: none applied)" in result.summary()[0]
