@@ -200,7 +200,7 @@ PRE_WARMUP_TOKENS = 6
 def bench_file(result: BenchResult, *, model: str | None = None, instance: str | None = None,
                tp: int | None = None, chunk_size: int = 256, kv_cache: str | None = None,
                query_outcomes: Sequence[Mapping[str, int]] | None = None,
-               copies: int | None = None) -> dict[str, Any]:
+               copies: int | None = None, adapter: str | None = None) -> dict[str, Any]:
     """The ``lmikit-bench/1`` result file that ``--calibrate`` reads.
 
     One row per request: round, start (s from the benchmark start), TTFT and total time
@@ -223,7 +223,8 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     (unknown, left out of the TTFT fit). A row served by more than one tier keeps every
     tier's share (``cached_by_tier``), which the fit prices tier by tier; ``tier`` names the
     one that served most. A client never sees which tier served a request.
-    ``copies``: the model copies that served the run, which the fit replays it on.
+    ``copies``: the model copies that served the run, which the fit replays it on;
+    ``adapter``: the LoRA adapter every request went to (None: the base model).
 
     >>> w = LongDocQA(num_documents=1, document_tokens=1000, pre_warmup=0)
     >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
@@ -261,6 +262,7 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
                          **_cache_fields(cached, predicted, prompt, kv_cache, chunk_size)})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
+            "adapter": adapter,
             "workload": asdict(result.workload), "requests": rows}
 
 

@@ -157,7 +157,7 @@ def test_bench_output_says_which_tier_should_serve_each_query(
     r = lmikit("bench", "docqa", "--region", REGION, *args, "--output", str(out))
     assert r.exit_code == 0, r.output
     bench = load_bench(out)
-    assert bench.model is None and bench.copies == 1
+    assert bench.copies == 1
     assert {x.hit for x in bench.records if x.round == "query"} == {None}
     assert {x.hit for x in bench.records if x.round != "query"} == {False}
 
@@ -309,3 +309,33 @@ def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
     err = capsys.readouterr().err
     assert "cannot read how many model copies serve docqa" in err
     assert "sagemaker:DescribeInferenceComponent" in err
+
+
+def test_a_bench_of_an_endpoint_name_records_what_the_endpoint_runs(
+        served: FakeSageMaker, tmp_path: Path) -> None:
+    """Its model, instance type and TP come from DescribeInferenceComponent and
+    DescribeEndpointConfig; its tier, in the stock image, is in the artifact's LMCache file,
+    which bench does not read: unknown. A calibration refuses what the file leaves unknown
+    or states otherwise, naming the fields, unless told --calibrate-anyway. Such a file
+    once calibrated a Llama-3.1-70B plan on p5 from a Qwen-7B bench on g6e."""
+    out = tmp_path / "byname.json"
+    r = lmikit("bench", "docqa", "--region", REGION, *SMALL, "--adapter", "legal",
+               "--output", str(out))
+    assert r.exit_code == 0, r.output
+    assert "docqa's description does not say its kv_cache" in r.stderr
+    data = json.loads(out.read_text())
+    assert (data["model"], data["instance"], data["tp"], data["kv_cache"], data["adapter"]) == (
+        "Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge", 1, None, "legal")
+    other = lmikit("plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--instance",
+                   "ml.p5.48xlarge", "--tp", "8", "--calibrate", str(out))
+    assert other.exit_code == 2
+    for said in ("does not say which kv_cache", "model 'Qwen/Qwen2.5-7B-Instruct', not "
+                 "'meta-llama/Llama-3.1-70B-Instruct'", "instance 'ml.g6e.2xlarge'",
+                 "tp 1, not 8", "through adapter 'legal'", "--calibrate-anyway"):
+        assert said in other.stderr, other.stderr
+    anyway = lmikit("plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance",
+                    "ml.g6e.2xlarge", "--calibrate", str(out), "--calibrate-anyway", "--json")
+    assert anyway.exit_code == 0, anyway.output
+    notes = json.loads(anyway.stdout)["calibration"]["notes"]
+    assert any(n.startswith("fitted regardless (--calibrate-anyway): the bench file does not "
+                            "say which kv_cache") for n in notes)

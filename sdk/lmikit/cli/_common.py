@@ -57,6 +57,14 @@ def check_writable(path: Path, param_hint: str) -> None:
         raise click.BadParameter(f"cannot write {str(path)!r}: {why}", param_hint=param_hint)
 
 
+def calibrate_anyway_option(f: Any) -> Any:
+    """``--calibrate-anyway``, as plan and simulate take it."""
+    return click.option(
+        "--calibrate-anyway", "calibrate_anyway", is_flag=True,
+        help="Fit the --calibrate file even where its model, instance type, TP, kv_cache or "
+             "adapter is unknown or not this deployment's (a note names each).")(f)
+
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
@@ -71,18 +79,19 @@ def progress_bar() -> Any:
                     transient=True)
 
 
-def calibrate(dep: Any, bench_path: Path) -> Any:
-    """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal."""
+def calibrate(dep: Any, bench_path: Path, anyway: bool = False) -> Any:
+    """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal;
+    ``anyway``: fit a file measured on another or an unknown deployment too."""
     from lmikit.sim.calibrate import fit, load_bench
 
     bench = load_bench(bench_path)
     bar = progress_bar()
     if not bar.console.is_terminal:
-        return fit(dep, bench)
+        return fit(dep, bench, unverified=anyway)
     task = bar.add_task(f"fitting to {len(bench.records):,} measured requests", total=None)
 
     def step(done: int, at_most: int) -> None:
         bar.update(task, completed=done, total=at_most)
 
     with bar:
-        return fit(dep, bench, progress=step)
+        return fit(dep, bench, progress=step, unverified=anyway)

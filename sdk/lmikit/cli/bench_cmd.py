@@ -12,6 +12,7 @@ from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
     from lmikit.bench import BenchResult, LongDocQA, Measurement
+    from lmikit.bench_target import Identity
     from lmikit.endpoint import Endpoint, Session
 
 
@@ -73,13 +74,15 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
                          in_flight=in_flight,
                          run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
-    copies = before = sm = None
+    copies = before = sm = identity = None
     with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
         if output_path is not None:
             import boto3
 
             sm = boto3.Session(region_name=ep.region).client("sagemaker", region_name=ep.region)
             before = _serving_copies(ep, sm)
+            if spec_path is None:  # the file must say what the endpoint runs
+                identity = _identity(ep, sm)
         runner = _Runner(ep, workload, adapter, session_per_document)
         try:
             result = runner.run()
@@ -91,7 +94,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             **result.to_dict()}
     if output_path is not None:
         _write_bench_file(output_path, result, spec_path, planned, copies,
-                          session_per_document)
+                          session_per_document, identity, adapter)
     if as_json:
         echo_json(data)
     else:
@@ -188,19 +191,34 @@ def _serving_copies(ep: Endpoint, sm: Any) -> int | None:
         return None
 
 
+def _identity(ep: Endpoint, sm: Any) -> Identity:
+    """What the endpoint's base component runs, with a warning for what cannot be read."""
+    from lmikit.bench_target import endpoint_identity
+
+    identity = endpoint_identity(sm, ep.name, ep.component)
+    for problem in identity.problems:
+        click.echo(f"warning: {problem}; the result file leaves it unknown, and --calibrate "
+                   "refuses the file unless given --calibrate-anyway", err=True)
+    return identity
+
+
 def _write_bench_file(path: Path, result: BenchResult, spec_path: Path | None,
                       planned: tuple[Any, Any] | None, copies: int | None = None,
-                      session_per_document: bool = False) -> None:
+                      session_per_document: bool = False, identity: Identity | None = None,
+                      adapter: str | None = None) -> None:
     """The calibration file. A spec target (``planned``: its spec and plan) names the
     model, instance and cache tier, and predicts each query request's cache outcome from
     the deployment's caches (which tier, if any: a client never sees it), which a server
     that counts cached tokens overrides (:func:`lmikit.bench.bench_file`); an endpoint name
-    leaves them unknown."""
+    gives what the endpoint runs (``identity``) and leaves the outcomes unknown."""
     import json
 
     from lmikit.bench import bench_file
 
-    meta: dict[str, object] = {"copies": copies}
+    meta: dict[str, object] = {"copies": copies, "adapter": adapter}
+    if identity is not None:
+        meta |= {"model": identity.model, "instance": identity.instance, "tp": identity.tp,
+                 "kv_cache": identity.kv_cache, "chunk_size": identity.chunk_size or 256}
     if planned is not None and spec_path is not None:
         spec, plan = planned
         tier = {"none": "off"}.get(plan.tier, plan.tier)

@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from lmikit.cli._common import echo_json, refuse_beside_spec, targets_option
+from lmikit.cli._common import (
+    calibrate_anyway_option,
+    echo_json,
+    refuse_beside_spec,
+    targets_option,
+)
 
 # what the what-if form takes and a SPEC states itself
 WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path")
@@ -32,13 +37,14 @@ WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
               help="Predict TTFT with coefficients fitted to this lmikit bench --output file.")
+@calibrate_anyway_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @targets_option
 @click.pass_context
 def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
              instance_type: str | None, tp: int, copies: int, context_tokens: int,
              request_tokens: int, config_path: Path | None, bench_path: Path | None,
-             as_json: bool, targets: tuple[str, ...]) -> None:
+             calibrate_anyway: bool, as_json: bool, targets: tuple[str, ...]) -> None:
     """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT.
 
     A SPEC is accepted as `lmikit validate` accepts it: it must also render to every target
@@ -65,7 +71,8 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     calibration = None
     if bench_path is not None:
         result, calibration = _calibrated(result, loaded, spec, bench_path,
-                                          context_tokens, request_tokens, config)
+                                          context_tokens, request_tokens, config,
+                                          calibrate_anyway)
     if as_json:
         data = result.to_dict()
         if calibration is not None:
@@ -79,7 +86,7 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
                 context_tokens: int, request_tokens: int,
-                config: str | None) -> tuple[Any, Any]:
+                config: str | None, anyway: bool = False) -> tuple[Any, Any]:
     """The plan again, its TTFT block costed with coefficients fitted to a bench file."""
     from functools import partial
 
@@ -96,7 +103,7 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
         replan = partial(plan, result.model_id, result.instance_type, tp=result.tp,
                          copies=result.copies, context_tokens=context_tokens,
                          request_tokens=request_tokens, config_path=config)
-    calibration = calibrate(dep, bench_path)
+    calibration = calibrate(dep, bench_path, anyway)
     return replan(costs=Costs(calibration.coefficients, bench_path.name,
                               tuple(calibration.fitted))), calibration
 

@@ -10,7 +10,7 @@ import click
 from click.core import ParameterSource
 
 from lmikit.catalog.prices import MAX_USD_PER_HOUR
-from lmikit.cli._common import check_writable, echo_json
+from lmikit.cli._common import calibrate_anyway_option, check_writable, echo_json
 
 if TYPE_CHECKING:
     from lmikit.catalog.prices import PriceTable
@@ -109,6 +109,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
               help="Fit the coefficients to this lmikit bench --output file first.")
+@calibrate_anyway_option
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True,
                                                     max=MAX_USD_PER_HOUR),
               callback=_finite, help="USD per instance-hour (default: --prices, else lmikit's "
@@ -124,7 +125,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                  instance_type: str | None, tp: int, region: str,
                  config_path: Path | None, copies: int, instances: int | None, workload: str,
                  routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
-                 bench_path: Path | None, hourly_price: float | None,
+                 bench_path: Path | None, calibrate_anyway: bool, hourly_price: float | None,
                  prices_path: Path | None, plot_path: Path | None, as_json: bool,
                  **flags: Any) -> None:
     """Simulate WORKLOAD on SPEC (or --model/--instance) for every --routing x --kv-cache.
@@ -171,7 +172,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     if bench_path is not None:
         from lmikit.cli._common import calibrate
 
-        calibration = calibrate(dep, bench_path)
+        calibration = calibrate(dep, bench_path, calibrate_anyway)
         dep = dep.with_coefficients(calibration.coefficients)
     work = _workload(workload, flags, dep.chunk_size, seed, dep.max_model_len or None)
     results = _run(dep, work, list(dict.fromkeys(routings)), list(dict.fromkeys(modes)),

@@ -83,11 +83,13 @@ class BenchFile:
     kv_cache: str | None
     records: list[BenchRecord]
     copies: int | None = None  # model copies that served the bench (None: not recorded)
+    adapter: str | None = None  # the LoRA adapter every request went to (None: the base)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "model": self.model, "instance": self.instance,
                 "tp": self.tp, "chunk_size": self.chunk_size, "kv_cache": self.kv_cache,
-                "copies": self.copies, "requests": [r.to_dict() for r in self.records]}
+                "copies": self.copies, "adapter": self.adapter,
+                "requests": [r.to_dict() for r in self.records]}
 
 
 def load_bench(path: str | Path) -> BenchFile:
@@ -125,7 +127,7 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
         raise SimulationError(f"{where}: copies must be a whole number from 1 to "
                               f"{MAX_BENCH_COPIES} (the model copies that served the bench), "
                               f"or null (got {safe_repr(copies)})")
-    for name in ("model", "instance"):
+    for name in ("model", "instance", "adapter"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise SimulationError(f"{where}: {name} must be a string or null (got "
                                   f"{safe_repr(data[name])})")
@@ -151,7 +153,7 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
                               f"{max(starts) - min(starts):,.0f} s after the first request's; "
                               f"a bench spans at most {MAX_BENCH_SPAN_S:,.0f} s (30 days)")
     return BenchFile(data.get("model"), data.get("instance"), tp, chunk, kv_cache, records,
-                     copies)
+                     copies, data.get("adapter"))
 
 
 def _one_of_or_null(field: str, value: Any, valid: tuple[str, ...]) -> str | None:

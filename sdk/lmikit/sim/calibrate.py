@@ -147,6 +147,29 @@ def _left_out(bench: BenchFile, mask: list[bool]) -> list[str]:
     return out
 
 
+def _identity_problems(dep: Deployment, bench: BenchFile) -> list[str]:
+    """Why ``bench`` may not have been measured on ``dep``: each field of what it ran on
+    that the file leaves unknown or that differs from ``dep``'s."""
+    problems = []
+    unknown = [name for name in ("model", "instance", "tp", "kv_cache")
+               if getattr(bench, name) is None]
+    if unknown:
+        problems.append(f"the bench file does not say which {', '.join(unknown)} it was "
+                        "measured with (lmikit bench records them from the spec, or from the "
+                        "endpoint where it can describe it)")
+    for name, value in (("model", dep.model_id), ("instance", dep.instance_type),
+                        ("tp", dep.tp)):
+        given = getattr(bench, name)
+        if given is not None and str(given).lower() != str(value).lower():
+            problems.append(f"the bench file was measured with {name} {safe_repr(given)}, "
+                            f"not {safe_repr(value)}")
+    if bench.adapter is not None:
+        problems.append(f"the bench file was measured through adapter "
+                        f"{safe_repr(bench.adapter)}, not the base model (LoRA adds work to "
+                        "every step)")
+    return problems
+
+
 def _with_evidence(bench: BenchFile, mask: list[bool]) -> tuple[list[str], dict[str, str]]:
     """The coefficients ``bench`` has the evidence to fit, and why each other is held.
 
@@ -297,23 +320,27 @@ class Fit:
 
 def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         max_evaluations: int = MAX_EVALUATIONS,
-        progress: Callable[[int, int], None] | None = None) -> Fit:
+        progress: Callable[[int, int], None] | None = None,
+        unverified: bool = False) -> Fit:
     """Coefficients that best explain ``bench`` on ``dep`` (in log space: rounds of a
     coordinate search and Nelder-Mead, :func:`lmikit.sim._search.search`).
 
     ``progress(done, at_most)`` is called after each replay of the bench (one evaluation).
+    A bench whose model, instance type, TP, kv_cache mode or adapter is unknown or not
+    ``dep``'s is refused; ``unverified`` fits it anyway, with a note naming each field.
     """
     if bench.chunk_size != dep.chunk_size:
         raise SimulationError(f"the bench ran with chunk_size {bench.chunk_size} but the "
                               f"deployment uses {dep.chunk_size}")
-    for name, value in (("model", dep.model_id), ("instance", dep.instance_type),
-                        ("tp", dep.tp)):
-        given = getattr(bench, name)
-        if given is not None and str(given).lower() != str(value).lower():
-            raise SimulationError(f"the bench file was measured with {name} "
-                                  f"{safe_repr(given)}, not {safe_repr(value)}; calibrate a "
-                                  "deployment that matches it (the "
-                                  "spec it was measured with, or --model/--instance/--tp)")
+    notes: list[str] = []
+    if problems := _identity_problems(dep, bench):
+        if not unverified:
+            raise SimulationError(
+                f"{'; '.join(problems)}. A fit is evidence only for the deployment it was "
+                "measured on: calibrate one that matches the file (the spec it was measured "
+                "with, or --model/--instance/--tp), or pass --calibrate-anyway to fit it "
+                "regardless")
+        notes += [f"fitted regardless (--calibrate-anyway): {p}" for p in problems]
     if bench.kv_cache is not None and bench.kv_cache not in dep.tier_tokens:
         raise SimulationError(f"the bench file was measured with kv_cache "
                               f"{safe_repr(bench.kv_cache)}, which this deployment cannot replay: "
@@ -342,7 +369,7 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                               "coefficient: " + "; ".join(
                                   f"{n}: {why}" for n, why in held.items()
                                   if FITTED[n] is None or FITTED[n] in tiers))
-    notes = [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()]
+    notes += [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()]
     notes += _left_out(bench, mask)
     if bench.copies is None and dep.instances > 1:
         notes.append(f"the bench file does not say how many model copies served it; replayed "

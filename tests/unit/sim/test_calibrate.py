@@ -536,3 +536,16 @@ def test_a_fit_that_does_not_lower_the_error_is_not_applied() -> None:
                             "TTFT error") and n.endswith("so it is not applied")
                for n in result.notes)
     assert "(no fit did better than the defaults: none applied)" in result.summary()[0]
+
+
+def test_a_bench_that_does_not_say_what_it_ran_on_is_refused_unless_told_otherwise() -> None:
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
+    unknown = replace(bench, model=None, kv_cache=None)
+    with pytest.raises(SimulationError, match=r"does not say which model, kv_cache it was "
+                                              r"measured with .*--calibrate-anyway"):
+        fit(DEP, unknown)
+    with pytest.raises(SimulationError, match=r"measured through adapter 'legal', not the base"):
+        fit(DEP, replace(bench, adapter="legal"))
+    anyway = fit(DEP, unknown, max_evaluations=30, unverified=True)
+    assert any(n.startswith("fitted regardless (--calibrate-anyway): the bench file does not "
+                            "say which model, kv_cache") for n in anyway.notes)
