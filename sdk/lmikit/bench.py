@@ -43,6 +43,7 @@ class Measurement:
     output_tokens: int = 0
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    excluded: str | None = None  # why its times are no evidence for a fit (None: they are)
 
 
 Send = Callable[[str], Measurement]
@@ -259,6 +260,7 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
                          "ttft_s": round(m.ttft_s, 6), "total_s": round(m.total_s, 6),
                          "prompt_tokens": prompt, "output_tokens": max(1, m.output_tokens),
                          "prompt_source": "measured" if m.prompt_tokens else "estimated",
+                         "excluded": m.excluded,
                          **_cache_fields(cached, predicted, prompt, kv_cache, chunk_size)})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,

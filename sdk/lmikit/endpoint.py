@@ -71,6 +71,10 @@ class InvokeResult:
     # only when started with --enable-prompt-tokens-details (LMI does not start it so)
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
+    # the first generated token of any kind: answer text, reasoning (vLLM's reasoning
+    # parser streams it as delta.reasoning_content, newer vLLM as delta.reasoning) or a
+    # tool call; the engine's time to first token, where ttft_s is the first answer text's
+    first_token_s: float | None = None
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -151,6 +155,23 @@ def event_text(event: Any) -> str:
     return ""
 
 
+def generated_other(event: Any) -> bool:
+    """Whether a chat stream event carries a generated token that is not answer text:
+    reasoning (``reasoning_content``, or ``reasoning`` in newer vLLM) or a tool call.
+
+    >>> generated_other({"choices": [{"delta": {"reasoning_content": "Let"}}]})
+    True
+    >>> generated_other({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+    False
+    """
+    choices = event.get("choices") if isinstance(event, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return False
+    delta = choices[0].get("delta")
+    return isinstance(delta, dict) and any(
+        delta.get(k) for k in ("reasoning_content", "reasoning", "tool_calls"))
+
+
 def body_text(body: Any) -> str:
     """The generated text in a non-streaming response body."""
     if isinstance(body, dict):
@@ -210,6 +231,7 @@ class TokenStream:
         self._tokens = 0
         self._usage: dict[str, int] = {}
         self._ttft: float | None = None
+        self._first: float | None = None
         self.result: InvokeResult | None = None
 
     def __iter__(self) -> Iterator[str]:
@@ -243,7 +265,7 @@ class TokenStream:
         self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
                                    self._component, self._session_id,
                                    self._usage.get("prompt_tokens"),
-                                   self._usage.get("cached_tokens"))
+                                   self._usage.get("cached_tokens"), self._first)
         if self._on_result is not None:
             self._on_result(self.result)
 
@@ -253,10 +275,13 @@ class TokenStream:
             if usage:
                 self._usage = usage
             text = event_text(event)
+            now = None
+            if self._first is None and (text or generated_other(event)):
+                self._first = now = self._clock.monotonic() - self._start
             if not text:
                 continue
             if self._ttft is None:
-                self._ttft = self._clock.monotonic() - self._start
+                self._ttft = now if now is not None else self._clock.monotonic() - self._start
             self._tokens += 1
             self._parts.append(text)
             yield text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,6 +16,7 @@ from lmikit.bench import (
     run_long_doc_qa,
 )
 from lmikit.errors import LmikitError
+from lmikit.testing import VirtualClock
 
 
 class SimulatedCache:
@@ -128,3 +130,51 @@ def test_without_the_servers_counts_outcomes_are_predicted_and_capped_by_the_pro
     estimated = bench_file(_run(Measurement(0.1, 0.4, 3)))["requests"][1]
     assert (estimated["prompt_tokens"], estimated["prompt_source"]) == (3_912, "estimated")
     assert (estimated["hit"], estimated["outcome_source"]) == (None, None)
+
+
+class _StubRuntime:
+    """A runtime client whose stream sends ``lines`` (JSON lines, as LMI does), each after
+    its delay on ``clock``."""
+
+    def __init__(self, clock: VirtualClock, *lines: tuple[float, str]) -> None:
+        self.clock = clock
+        self.lines = lines
+
+    def invoke_endpoint_with_response_stream(self, **_: object) -> dict:
+        def body() -> Iterator[dict]:
+            for delay, line in self.lines:
+                self.clock.advance(delay)
+                yield {"PayloadPart": {"Bytes": line.encode() + b"\n"}}
+        return {"Body": body()}
+
+
+ROLE = '{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}'
+THINK = '{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}'
+ANSWER = '{"choices":[{"index":0,"delta":{"content":"Yes"}}]}'
+USAGE = '{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":100}}'
+
+
+def _send(*lines: tuple[float, str]) -> Measurement:
+    from lmikit.cli.bench_cmd import _Runner
+    from lmikit.endpoint import Endpoint
+
+    clock = VirtualClock()
+    ep = Endpoint("x", client=_StubRuntime(clock, *lines), region="us-east-1", clock=clock)
+    return _Runner(ep, LongDocQA(num_documents=1, document_tokens=5), None, False).send("hi")
+
+
+def test_a_reasoning_token_is_the_first_token() -> None:
+    """vLLM's reasoning parser streams the thinking as delta.reasoning_content before any
+    content: the engine's first token is the first reasoning one, not the answer's."""
+    m = _send((0.05, ROLE), (0.3, THINK), (2.0, ANSWER), (0.1, USAGE))
+    assert m.ttft_s == pytest.approx(0.35) and m.total_s == pytest.approx(2.45)
+    assert m.excluded is None
+
+
+def test_a_stream_without_a_generated_token_is_no_ttft_evidence() -> None:
+    """Only the role and the usage arrived: its total time once became a 2 s 'TTFT' with no
+    decode time, and entered the fit."""
+    m = _send((0.05, ROLE), (2.0, USAGE))
+    assert m.excluded is not None and "no generated token arrived" in m.excluded
+    row = bench_file(_run(m))["requests"][1]
+    assert row["excluded"] == m.excluded

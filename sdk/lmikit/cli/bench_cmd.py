@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from lmikit.endpoint import Endpoint, Session
 
 
+# a stream whose deltas held no answer text, reasoning or tool call (an empty answer, or an
+# output formatter that drops the text) has no first token: its total time is no TTFT
+NO_TOKEN = "no generated token arrived (only the role and usage), so it has no TTFT"
+
+
 @click.command("bench")
 @click.argument("target", metavar="SPEC_OR_ENDPOINT")
 @click.option("--num-documents", type=click.IntRange(1), default=46, show_default=True,
@@ -53,7 +58,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     Rounds: pre-warmup, warmup (each document once: cache misses), query (documents again:
     hits). Every document starts with an id drawn for this run, so the warmup misses even
     where an earlier run's documents are still cached. Every request streams; TTFT is
-    measured client-side. Ctrl-C stops after the requests in flight.
+    measured client-side, to the first generated token (answer text, reasoning or a tool
+    call). Ctrl-C stops after the requests in flight.
     """
     import secrets
 
@@ -277,8 +283,11 @@ class _Runner:
         r = stream.result
         if r is None:  # pragma: no cover - set when the stream ends
             raise click.ClickException("a stream ended without a result")
-        return Measurement(r.ttft_s if r.ttft_s is not None else r.total_s, r.total_s, r.tokens,
-                           r.prompt_tokens, r.cached_tokens)
+        if r.first_token_s is None:  # a stream of role and usage only: no TTFT to measure
+            return Measurement(r.total_s, r.total_s, r.tokens, r.prompt_tokens, r.cached_tokens,
+                               excluded=NO_TOKEN)
+        return Measurement(r.first_token_s, r.total_s, r.tokens, r.prompt_tokens,
+                           r.cached_tokens)
 
     def run(self) -> BenchResult:
         from lmikit.bench import run_long_doc_qa

@@ -66,6 +66,7 @@ class BenchRecord:
     # "predicted" (the simulator's cache model, or a warm-up row's miss), None (not said)
     outcome_source: str | None = None
     prompt_source: str | None = None  # "measured" (the server's usage), "estimated", None
+    excluded: str | None = None  # why the bench says its times are not evidence (None: are)
 
     def to_dict(self) -> dict[str, Any]:
         row = {k: v for k, v in self.__dict__.items() if k != "cached_by_tier"}
@@ -254,9 +255,13 @@ def _record(row: Any, at: str, kv_cache: str | None) -> BenchRecord:
                 f"its tiers: {', '.join(allowed)}"
             raise SimulationError(f"{at} was served from the {t} tier, but the bench file's "
                                   f"kv_cache is {kv_cache} ({has})")
+    excluded = row.get("excluded")
+    if excluded is not None and not isinstance(excluded, str):
+        raise SimulationError(f"{at}.excluded must be a string (why the request is no "
+                              f"evidence) or null (got {safe_repr(excluded)})")
     return BenchRecord(row.get("round", ""), finite(f"{at}.start_s", row["start_s"]), ttft,
                        total, prompt, output, hit, tier, cached, by_tier, source,
-                       prompt_source)
+                       prompt_source, excluded)
 
 
 def _cached_by_tier(value: Any, at: str, prompt: int) -> tuple[tuple[str, int], ...] | None:

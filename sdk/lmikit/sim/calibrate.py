@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,8 @@ def evidence_mask(bench: BenchFile) -> list[bool]:
     too wherever a tier besides the GPU pool could have served it. The rest are replayed
     as load only."""
     measured = any(r.outcome_source == "measured" for r in bench.records)
-    return [r.hit is not None and not (measured and r.outcome_source != "measured")
+    return [r.hit is not None and r.excluded is None
+            and not (measured and r.outcome_source != "measured")
             and not (r.hit and r.tier is None and r.cached_by_tier is None
                      and bench.kv_cache != "off")
             for r in bench.records]
@@ -122,7 +124,9 @@ def _left_out(bench: BenchFile, mask: list[bool]) -> list[str]:
     """Notes on the requests ``mask`` leaves out of the fit, and on predicted outcomes."""
     recs = bench.records
     measured = any(r.outcome_source == "measured" for r in recs)
-    out = []
+    out = [f"{n} request(s) the bench marked as no evidence are replayed as load but left out "
+           f"of the fit: {why}" for why, n in Counter(
+               r.excluded for r in recs if r.excluded is not None).items()]
     unknown = sum(r.hit is None for r in recs)
     if unknown:
         out.append(f"{unknown} request(s) with an unknown cache outcome ('hit': null) are "
@@ -132,7 +136,7 @@ def _left_out(bench: BenchFile, mask: list[bool]) -> list[str]:
         out.append(f"{predicted} request(s) whose cache outcome is predicted, not measured, "
                    "are replayed as load but left out of the fit: it rests on the measured "
                    "ones")
-    no_tier = sum(r.hit is not None and not ok and r.hit and r.tier is None
+    no_tier = sum(r.excluded is None and not ok and bool(r.hit) and r.tier is None
                   for r, ok in zip(recs, mask, strict=True)
                   if not (measured and r.outcome_source != "measured"))
     if no_tier:

@@ -549,3 +549,16 @@ def test_a_bench_that_does_not_say_what_it_ran_on_is_refused_unless_told_otherwi
     anyway = fit(DEP, unknown, max_evaluations=30, unverified=True)
     assert any(n.startswith("fitted regardless (--calibrate-anyway): the bench file does not "
                             "say which model, kv_cache") for n in anyway.notes)
+
+
+def test_requests_the_bench_marks_as_no_evidence_are_load_only() -> None:
+    truth = Coefficients(prefill_mfu=0.42, request_overhead_s=0.035)
+    bench = synthetic_bench(DEP.with_coefficients(truth),
+                            _with_pre_warmup(long_doc_qa(8, 4_000, 32, 1)), "cpu")
+    why = "no generated token arrived (only the role and usage), so it has no TTFT"
+    broken = [replace(r, ttft_s=r.total_s, excluded=why) if r.round == "query" and i % 2 else r
+              for i, r in enumerate(bench.records)]
+    result = fit(DEP, replace(bench, records=broken))
+    assert result.coefficients.request_overhead_s == pytest.approx(0.035, rel=0.05)
+    assert (f"4 request(s) the bench marked as no evidence are replayed as load but left out "
+            f"of the fit: {why}") in result.notes
