@@ -75,6 +75,9 @@ class InvokeResult:
     # parser streams it as delta.reasoning_content, newer vLLM as delta.reasoning) or a
     # tool call; the engine's time to first token, where ttft_s is the first answer text's
     first_token_s: float | None = None
+    # times botocore retried the call (throttling, 5xx) before this answer came: its
+    # back-off is inside the timings (ResponseMetadata.RetryAttempts)
+    retries: int = 0
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -218,9 +221,10 @@ class TokenStream:
 
     def __init__(self, events: Iterator[dict[str, Any]], clock: Any, start: float,
                  component: str, session_id: str | None,
-                 on_result: Callable[[InvokeResult], None] | None = None, *,
-                 endpoint: str | None = None) -> None:
+                 on_result: Callable[[InvokeResult], None] | None = None,
+                 retries: int = 0, *, endpoint: str | None = None) -> None:
         self._events = events
+        self._retries = retries
         self._target = f"{endpoint}/{component}" if endpoint else component
         self._on_result = on_result
         self._clock = clock
@@ -265,7 +269,8 @@ class TokenStream:
         self.result = InvokeResult("".join(self._parts), None, total, self._ttft, tokens,
                                    self._component, self._session_id,
                                    self._usage.get("prompt_tokens"),
-                                   self._usage.get("cached_tokens"), self._first)
+                                   self._usage.get("cached_tokens"), self._first,
+                                   self._retries)
         if self._on_result is not None:
             self._on_result(self.result)
 
@@ -314,13 +319,15 @@ class Endpoint:
     the endpoint flushes it, you close it); ``publish_metrics=True`` creates one the endpoint
     owns (closing the endpoint closes it), from ``cloudwatch_client`` or else from
     ``session``. Use the endpoint as a context manager, or call :meth:`close`.
+    ``max_connections`` (default 10, botocore's) sizes the runtime client's connection pool
+    (when the endpoint makes the client): make it at least the calls you make at once.
     """
 
     def __init__(self, name: str, *, session: Any = None, region: str | None = None,
                  client: Any = None, component: str | None = None,
                  max_tokens: int = DEFAULT_MAX_TOKENS, clock: Any = None,
                  publisher: TtftPublisher | None = None, publish_metrics: bool = False,
-                 cloudwatch_client: Any = None) -> None:
+                 cloudwatch_client: Any = None, max_connections: int = 10) -> None:
         if publisher is not None and publish_metrics:
             raise ValueError("pass either publisher= or publish_metrics=True, not both")
         if cloudwatch_client is not None and not publish_metrics:
@@ -339,9 +346,12 @@ class Endpoint:
                 session = boto3.Session(region_name=region)
             config = Config(retries={"mode": "adaptive", "max_attempts": 5},
                             user_agent_extra="lmikit")
-            if client is None:
+            if client is None:  # a pool as large as the calls made at once, or urllib3
+                # drops the connections past it and later calls open new ones (TCP, TLS)
                 client = session.client("sagemaker-runtime", region_name=region,
-                                        config=config.merge(Config(read_timeout=300)))
+                                        config=config.merge(Config(
+                                            read_timeout=300,
+                                            max_pool_connections=max_connections)))
             if publish_metrics and cloudwatch_client is None:
                 cloudwatch_client = session.client("cloudwatch", region_name=region,
                                                    config=config)
@@ -494,9 +504,10 @@ class Endpoint:
         kwargs = self._kwargs(body, adapter, prefix_id, session_id)
         start = self.clock.monotonic()
         response = self._call("invoke_endpoint_with_response_stream", kwargs)
+        retries = (response.get("ResponseMetadata") or {}).get("RetryAttempts", 0)
         return TokenStream(iter(response["Body"]), self.clock, start,
                            kwargs["InferenceComponentName"], session_id, self._publish(adapter),
-                           endpoint=self.name)
+                           retries if isinstance(retries, int) else 0, endpoint=self.name)
 
     def session(self, *, adapter: str | None = None,
                 on_reopen: Callable[[Session], None] | None = None,

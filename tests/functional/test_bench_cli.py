@@ -339,3 +339,14 @@ def test_a_bench_of_an_endpoint_name_records_what_the_endpoint_runs(
     notes = json.loads(anyway.stdout)["calibration"]["notes"]
     assert any(n.startswith("fitted regardless (--calibrate-anyway): the bench file does not "
                             "say which kv_cache") for n in notes)
+
+
+def test_bench_keeps_a_pooled_connection_per_request_in_flight(
+        served: FakeSageMaker, caplog: pytest.LogCaptureFixture) -> None:
+    """botocore pools 10 connections; at 16 in flight urllib3 once discarded 12 of them
+    ('Connection pool is full'), and the requests after opened new ones inside their TTFT."""
+    with caplog.at_level("WARNING", logger="urllib3"):
+        r = lmikit("bench", "docqa", "--region", REGION, "--num-documents", "32",
+                   "--document-tokens", "20", "--output-tokens", "4", "--in-flight", "16")
+    assert r.exit_code == 0, r.output
+    assert not [m for m in caplog.messages if "Connection pool is full" in m]

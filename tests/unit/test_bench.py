@@ -178,3 +178,37 @@ def test_a_stream_without_a_generated_token_is_no_ttft_evidence() -> None:
     assert m.excluded is not None and "no generated token arrived" in m.excluded
     row = bench_file(_run(m))["requests"][1]
     assert row["excluded"] == m.excluded
+
+
+def test_a_request_botocore_retried_is_no_ttft_evidence() -> None:
+    """botocore's adaptive retries (up to 5 attempts) put their back-off inside the
+    measured time: a throttled request would look like a slow miss. botocore says how many
+    it made in ResponseMetadata.RetryAttempts."""
+    class Retried(_StubRuntime):
+        def invoke_endpoint_with_response_stream(self, **kw: object) -> dict:
+            return {**super().invoke_endpoint_with_response_stream(**kw),
+                    "ResponseMetadata": {"RetryAttempts": 2}}
+
+    from lmikit.cli.bench_cmd import _Runner
+    from lmikit.endpoint import Endpoint
+
+    clock = VirtualClock()
+    ep = Endpoint("x", client=Retried(clock, (0.1, ANSWER), (0.1, USAGE)), region="us-east-1",
+                  clock=clock)
+    m = _Runner(ep, LongDocQA(num_documents=1, document_tokens=5), None, False).send("hi")
+    assert m.excluded == ("botocore retried it 2 time(s) (throttled or a 5xx answer), so its "
+                          "TTFT includes the back-off")
+
+
+def test_bench_pools_a_connection_per_request_in_flight(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """botocore pools 10 connections by default; at 16 in flight urllib3 discarded 12
+    ('Connection pool is full') and those requests opened new TCP and TLS connections
+    inside their TTFT."""
+    from lmikit.endpoint import Endpoint
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    assert Endpoint("x", region="us-east-1").client.meta.config.max_pool_connections == 10
+    ep = Endpoint("x", region="us-east-1", max_connections=17)
+    assert ep.client.meta.config.max_pool_connections == 17

@@ -81,7 +81,9 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
                          in_flight=in_flight,
                          run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
     copies = before = sm = identity = None
-    with Endpoint(name, region=region or spec_region, max_tokens=output_tokens) as ep:
+    # one pooled connection per request in flight, and one for a session call beside them
+    with Endpoint(name, region=region or spec_region, max_tokens=output_tokens,
+                  max_connections=max(10, in_flight + 1)) as ep:
         if output_path is not None:
             import boto3
 
@@ -283,11 +285,15 @@ class _Runner:
         r = stream.result
         if r is None:  # pragma: no cover - set when the stream ends
             raise click.ClickException("a stream ended without a result")
+        excluded = None
+        if r.retries:  # botocore's back-off is inside its timings
+            excluded = (f"botocore retried it {r.retries} time(s) (throttled or a 5xx answer), "
+                        "so its TTFT includes the back-off")
         if r.first_token_s is None:  # a stream of role and usage only: no TTFT to measure
             return Measurement(r.total_s, r.total_s, r.tokens, r.prompt_tokens, r.cached_tokens,
                                excluded=NO_TOKEN)
         return Measurement(r.first_token_s, r.total_s, r.tokens, r.prompt_tokens,
-                           r.cached_tokens)
+                           r.cached_tokens, excluded)
 
     def run(self) -> BenchResult:
         from lmikit.bench import run_long_doc_qa
