@@ -23,11 +23,11 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from lmikit.errors import LmikitError
+from lmikit.errors import BenchStopped, LmikitError
 
 RepeatMode = Literal["tile", "random", "interleave"]
 
@@ -101,6 +101,15 @@ class LongDocQA:
         return [(d, self.prompt(d)) for d in order]
 
 
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a benchmark, after the requests in flight ended; ``rounds`` hold every
+    request measured."""
+
+    def __init__(self, rounds: list[RoundResult] | None = None) -> None:
+        super().__init__()
+        self.rounds = rounds or []
+
+
 @dataclass
 class RoundResult:
     name: str
@@ -110,6 +119,14 @@ class RoundResult:
     output_tokens: int = 0
     starts_s: list[float] = field(default_factory=list)  # from the benchmark's start
     measurements: list[Measurement] = field(default_factory=list)
+    # each measurement's place in the round's prompts (None: 0, 1, 2, ... in order); a
+    # round that stopped keeps the requests that ended, wherever they were
+    indices: list[int] | None = None
+    stopped: str | None = None  # why the round ended early (None: it ran every request)
+
+    def index(self, i: int) -> int:
+        """The place in the round's prompts of the ``i``-th measurement."""
+        return i if self.indices is None else self.indices[i]
 
     @property
     def mean_ttft_s(self) -> float:
@@ -137,8 +154,20 @@ class BenchResult:
         return next(r for r in self.rounds if r.name == name)
 
     @property
+    def stopped(self) -> str | None:
+        """Why the run ended early (None: every round ran every request)."""
+        return next((r.stopped for r in self.rounds if r.stopped), None)
+
+    @property
+    def measured(self) -> int:
+        return sum(len(r.measurements) for r in self.rounds)
+
+    @property
     def ttft_speedup(self) -> float:
-        """Warmup (cache misses) over query (hits) mean TTFT."""
+        """Warmup (cache misses) over query (hits) mean TTFT (0 without both rounds)."""
+        names = {r.name for r in self.rounds}
+        if not {"warmup", "query"} <= names:
+            return 0.0
         q = self.round("query").mean_ttft_s
         return self.round("warmup").mean_ttft_s / q if q else 0.0
 
@@ -151,46 +180,95 @@ class BenchResult:
 def run_round(name: str, prompts: Iterable[str], send: Send, in_flight: int,
               on_done: Callable[[str, int, Measurement], None] | None = None,
               origin: float | None = None) -> RoundResult:
-    """Send prompts with ``in_flight`` requests at a time; a failed request fails the round.
+    """Send prompts with ``in_flight`` requests at a time.
 
     Each request's start is recorded in seconds from ``origin`` (a ``perf_counter`` value;
-    default the round's start), so a bench file can replay the run.
+    default the round's start), so a bench file can replay the run. A failed request, or
+    Ctrl-C, stops the round: the requests not started are cancelled, those in flight end,
+    and :class:`~lmikit.errors.BenchStopped` (or :class:`BenchInterrupted`) is raised with
+    every request that was measured (``rounds``: this round).
     """
     items = list(prompts)
     start = time.perf_counter()
     origin = start if origin is None else origin
-    result = RoundResult(name, len(items), 0.0)
+    indices: list[int] = []
+    result = RoundResult(name, len(items), 0.0, indices=indices)
 
     def timed(prompt: str) -> tuple[float, Measurement]:
         began = time.perf_counter() - origin
         return began, send(prompt)
 
+    def record(i: int, began: float, m: Measurement) -> None:
+        result.ttfts_s.append(m.ttft_s)
+        result.output_tokens += m.output_tokens
+        result.starts_s.append(began)
+        result.measurements.append(m)
+        indices.append(i)
+
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        for i, (began, m) in enumerate(pool.map(timed, items)):
-            result.ttfts_s.append(m.ttft_s)
-            result.output_tokens += m.output_tokens
-            result.starts_s.append(began)
-            result.measurements.append(m)
-            if on_done:
-                on_done(name, i, m)
+        futures = [pool.submit(timed, p) for p in items]
+        i = 0
+        try:
+            for i, future in enumerate(futures):
+                began, m = future.result()
+                record(i, began, m)
+                if on_done:
+                    on_done(name, i, m)
+        except BaseException as exc:  # a failed request, or Ctrl-C while waiting
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            for j, f in enumerate(futures[i:], start=i):  # those that ended after all
+                if not f.cancelled() and f.exception() is None and j not in indices:
+                    record(j, *f.result())
+            _in_order(result)
+            result.round_time_s = time.perf_counter() - start
+            raise _stopped(result, exc, i) from exc
     result.round_time_s = time.perf_counter() - start
     return result
+
+
+def _in_order(result: RoundResult) -> None:
+    """Sort a round's measurements by their place in its prompts."""
+    order = sorted(range(len(result.measurements)), key=result.index)
+    for name in ("ttfts_s", "starts_s", "measurements", "indices"):
+        values = getattr(result, name)
+        setattr(result, name, [values[k] for k in order])
+
+
+def _stopped(result: RoundResult, exc: BaseException, at: int
+             ) -> BenchStopped | BenchInterrupted:
+    """The exception a round that stopped at request ``at`` raises, holding what it
+    measured (that round alone; the run adds the rounds before it)."""
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    result.stopped = "interrupted (Ctrl-C)" if interrupted else \
+        f"request {at + 1} of the {result.name} round failed: {exc}"
+    if interrupted:
+        return BenchInterrupted([result])
+    return BenchStopped(f"the bench stopped: {result.stopped}", [result])
 
 
 def run_long_doc_qa(workload: LongDocQA, send: Send,
                     on_done: Callable[[str, int, Measurement], None] | None = None
                     ) -> BenchResult:
-    """Run pre-warmup, warmup and query rounds against ``send``."""
-    rounds = []
+    """Run pre-warmup, warmup and query rounds against ``send``.
+
+    A round that stops (a failed request, Ctrl-C) ends the run: the exception it raises
+    (:class:`~lmikit.errors.BenchStopped`, :class:`BenchInterrupted`) carries every round
+    measured in ``rounds``, the last one's ``stopped`` saying why.
+    """
+    rounds: list[RoundResult] = []
     origin = time.perf_counter()
+    plan = [("warmup", [p for _, p in workload.warmup_prompts()]),
+            ("query", [p for _, p in workload.query_prompts()])]
     if workload.pre_warmup:
-        rounds.append(run_round("pre-warmup", [f"Say hello {i}." for i in
-                                               range(workload.pre_warmup)],
-                                send, workload.in_flight, on_done, origin))
-    rounds.append(run_round("warmup", [p for _, p in workload.warmup_prompts()], send,
-                            workload.in_flight, on_done, origin))
-    rounds.append(run_round("query", [p for _, p in workload.query_prompts()], send,
-                            workload.in_flight, on_done, origin))
+        plan.insert(0, ("pre-warmup", [f"Say hello {i}." for i in range(workload.pre_warmup)]))
+    for name, prompts in plan:
+        try:
+            rounds.append(run_round(name, prompts, send, workload.in_flight, on_done, origin))
+        except (BenchStopped, BenchInterrupted) as exc:
+            exc.rounds = rounds + exc.rounds
+            raise
     return BenchResult(workload, rounds)
 
 
@@ -225,7 +303,9 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     tier's share (``cached_by_tier``), which the fit prices tier by tier; ``tier`` names the
     one that served most. A client never sees which tier served a request.
     ``copies``: the model copies that served the run, which the fit replays it on;
-    ``adapter``: the LoRA adapter every request went to (None: the base model).
+    ``adapter``: the LoRA adapter every request went to (None: the base model). A run
+    that stopped early (``result.stopped``) is written ``"complete": false`` with the
+    reason in ``stopped``; its rows are the requests that were measured.
 
     >>> w = LongDocQA(num_documents=1, document_tokens=1000, pre_warmup=0)
     >>> r = BenchResult(w, [RoundResult("warmup", 1, 1.0, [0.5], 3, [0.0],
@@ -251,7 +331,8 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
         for i, (began, m) in enumerate(zip(rnd.starts_s, rnd.measurements, strict=True)):
             predicted: Mapping[str, int] | None = {}
             if rnd.name == "query":
-                predicted = query_outcomes[i] if query_outcomes is not None else None
+                predicted = query_outcomes[rnd.index(i)] if query_outcomes is not None \
+                    else None
             cached = m.cached_tokens
             if cached is None and counts_cached and m.prompt_tokens is not None:
                 cached = 0
@@ -264,7 +345,7 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
                          **_cache_fields(cached, predicted, prompt, kv_cache, chunk_size)})
     return {"format": "lmikit-bench/1", "model": model, "instance": instance, "tp": tp,
             "chunk_size": chunk_size, "kv_cache": kv_cache, "copies": copies,
-            "adapter": adapter,
+            "adapter": adapter, "complete": result.stopped is None, "stopped": result.stopped,
             "workload": asdict(result.workload), "requests": rows}
 
 

@@ -19,6 +19,8 @@ caller (and the CLI) can catch one type::
      |         +-- Interrupted  stopped by Ctrl-C
      +-- AdapterError       a LoRA adapter or formatter failed validation
      +-- InvokeError        a runtime call to an endpoint failed
+          +-- BenchStopped  a benchmark stopped at a failed request (``rounds``: what it
+                            measured)
 
 Third-party errors (pydantic, yaml, botocore) are mapped to these once, at the edge,
 with ``raise ... from exc``.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class LmikitError(Exception):
@@ -184,6 +187,17 @@ class AdapterError(LmikitError, ValueError):
 
 class InvokeError(LmikitError, RuntimeError):
     kind = "InvokeError"
+
+
+class BenchStopped(InvokeError):
+    """A benchmark stopped at a failed request. ``rounds`` (``lmikit.bench.RoundResult``
+    objects) hold every request measured; the failure is ``__cause__``."""
+
+    kind = "BenchStopped"
+
+    def __init__(self, message: str, rounds: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.rounds = rounds or []
 
 
 class SimulationError(PlanError):

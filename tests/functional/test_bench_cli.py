@@ -18,8 +18,9 @@ import boto3
 import pytest
 from click.testing import CliRunner, Result
 
-from lmikit.bench import Measurement, run_round
+from lmikit.bench import BenchInterrupted, Measurement, run_round
 from lmikit.cli import main
+from lmikit.errors import InvokeError
 from lmikit.metric_catalog import CLIENT_NAMESPACE
 from lmikit.testing import FakeSageMaker, VirtualClock
 from lmikit.testing._server import _handler
@@ -253,9 +254,51 @@ def test_ctrl_c_during_a_round_waits_only_for_the_requests_in_flight() -> None:
         threading.Timer(0.2, gate.set).start()
         raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stopped:
         run_round("query", [str(i) for i in range(50)], send, in_flight=2, on_done=ctrl_c)
     assert len(sent) <= 1 + 2  # the first, then at most the two in flight; 47 cancelled
+    # what was measured comes with it, the requests in flight that ended included
+    assert isinstance(stopped.value, BenchInterrupted)
+    (partial,) = stopped.value.rounds
+    assert partial.stopped == "interrupted (Ctrl-C)"
+    assert len(partial.measurements) == len(sent) and partial.indices == list(range(len(sent)))
+
+
+@pytest.mark.parametrize(("fault", "code", "said"), [
+    (InvokeError("docqa/docqa-base: ModelError: CUDA out of memory"), 2,
+     "BenchStopped: the bench stopped: request 3 of the warmup round failed: docqa/docqa-base: "
+     "ModelError: CUDA out of memory"),
+    (KeyboardInterrupt(), 130, "Interrupted."),
+])
+def test_a_run_that_stops_still_writes_what_it_measured_and_fails(
+        served: FakeSageMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        fault: BaseException, code: int, said: str) -> None:
+    """One failed request, or Ctrl-C, once threw the whole run away: nothing was written."""
+    from lmikit.cli import bench_cmd
+    from lmikit.sim.calibrate import load_bench
+
+    real, calls = bench_cmd._Runner.send, []
+
+    def send(self: Any, prompt: str) -> Measurement:
+        calls.append(prompt)
+        if len(calls) == 2 + 3:  # the warm-up round's third request
+            raise fault
+        return real(self, prompt)
+
+    monkeypatch.setattr(bench_cmd._Runner, "send", send)
+    spec = tmp_path / "bench.yaml"
+    spec.write_text(SPEC_YAML)
+    out = tmp_path / "bench.json"
+    r = lmikit("bench", str(spec), *SMALL, "--in-flight", "1", "--output", str(out))
+    assert r.exit_code == code, r.output
+    assert said in r.stderr and '"complete": false' in r.stderr
+    data = json.loads(out.read_text())
+    assert data["complete"] is False and data["stopped"]
+    # the two before it, and the fourth where it had started before the run was stopped
+    rounds = [x["round"] for x in data["requests"]]
+    assert rounds[:4] == ["pre-warmup"] * 2 + ["warmup"] * 2 and rounds[4:] in ([], ["warmup"])
+    bench = load_bench(out)
+    assert bench.stopped == data["stopped"] and len(bench.records) == len(rounds)
 
 
 def test_invoke_publish_metrics_sends_ttft_to_cloudwatch(served: FakeSageMaker) -> None:

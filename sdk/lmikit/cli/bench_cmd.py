@@ -59,12 +59,14 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     hits). Every document starts with an id drawn for this run, so the warmup misses even
     where an earlier run's documents are still cached. Every request streams; TTFT is
     measured client-side, to the first generated token (answer text, reasoning or a tool
-    call). Ctrl-C stops after the requests in flight.
+    call). A failed request or Ctrl-C stops the run after the requests in flight; --output
+    still gets every request measured (marked "complete": false), and the command fails.
     """
     import secrets
 
-    from lmikit.bench import LongDocQA
+    from lmikit.bench import BenchInterrupted, BenchResult, LongDocQA
     from lmikit.endpoint import Endpoint
+    from lmikit.errors import BenchStopped
 
     spec_path = _spec_path(target)
     planned = None
@@ -92,14 +94,17 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             if spec_path is None:  # the file must say what the endpoint runs
                 identity = _identity(ep, sm)
         runner = _Runner(ep, workload, adapter, session_per_document)
+        stopped: BenchStopped | BenchInterrupted | None = None
         try:
             result = runner.run()
+        except (BenchStopped, BenchInterrupted) as exc:  # keep what was measured
+            stopped, result = exc, BenchResult(workload, exc.rounds)
         finally:
             runner.close_sessions()
         if before is not None:  # the fit replays the bench on as many copies
             copies = _copies_during(name, before, _serving_copies(ep, sm))
     data = {"endpoint": name, "adapter": adapter, "sessions": runner.sessions_opened,
-            **result.to_dict()}
+            **result.to_dict(), **({"stopped": result.stopped} if stopped else {})}
     if output_path is not None:
         _write_bench_file(output_path, result, spec_path, planned, copies,
                           session_per_document, identity, adapter)
@@ -107,6 +112,11 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
         echo_json(data)
     else:
         _print_table(result, name, adapter)
+    if stopped is not None:  # the measurements are written: now fail
+        if output_path is not None:
+            click.echo(f"{output_path} holds the {result.measured} requests measured, marked "
+                       '"complete": false', err=True)
+        raise stopped
 
 
 def _spec_path(target: str) -> Path | None:

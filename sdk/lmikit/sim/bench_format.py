@@ -85,11 +85,13 @@ class BenchFile:
     records: list[BenchRecord]
     copies: int | None = None  # model copies that served the bench (None: not recorded)
     adapter: str | None = None  # the LoRA adapter every request went to (None: the base)
+    stopped: str | None = None  # why the run ended before its last request (None: it ran all)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "model": self.model, "instance": self.instance,
                 "tp": self.tp, "chunk_size": self.chunk_size, "kv_cache": self.kv_cache,
                 "copies": self.copies, "adapter": self.adapter,
+                "complete": self.stopped is None, "stopped": self.stopped,
                 "requests": [r.to_dict() for r in self.records]}
 
 
@@ -128,7 +130,7 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
         raise SimulationError(f"{where}: copies must be a whole number from 1 to "
                               f"{MAX_BENCH_COPIES} (the model copies that served the bench), "
                               f"or null (got {safe_repr(copies)})")
-    for name in ("model", "instance", "adapter"):
+    for name in ("model", "instance", "adapter", "stopped"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise SimulationError(f"{where}: {name} must be a string or null (got "
                                   f"{safe_repr(data[name])})")
@@ -153,8 +155,11 @@ def bench_from_dict(data: Any, where: str = "bench file") -> BenchFile:
         raise SimulationError(f"{where}: requests[{n}].start_s {safe_repr(max(starts))} is "
                               f"{max(starts) - min(starts):,.0f} s after the first request's; "
                               f"a bench spans at most {MAX_BENCH_SPAN_S:,.0f} s (30 days)")
+    stopped = data.get("stopped")
+    if data.get("complete", True) is False and stopped is None:
+        stopped = "the run stopped early (the file does not say why)"
     return BenchFile(data.get("model"), data.get("instance"), tp, chunk, kv_cache, records,
-                     copies, data.get("adapter"))
+                     copies, data.get("adapter"), stopped)
 
 
 def _one_of_or_null(field: str, value: Any, valid: tuple[str, ...]) -> str | None:

@@ -375,6 +375,9 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                                   if FITTED[n] is None or FITTED[n] in tiers))
     notes += [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()]
     notes += _left_out(bench, mask)
+    if bench.stopped is not None:
+        notes.append(f"the bench stopped before its last request ({bench.stopped}); fitted "
+                     f"to the {len(bench.records)} it measured")
     if bench.copies is None and dep.instances > 1:
         notes.append(f"the bench file does not say how many model copies served it; replayed "
                      f"on {dep.instances}, the deployment's (lmikit bench records it)")

@@ -562,3 +562,13 @@ def test_requests_the_bench_marks_as_no_evidence_are_load_only() -> None:
     assert result.coefficients.request_overhead_s == pytest.approx(0.035, rel=0.05)
     assert (f"4 request(s) the bench marked as no evidence are replayed as load but left out "
             f"of the fit: {why}") in result.notes
+
+
+def test_a_bench_that_stopped_early_is_fitted_to_what_it_measured_and_says_so() -> None:
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
+    data = {**bench.to_dict(), "complete": False, "stopped": "interrupted (Ctrl-C)"}
+    stopped = bench_from_dict(json.loads(json.dumps(data)))
+    assert stopped.stopped == "interrupted (Ctrl-C)"
+    assert ("the bench stopped before its last request (interrupted (Ctrl-C)); fitted to the "
+            "10 it measured") in fit(DEP, stopped, max_evaluations=30).notes
+    assert bench_from_dict({**data, "stopped": None}).stopped is not None  # complete: false
