@@ -28,8 +28,8 @@ from lmikit.sim.scenario import KV_MODES
 from lmikit.sim.workloads import MAX_ARRIVAL_S, MAX_PROMPT_CHUNKS, MAX_REQUEST_TOKENS, finite
 
 FORMAT = "lmikit-bench/1"
-# A fit replays the whole file up to 1,500 times: 1,000 requests take about 40 s on one
-# core (benchmarks/simulate_limits.py measures it), so the file is bounded.
+# A fit replays the whole file many times (at most lmikit.sim.calibrate.MAX_EVALUATIONS,
+# within MAX_FIT_SECONDS), so the file is bounded too.
 MAX_BENCH_REQUESTS = 5_000
 MAX_BENCH_BYTES = 16 * 1024**2
 MAX_BENCH_COPIES = 512  # as lmikit simulate --instances

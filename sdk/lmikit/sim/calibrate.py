@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -84,6 +85,11 @@ ROUND_SETTLED = 0.005
 # replays a fit may take (benchmarks/simulate_limits.py times a 1,000-request file's); a fit
 # stops sooner when a round of its search gains under 2%
 MAX_EVALUATIONS = 1500
+# and at most this long in all (a 5,000-request bench of 120,000-token prompts replays in
+# about 3 s: 1,500 replays would take 78 minutes); the replays besides the search's (the
+# errors before and after, the checks at a bound) are counted in EXTRA_REPLAYS
+MAX_FIT_SECONDS = 600.0
+EXTRA_REPLAYS = 8
 PAST_BOUND = 1.05  # where a fit at the bound looks whether the bench wants more
 # what a coefficient needs to be fitted (_with_evidence): requests that carry it, and, for
 # request_overhead_s, prefill lengths this far apart
@@ -269,11 +275,7 @@ def ttft_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
                mask: list[bool] | None = None) -> float:
     """Mean absolute relative error of the predicted TTFTs (of the requests that are
     evidence, :func:`evidence_mask`)."""
-    mask = evidence_mask(bench) if mask is None else mask
-    ttft, _ = replay(dep, bench, coeff)
-    errs = [abs(t - r.ttft_s) / r.ttft_s
-            for r, t, ok in zip(bench.records, ttft, mask, strict=True) if ok]
-    return sum(errs) / len(errs)
+    return _errors(dep, bench, coeff, evidence_mask(bench) if mask is None else mask)[0]
 
 
 def decode_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
@@ -281,12 +283,19 @@ def decode_error(dep: Deployment, bench: BenchFile, coeff: Coefficients,
     """Mean absolute relative error of the predicted decode times (time after the first
     token) of the requests that are evidence and had two or more output tokens; 0 where
     none had."""
-    mask = evidence_mask(bench) if mask is None else mask
-    _, decode = replay(dep, bench, coeff)
-    errs = [abs(d - (r.total_s - r.ttft_s)) / (r.total_s - r.ttft_s)
-            for r, d, ok in zip(bench.records, decode, mask, strict=True)
-            if ok and r.output_tokens > 1 and r.total_s > r.ttft_s]
-    return sum(errs) / len(errs) if errs else 0.0
+    return _errors(dep, bench, coeff, evidence_mask(bench) if mask is None else mask)[1]
+
+
+def _errors(dep: Deployment, bench: BenchFile, coeff: Coefficients,
+            mask: list[bool]) -> tuple[float, float]:
+    """(:func:`ttft_error`, :func:`decode_error`) from one replay."""
+    ttft, decode = replay(dep, bench, coeff)
+    first = [abs(t - r.ttft_s) / r.ttft_s
+             for r, t, ok in zip(bench.records, ttft, mask, strict=True) if ok]
+    after = [abs(d - (r.total_s - r.ttft_s)) / (r.total_s - r.ttft_s)
+             for r, d, ok in zip(bench.records, decode, mask, strict=True)
+             if ok and r.output_tokens > 1 and r.total_s > r.ttft_s]
+    return sum(first) / len(first), sum(after) / len(after) if after else 0.0
 
 
 @dataclass(frozen=True)
@@ -325,11 +334,13 @@ class Fit:
 def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         max_evaluations: int = MAX_EVALUATIONS,
         progress: Callable[[int, int], None] | None = None,
-        unverified: bool = False) -> Fit:
+        unverified: bool = False, max_seconds: float = MAX_FIT_SECONDS) -> Fit:
     """Coefficients that best explain ``bench`` on ``dep`` (in log space: rounds of a
     coordinate search and Nelder-Mead, :func:`lmikit.sim._search.search`).
 
     ``progress(done, at_most)`` is called after each replay of the bench (one evaluation).
+    The replays are bounded in number (``max_evaluations``) and in time: a fit times its
+    first replay and takes no more than fit in ``max_seconds`` (with a note saying so).
     A bench whose model, instance type, TP, kv_cache mode or adapter is unknown or not
     ``dep``'s is refused; ``unverified`` fits it anyway, with a note naming each field.
     """
@@ -384,6 +395,22 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
 
     ttft_names = [n for n in names if n != DECODE]
     decode_names = [n for n in names if n == DECODE]
+    measured: dict[Coefficients, tuple[float, float]] = {}
+
+    def errors(c: Coefficients) -> tuple[float, float]:
+        if c not in measured:
+            measured[c] = _errors(dep, bench, c, mask)
+        return measured[c]
+
+    began = time.perf_counter()
+    errors(base)
+    one = time.perf_counter() - began  # what a replay of this bench costs here
+    fits_in = int(max_seconds / max(one, 1e-9)) - EXTRA_REPLAYS
+    if fits_in < max_evaluations:
+        notes.append(f"a replay of this bench takes {one:.2g} s, so the fit stopped at "
+                     f"{max(1, fits_in):,} replays (not {max_evaluations:,}) to stay within "
+                     f"{max_seconds:g} s: its coefficients may fall short of the best fit")
+        max_evaluations = max(1, fits_in)
     evaluations = 0
 
     def stage(stage_names: list[str], which: int, coeff: Coefficients,
@@ -431,7 +458,7 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         if last is not base and all(abs(getattr(coeff, n) / getattr(last, n) - 1)
                                     <= ROUND_SETTLED for n in names):
             break
-    coeff, kept = _no_worse(dep, bench, mask, base, coeff, ttft_names, decode_names)
+    coeff, kept = _no_worse(errors, base, coeff, ttft_names, decode_names)
     fitted = [n for n in names if n not in kept]
     notes += kept.values()
     # at its bound, a coefficient says the bench is faster than the hardware allows only if
@@ -444,29 +471,27 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
               "this model and instance type" for n in pinned
               if _losses(_faster(dep, n), bench, coeff, mask)[n == DECODE]
               < 0.99 * at_bound[n == DECODE]]
-    decode_before, decode_after = (decode_error(dep, bench, base, mask),
-                                   decode_error(dep, bench, coeff, mask))
+    (ttft_before, decode_before), (ttft_after, decode_after) = errors(base), errors(coeff)
     if decode_after > decode_before:  # the TTFT fit's prefill share of decode steps moved it
         notes.append(f"the decode time error rose from {decode_before:.1%} to "
                      f"{decode_after:.1%} with the fitted TTFT coefficients: no "
                      "decode_hbm_efficiency explains this bench's decode times")
-    return Fit(coeff, fitted, ttft_error(dep, bench, base, mask),
-               ttft_error(dep, bench, coeff, mask), len(bench.records), notes,
+    return Fit(coeff, fitted, ttft_before, ttft_after, len(bench.records), notes,
                decode_before, decode_after)
 
 
-def _no_worse(dep: Deployment, bench: BenchFile, mask: list[bool], base: Coefficients,
+def _no_worse(errors: Callable[[Coefficients], tuple[float, float]], base: Coefficients,
               coeff: Coefficients, ttft_names: list[str], decode_names: list[str]
               ) -> tuple[Coefficients, dict[str, str]]:
     """``coeff`` with each group of fitted coefficients (TTFT's, decode's) put back to
-    ``base`` where it does not predict its measurements better than ``base`` does; and a
-    note for each coefficient put back."""
+    ``base`` where it does not predict its measurements better than ``base`` does
+    (``errors``: the TTFT and decode time errors of a set of coefficients); and a note for
+    each coefficient put back."""
     kept: dict[str, str] = {}
-    for names, error, what in ((ttft_names, ttft_error, "TTFT"),
-                               (decode_names, decode_error, "decode time")):
+    for names, which, what in ((ttft_names, 0, "TTFT"), (decode_names, 1, "decode time")):
         if not names:
             continue
-        before, after = error(dep, bench, base, mask), error(dep, bench, coeff, mask)
+        before, after = errors(base)[which], errors(coeff)[which]
         if after < before:
             continue
         for n in names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -572,3 +573,25 @@ def test_a_bench_that_stopped_early_is_fitted_to_what_it_measured_and_says_so() 
     assert ("the bench stopped before its last request (interrupted (Ctrl-C)); fitted to the "
             "10 it measured") in fit(DEP, stopped, max_evaluations=30).notes
     assert bench_from_dict({**data, "stopped": None}).stopped is not None  # complete: false
+
+
+def test_a_fit_stays_within_its_time_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A valid 5,000-request bench of 120,000-token prompts replays in about 3 s, so its
+    1,500 replays would have taken 78 minutes (the docs said about 500 s at that bound): a
+    fit now times its first replay and takes only as many as fit in max_seconds."""
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(6, 2_000, 8, 1)), "off")
+    real = calibrate.replay
+
+    def slow(*args: object) -> tuple[list[float], list[float]]:
+        time.sleep(0.05)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate, "replay", slow)
+    seen: list[int] = []
+    started = time.perf_counter()
+    result = fit(DEP, bench, max_seconds=1.5, progress=lambda _, most: seen.append(most))
+    assert time.perf_counter() - started < 1.5 + 0.5
+    assert len(set(seen)) == 1 and seen[0] < 30 - 8  # the cap, the extra replays aside
+    assert any(n.startswith("a replay of this bench takes 0.05")
+               and n.endswith("to stay within 1.5 s: its coefficients may fall short of the "
+                              "best fit") for n in result.notes), result.notes
