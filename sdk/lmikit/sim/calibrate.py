@@ -308,6 +308,7 @@ class Fit:
     notes: list[str] = field(default_factory=list)
     decode_error_before: float = 0.0
     decode_error_after: float = 0.0
+    in_file: int = 0  # the file's requests; ``requests`` counts those that were evidence
 
     def summary(self) -> list[str]:
         """What the CLI prints: the TTFT and decode-time errors before and after the fit,
@@ -317,7 +318,8 @@ class Fit:
                   f"{self.decode_error_after:.1%}")
         applied = f"fitted {', '.join(self.fitted)}" if self.fitted else \
             "no fit did better than the defaults: none applied"
-        return [f"Calibrated on {self.requests} measured requests: {errors} ({applied})",
+        of = f" (of the file's {self.in_file})" if self.in_file > self.requests else ""
+        return [f"Calibrated on {self.requests} measured requests{of}: {errors} ({applied})",
                 *(f"  - {n}" for n in self.notes)]
 
     def to_dict(self) -> dict[str, Any]:
@@ -328,7 +330,8 @@ class Fit:
                 "ttft_error_after": round(self.ttft_error_after, 4),
                 "decode_error_before": round(self.decode_error_before, 4),
                 "decode_error_after": round(self.decode_error_after, 4),
-                "requests": self.requests, "notes": self.notes}
+                "requests": self.requests, "requests_in_file": self.in_file or self.requests,
+                "notes": self.notes}
 
 
 def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
@@ -476,8 +479,8 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
         notes.append(f"the decode time error rose from {decode_before:.1%} to "
                      f"{decode_after:.1%} with the fitted TTFT coefficients: no "
                      "decode_hbm_efficiency explains this bench's decode times")
-    return Fit(coeff, fitted, ttft_before, ttft_after, len(bench.records), notes,
-               decode_before, decode_after)
+    return Fit(coeff, fitted, ttft_before, ttft_after, sum(mask), notes,
+               decode_before, decode_after, len(bench.records))
 
 
 def _no_worse(errors: Callable[[Coefficients], tuple[float, float]], base: Coefficients,

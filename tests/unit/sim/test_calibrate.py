@@ -595,3 +595,16 @@ def test_a_fit_stays_within_its_time_bound(monkeypatch: pytest.MonkeyPatch) -> N
     assert any(n.startswith("a replay of this bench takes 0.05")
                and n.endswith("to stay within 1.5 s: its coefficients may fall short of the "
                               "best fit") for n in result.notes), result.notes
+
+
+def test_the_summary_counts_the_requests_the_fit_rested_on() -> None:
+    """It once said 'Calibrated on 10 measured requests' when 4 had an unknown outcome and
+    only 6 were used."""
+    bench = synthetic_bench(DEP, _with_pre_warmup(long_doc_qa(4, 2_000, 8, 1)), "off")
+    unknown = replace(bench, records=[replace(r, hit=None, tier=None, cached_tokens=None,
+                                              cached_by_tier=None, outcome_source=None)
+                                      if r.round == "query" else r for r in bench.records])
+    result = fit(DEP, unknown, max_evaluations=30)
+    assert (result.requests, result.in_file) == (6, 10)
+    assert result.summary()[0].startswith("Calibrated on 6 measured requests (of the file's 10): ")
+    assert result.to_dict()["requests_in_file"] == 10
