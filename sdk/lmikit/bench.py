@@ -44,6 +44,9 @@ class Measurement:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     excluded: str | None = None  # why its times are no evidence for a fit (None: they are)
+    # seconds from the call to send until the request left (opening its session first):
+    # its start is that much later than the call's
+    sent_after_s: float = 0.0
 
 
 Send = Callable[[str], Measurement]
@@ -196,7 +199,8 @@ def run_round(name: str, prompts: Iterable[str], send: Send, in_flight: int,
 
     def timed(prompt: str) -> tuple[float, Measurement]:
         began = time.perf_counter() - origin
-        return began, send(prompt)
+        m = send(prompt)
+        return began + m.sent_after_s, m
 
     def record(i: int, began: float, m: Measurement) -> None:
         result.ttfts_s.append(m.ttft_s)

@@ -238,6 +238,11 @@ class TokenStream:
         self._first: float | None = None
         self.result: InvokeResult | None = None
 
+    @property
+    def started_at(self) -> float:
+        """When the request was sent, on the endpoint's clock (``clock.monotonic()``)."""
+        return self._start
+
     def __iter__(self) -> Iterator[str]:
         from botocore.exceptions import ClientError
 

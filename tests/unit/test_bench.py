@@ -212,3 +212,14 @@ def test_bench_pools_a_connection_per_request_in_flight(monkeypatch: pytest.Monk
     assert Endpoint("x", region="us-east-1").client.meta.config.max_pool_connections == 10
     ep = Endpoint("x", region="us-east-1", max_connections=17)
     assert ep.client.meta.config.max_pool_connections == 17
+
+
+def test_a_request_starts_when_it_leaves_not_when_its_session_was_opened() -> None:
+    """With --session-per-document the first request of a document opens its session
+    first: its start once counted that call while its TTFT did not, so a replay had it
+    arrive early."""
+    from lmikit.bench import run_round
+
+    rnd = run_round("warmup", ["a"], lambda _: Measurement(0.1, 0.2, 1, sent_after_s=0.5),
+                    in_flight=1)
+    assert rnd.starts_s[0] == pytest.approx(0.5, abs=0.05)  # from the round's start

@@ -283,6 +283,7 @@ class _Runner:
     def send(self, prompt: str) -> Measurement:
         from lmikit.bench import Measurement
 
+        called = self.ep.clock.monotonic()
         body = self.ep.payload(prompt, stream=True, max_tokens=self.workload.output_tokens)
         body["temperature"] = 0
         doc = self._doc_of.get(prompt)
@@ -295,15 +296,16 @@ class _Runner:
         r = stream.result
         if r is None:  # pragma: no cover - set when the stream ends
             raise click.ClickException("a stream ended without a result")
+        late = max(0.0, stream.started_at - called)  # a NEW_SESSION call went first
         excluded = None
         if r.retries:  # botocore's back-off is inside its timings
             excluded = (f"botocore retried it {r.retries} time(s) (throttled or a 5xx answer), "
                         "so its TTFT includes the back-off")
         if r.first_token_s is None:  # a stream of role and usage only: no TTFT to measure
             return Measurement(r.total_s, r.total_s, r.tokens, r.prompt_tokens, r.cached_tokens,
-                               excluded=NO_TOKEN)
+                               NO_TOKEN, late)
         return Measurement(r.first_token_s, r.total_s, r.tokens, r.prompt_tokens,
-                           r.cached_tokens, excluded)
+                           r.cached_tokens, excluded, late)
 
     def run(self) -> BenchResult:
         from lmikit.bench import run_long_doc_qa
