@@ -25,7 +25,11 @@ call took (imports excluded) and the process's peak resident memory:
 - the largest trace accepted in requests (100,000 lines of chunk ids), loaded;
 - a calibration fit on a 1,000-request bench file: how many replays it took, and the time
   that projects to at ``MAX_BENCH_REQUESTS`` with as many replays and with the most a fit
-  takes (``calibrate.MAX_EVALUATIONS``; its cost is linear in requests and replays).
+  takes (``calibrate.MAX_EVALUATIONS``); a replay's cost grows with requests and with their
+  prompts and queueing, so that projection is no bound;
+- a calibration fit on the heaviest bench file accepted in practice: 5,000 requests of
+  120,000-token prompts arriving 10 ms apart (Llama-3.1-8B on p4de, CPU tier), whose replay
+  takes seconds: the fit's time bound (``calibrate.MAX_FIT_SECONDS``) is what ends it.
 
     python benchmarks/simulate_limits.py
 """
@@ -103,6 +107,23 @@ CHILD = textwrap.dedent("""
             return (f"{replays[0]:,} replays; projects to {took * scale:,.0f} s at "
                     f"{calibrate.MAX_BENCH_REQUESTS:,} requests, {worst:,.0f} s with "
                     f"{calibrate.MAX_EVALUATIONS:,} replays"), took
+        elif case == "fit on 5,000 x 120,000-token bench requests":
+            big = sim.deployment("meta-llama/Llama-3.1-8B-Instruct", "ml.p4de.24xlarge")
+            rows = [{"round": "warmup", "start_s": i * 0.01, "ttft_s": 1.0 + (i % 7) * 0.1,
+                     "total_s": 2.0 + (i % 5) * 0.1, "prompt_tokens": 120_000,
+                     "output_tokens": 16, "hit": bool(i % 2),
+                     **({"tier": "cpu"} if i % 2 else {})} for i in range(5_000)]
+            bench = calibrate.bench_from_dict({
+                "format": calibrate.FORMAT, "model": big.model_id,
+                "instance": big.instance_type, "tp": 1, "kv_cache": "cpu", "copies": 1,
+                "requests": rows})
+            replays = [0]
+            start = time.perf_counter()
+            result = calibrate.fit(big, bench,
+                                   progress=lambda done, _: replays.__setitem__(0, done))
+            took = time.perf_counter() - start
+            return (f"{replays[0]:,} replays, bound {calibrate.MAX_FIT_SECONDS:,.0f} s; "
+                    f"{len(result.notes)} notes"), took
         return "built"
 
     start = time.perf_counter()
@@ -122,7 +143,7 @@ CASES = ["refuse: 10^8 documents", "refuse: 10^11-token document", "refuse: 10^8
          "long-doc-qa at the bounds, 1 scenario", "512 copies, kv_aware, 100,000 chat",
          "512 copies, kv_aware, 100,000 rag",
          "repeated text at the chunk bound (notes)", "trace of 100,000 requests, loaded",
-         "fit on 1,000 bench requests"]
+         "fit on 1,000 bench requests", "fit on 5,000 x 120,000-token bench requests"]
 
 
 def main() -> int:

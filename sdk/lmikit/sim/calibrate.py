@@ -451,8 +451,8 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
     # TTFT and decode time are fitted apart: a decode the model cannot match (faster than
     # the HBM bound, or slowed by something it does not model) must not be paid for with
     # TTFT coefficients. They still meet in the replay (a prefill queues behind decode
-    # steps, a decode step carries prefill chunks), so a second round refits each with the
-    # other's fit in place.
+    # steps, a decode step carries prefill chunks), so each round refits both with the
+    # other's latest fit in place, until a round moves none of them.
     coeff = base
     for shares in STAGE_SHARES:
         last = coeff
