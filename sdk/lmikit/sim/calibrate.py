@@ -381,13 +381,14 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
                               "besides the GPU pool")
     base = start or dep.engine.coeff
     names, held = _with_evidence(bench, mask)
+    tiers = MODE_TIERS.get(bench.kv_cache or "", TIER_NAMES)  # no word on tiers it lacks
     if not names:
-        tiers = MODE_TIERS.get(bench.kv_cache or "", TIER_NAMES)
         raise SimulationError("the bench file has too little evidence to fit any "
                               "coefficient: " + "; ".join(
                                   f"{n}: {why}" for n, why in held.items()
                                   if FITTED[n] is None or FITTED[n] in tiers))
-    notes += [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()]
+    notes += [f"{n} kept at {getattr(base, n):g}: {why}" for n, why in held.items()
+              if FITTED[n] is None or FITTED[n] in tiers]
     notes += _left_out(bench, mask)
     if bench.stopped is not None:
         notes.append(f"the bench stopped before its last request ({bench.stopped}); fitted "

@@ -132,11 +132,14 @@ def test_one_prompt_length_cannot_separate_prefill_from_overhead_so_overhead_is_
 
 
 def test_fit_keeps_coefficients_without_evidence() -> None:
-    bench = synthetic_bench(DEP, long_doc_qa(4, 1_000, 8, 2), "off")
+    """4,000 tokens of documents stay in the GPU pool: the CPU tier serves none, and a
+    cpu-mode bench has no word on the disk or remote tiers it lacks."""
+    bench = synthetic_bench(DEP, long_doc_qa(4, 1_000, 8, 2), "cpu")
     result = fit(DEP, bench)
-    assert "disk_read_efficiency" not in result.fitted
-    assert ("disk_read_efficiency kept at 1: the bench has 0 requests that read 256 tokens "
-            "or more from the disk tier; a fit needs 3") in result.notes
+    assert "cpu_retrieve_efficiency" not in result.fitted
+    assert ("cpu_retrieve_efficiency kept at 0.7: the bench has 0 requests that read 256 "
+            "tokens or more from the cpu tier; a fit needs 3") in result.notes
+    assert not [n for n in result.notes if "disk" in n or "remote" in n]
 
 
 def test_a_bench_too_small_to_fit_anything_is_refused() -> None:
