@@ -518,9 +518,12 @@ def expected_outcomes(dep: Deployment, workload: Workload, mode: str,
                       routing: str) -> list[dict[str, int]]:
     """Where each measured request of ``workload`` on ``dep`` should find its prompt cached:
     its cached tokens per tier (``{"gpu": 3328, "cpu": 512}``; empty for a miss), in the
-    workload's order. ``lmikit bench`` writes these for its query round, since a client
-    cannot see which tier answered: which one does is a matter of capacities (the plan's GPU
-    pool and LMCache tiers), LRU order and routing, which this runs; timing hardly moves it.
+    workload's order. ``lmikit bench`` writes these for its query round where the server
+    does not count each request's cached tokens (LMI does not), and splits a count across
+    tiers by them where it does (a client never sees which tier answered): which one does is
+    a matter of capacities (the plan's GPU pool and LMCache tiers), LRU order and routing,
+    which this runs. Timing moves it too: with several copies routed by least outstanding
+    requests, which copy serves a repeat depends on when the others finish.
     """
     out = run(workload, dep.copies(mode), dep.router(routing, random.Random(0)),
               random.Random(1))
