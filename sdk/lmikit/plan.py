@@ -506,9 +506,12 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
         + (f" at {c.disk_read_efficiency:.0%}{mark('disk_read_efficiency')}"
            if c.disk_read_efficiency != 1.0 or "disk_read_efficiency" in fitted else "")
         + ", not overlapped with the host->GPU copy",
-        *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy plus "
-           f"{c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied to the "
-           "GPUs"] if remote else []),
+        *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy"
+           + (f" (at most {inst.network_gbit / 8:g} GB/s, the instance's "
+              f"{inst.network_gbit:g} Gbit/s network)"
+              if 0 < inst.network_gbit / 8 < c.remote_gbps else "")
+           + f" plus {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied "
+           "to the GPUs"] if remote else []),
     ]
 
 

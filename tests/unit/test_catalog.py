@@ -152,6 +152,18 @@ def test_instance_store_drive_counts(name, drives, gb):
     assert inst.nvme_read_gbps == 2.0 * drives
 
 
+@pytest.mark.parametrize(("name", "gbit"), [
+    ("ml.g6.xlarge", 10), ("ml.g6.12xlarge", 40), ("ml.g6e.8xlarge", 25),
+    ("ml.g6e.16xlarge", 35), ("ml.g6e.48xlarge", 400), ("ml.p4de.24xlarge", 400),
+    ("ml.p5.48xlarge", 3200)])
+def test_network_bandwidth_from_the_product_pages(name, gbit):
+    assert get_instance(name).network_gbit == gbit
+
+
+def test_every_instance_has_a_network_bandwidth():
+    assert all(inst.network_gbit > 0 for inst in INSTANCES.values())
+
+
 def test_only_the_p_families_join_their_gpus_with_nvlink():
     # NVIDIA's A10, L4 and L40S data sheets list PCIe Gen4 x16 as the only interconnect;
     # AWS's P4d, P5 and P6 pages describe NVSwitch/NVLink between the eight GPUs.

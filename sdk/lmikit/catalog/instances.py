@@ -11,6 +11,7 @@ GPU memory is given in GiB as the driver reports it (the published "80 GB" A100 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ class InstanceType:
     nvme_read_gbps: float
     family_source: str
     nvlink: bool = False  # GPUs joined by NVLink/NVSwitch; False: they talk over PCIe
+    network_gbit: float = 0.0  # the instance's network bandwidth ("up to" burst), Gbit/s
 
     @property
     def family(self) -> str:
@@ -171,6 +173,24 @@ INSTANCES |= _family(H200, _P5, _GEN5, 3.0, {"ml.p5en.48xlarge": (8, 192, 2048, 
 INSTANCES |= _family(B200, "https://aws.amazon.com/ec2/instance-types/p6/", _GEN5, 3.0, {
     "ml.p6-b200.48xlarge": (8, 192, 2048, 30720, 8),
 }, nvlink=True)
+
+
+# Network bandwidth, Gbit/s, from the same product pages ("up to" sizes burst to that rate):
+# what a remote KV tier can be read at, at most.
+NETWORK_GBIT = {
+    "ml.g5.xlarge": 10, "ml.g5.2xlarge": 10, "ml.g5.4xlarge": 25, "ml.g5.8xlarge": 25,
+    "ml.g5.16xlarge": 25, "ml.g5.12xlarge": 40, "ml.g5.24xlarge": 50, "ml.g5.48xlarge": 100,
+    "ml.g6.xlarge": 10, "ml.g6.2xlarge": 10, "ml.g6.4xlarge": 25, "ml.g6.8xlarge": 25,
+    "ml.g6.16xlarge": 25, "ml.g6.12xlarge": 40, "ml.g6.24xlarge": 50, "ml.g6.48xlarge": 100,
+    "ml.g6e.xlarge": 20, "ml.g6e.2xlarge": 20, "ml.g6e.4xlarge": 20, "ml.g6e.8xlarge": 25,
+    "ml.g6e.16xlarge": 35, "ml.g6e.12xlarge": 100, "ml.g6e.24xlarge": 200,
+    "ml.g6e.48xlarge": 400,
+    "ml.p4d.24xlarge": 400, "ml.p4de.24xlarge": 400,
+    "ml.p5.48xlarge": 3200, "ml.p5.4xlarge": 100, "ml.p5e.48xlarge": 3200,
+    "ml.p5en.48xlarge": 3200, "ml.p6-b200.48xlarge": 3200,
+}
+INSTANCES = {name: dataclasses.replace(inst, network_gbit=NETWORK_GBIT[name])
+             for name, inst in INSTANCES.items()}
 
 
 def ml_name(name: str) -> str:

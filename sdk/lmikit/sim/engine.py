@@ -71,6 +71,7 @@ class EngineModel:
     # bytes LMCache's tiers hold per token, when fewer than kv_bytes_per_token (MLA at TP > 1:
     # stored from the first rank only, ModelGeometry.lmcache_replication); 0: the same
     stored_kv_bytes_per_token: int = 0
+    network_gbps: float = 0.0  # >0: the instance's network, GB/s; a remote read is no faster
     _flops_rate: float = field(init=False, repr=False, compare=False)
     _hbm_rate: float = field(init=False, repr=False, compare=False)
     _step_overhead_s: float = field(init=False, repr=False, compare=False)
@@ -187,8 +188,14 @@ class EngineModel:
                 total_bytes, self.nvme_read_gbps * self.coeff.disk_read_efficiency)
         if tier == "remote":
             return copy + self.coeff.remote_rtt_s + sizing.transfer_seconds(
-                total_bytes, self.coeff.remote_gbps)
+                total_bytes, self.remote_read_gbps)
         raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
+
+    @property
+    def remote_read_gbps(self) -> float:
+        """The remote tier's read rate: ``remote_gbps``, at most the instance's network."""
+        rate = self.coeff.remote_gbps
+        return self.network_gbps if 0 < self.network_gbps < rate else rate
 
     def store_s(self, tokens: int) -> float:
         """Seconds the step waits while LMCache copies ``tokens`` of new KV to CPU memory."""
@@ -221,6 +228,7 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
         pcie_allreduce_gbps=0.0 if inst.nvlink else inst.host_to_gpu_gbps,
         stored_kv_bytes_per_token=(geo.kv_bytes_per_token(kv_dtype_bytes)
                                    * geo.lmcache_replication(tp)),
+        network_gbps=inst.network_gbit / 8,
     )
 
 

@@ -289,3 +289,17 @@ def test_plan_and_simulate_agree_on_a_lone_miss_and_a_lone_cpu_hit() -> None:
     assert (out.served["cpu"][4], out.served["gpu"][4]) == (3_840, 0)
     assert ttft[0] == pytest.approx(planned.predicted.ttft_miss_s, abs=1e-4)
     assert ttft[4] == pytest.approx(planned.predicted.ttft_hit_s["cpu"], abs=1e-4)
+
+
+def test_remote_reads_no_faster_than_the_instances_network() -> None:
+    """A remote hit crosses the instance's network: ml.g6.xlarge's "up to 10 Gbit/s" (AWS's
+    G6 page) caps the 2 GB/s remote_gbps at 1.25 GB/s; p4de's 400 Gbit/s does not."""
+    coeff = Coefficients(remote_rtt_s=0.0, remote_gbps=2.0)
+    small = engine_for("Qwen/Qwen2.5-1.5B-Instruct", "ml.g6.xlarge", coeff=coeff)
+    big = engine_for("Qwen/Qwen2.5-1.5B-Instruct", P4DE, coeff=coeff)
+    n = 10_000
+    assert small.remote_read_gbps == 1.25 and big.remote_read_gbps == 2.0
+    assert small.retrieve_s("remote", n) - small.retrieve_s("cpu", n) == pytest.approx(
+        n * small.kv_bytes_per_token / 1.25e9)
+    assert big.retrieve_s("remote", n) - big.retrieve_s("cpu", n) == pytest.approx(
+        n * big.kv_bytes_per_token / 2e9)
