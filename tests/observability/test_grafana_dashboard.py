@@ -112,6 +112,19 @@ def test_promql_hit_token_bands_count_each_request_once() -> None:
     assert "vllm_external_prefix_cache_hits_total" in series_in(q["hit_tokens_local"].expr)
 
 
+def test_promql_all_tier_hit_rate_is_over_every_prompt_token() -> None:
+    """vllm:prefix_cache_queries stays 0 with prefix caching off (KVCacheManager.
+    get_computed_blocks returns before it records stats), so the all-tier hit rate divides by
+    vllm:prompt_tokens, which counts each request's prompt once at its first token
+    (vllm/v1/metrics/stats.py, IterationStats.update_from_output)."""
+    q = container_queries(selector("rag"), kv_bytes_per_token=327_680)
+    series = series_in(q["prefix_hit_rate"].expr)
+    assert "vllm_prefix_cache_queries_total" not in series
+    assert "vllm_prompt_tokens_total" in series
+    assert q["prefix_hit_rate"].expr.endswith(
+        "/ sum(rate(vllm_prompt_tokens_total{'aws.sagemaker.endpoint.name'=\"rag\"}[5m]))")
+
+
 def _panel(board: dict, title: str) -> dict:
     return next(p for p in board["panels"] if p["title"] == title)
 

@@ -70,10 +70,13 @@ def container_queries(sel: str, *, kv_bytes_per_token: int) -> dict[str, PromQue
                   "tokens/s", "LMCache remote"),
         PromQuery("prompt_tokens", "Prompt tokens/s", _rate("vllm:prompt_tokens_total", sel),
                   "tokens/s", "prompt tokens"),
+        # Over every prompt token vLLM served (vllm:prompt_tokens counts each request's
+        # prompt once, at its first token: v1/metrics/stats.py), not over
+        # vllm:prefix_cache_queries, which stays 0 when prefix caching is off
+        # (KVCacheManager.get_computed_blocks returns before counting).
         PromQuery("prefix_hit_rate", "Prompt tokens served from any cache tier",
-                  f"({hits_gpu} + {hits_ext}) / "
-                  f"{_rate('vllm:prefix_cache_queries_total', sel)}", "percentunit",
-                  "all tiers"),
+                  f"({hits_gpu} + {hits_ext}) / {_rate('vllm:prompt_tokens_total', sel)}",
+                  "percentunit", "all tiers"),
         # vLLM's scheduler counts each request's tokens beyond the GPU prefix hit as a
         # connector query, hits and misses alike; LMCache's own num_requested_tokens counts
         # only requests whose lookup already found tokens, so it never sees a miss.
