@@ -475,6 +475,15 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
               "this model and instance type" for n in pinned
               if _losses(_faster(dep, n), bench, coeff, mask)[n == DECODE]
               < 0.99 * at_bound[n == DECODE]]
+    network = dep.engine.network_gbps
+    if "remote_gbps" in fitted and 0 < network < coeff.remote_gbps:
+        # a remote read is no faster than the instance's network (EngineModel.
+        # remote_read_gbps): past it every remote_gbps predicts the same, so the fit says so
+        # and keeps the rate that was seen
+        notes.append(f"remote_gbps fitted past {dep.instance_type}'s {network:g} GB/s network, "
+                     f"which caps a remote read: set to {network:g} (the remote hits ran at "
+                     "the network's rate; the store itself may be faster)")
+        coeff = coeff.replace(remote_gbps=network)
     (ttft_before, decode_before), (ttft_after, decode_after) = errors(base), errors(coeff)
     if decode_after > decode_before:  # the TTFT fit's prefill share of decode steps moved it
         notes.append(f"the decode time error rose from {decode_before:.1%} to "

@@ -90,8 +90,9 @@ def _served_from(tier: str, mode: str, truth: Coefficients) -> calibrate.BenchFi
     ("disk", "cpu+disk", Coefficients(prefill_mfu=0.6, request_overhead_s=0.05,
                                       decode_hbm_efficiency=0.6, disk_read_efficiency=0.3)),
     ("remote", "remote", Coefficients(prefill_mfu=0.42, remote_gbps=1.0)),
+    # ml.g5.4xlarge's network (up to 25 Gbit/s) caps a remote read at 3.125 GB/s
     ("remote", "remote", Coefficients(prefill_mfu=0.6, request_overhead_s=0.05,
-                                      remote_gbps=4.0)),
+                                      remote_gbps=2.8)),
 ])
 def test_fit_recovers_disk_and_remote_coefficients_within_5_percent(
         tier: str, mode: str, truth: Coefficients) -> None:
@@ -611,3 +612,15 @@ def test_the_summary_counts_the_requests_the_fit_rested_on() -> None:
     assert (result.requests, result.in_file) == (6, 10)
     assert result.summary()[0].startswith("Calibrated on 6 measured requests (of the file's 10): ")
     assert result.to_dict()["requests_in_file"] == 10
+
+
+def test_a_remote_rate_past_the_instances_network_is_set_to_the_network() -> None:
+    """A remote read is no faster than the instance's network (ml.g5.4xlarge: up to 25 Gbit/s,
+    3.125 GB/s), so a bench made with a faster store cannot tell the store's rate: the fit
+    sets remote_gbps to the network's rate and says so."""
+    truth = Coefficients(prefill_mfu=0.6, request_overhead_s=0.05, remote_gbps=6.0)
+    result = fit(DEP, _served_from("remote", "remote", truth))
+    assert DEP.engine.network_gbps == 3.125
+    assert result.coefficients.remote_gbps == 3.125
+    assert any("remote_gbps fitted past" in n for n in result.notes)
+    assert result.coefficients.prefill_mfu == pytest.approx(0.6, rel=0.05)
