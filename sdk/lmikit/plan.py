@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
 
 Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
+# why auto plans no LMCache tier for DeepSeek sparse attention, and an explicit one is warned
+_DSA_UNVERIFIED = ("which LMCache is not verified with in LMI's vLLM (an indexer key cache per "
+                   "layer and the fp8_ds_mla layout)")
 
 
 @dataclass(frozen=True)
@@ -188,13 +191,14 @@ def _plan(i: PlanInputs) -> Plan:
     gpu_tokens = _check_holds(i, inst, geo, weight_bytes, kv_dtype_bytes)
     max_len = i.max_model_len or sizing.default_max_model_len(
         geo.max_position_embeddings or 32768, gpu_tokens)
-    if i.max_model_len and i.max_model_len > gpu_tokens * sizing.MAX_MODEL_LEN_POOL_SHARE:
+    safe_len = sizing.default_max_model_len(i.max_model_len or 0, gpu_tokens)
+    if i.max_model_len and i.max_model_len > safe_len:
         warnings.append(
             f"engine.max_model_len {i.max_model_len} is over "
             f"{sizing.MAX_MODEL_LEN_POOL_SHARE:.0%} of the estimated KV pool ({gpu_tokens} "
             "tokens), which can run a few percent above the pool vLLM measures at start-up; "
             "vLLM will not start if one sequence of max_model_len does not fit it: at most "
-            f"{sizing.default_max_model_len(i.max_model_len, gpu_tokens)} is safe")
+            f"{safe_len} is safe")
     in_flight = i.concurrency * i.request_tokens
     if in_flight > gpu_tokens:
         warnings.append(f"{i.concurrency} requests of {i.request_tokens} tokens need "
@@ -211,42 +215,38 @@ def _plan(i: PlanInputs) -> Plan:
     # written into the LMCache file must fit without the container's own start-up sizing.
     disk = sizing.disk_cache_budget(volume.free_bytes, int(inst.nvme_gb * 1e9),
                                     i.copies, i.tp, is_nvme=inst.has_nvme)
-    per_copy_bytes = kv_bpt * replication  # bytes one cached token costs a copy, all ranks
     # MLA at TP > 1: LMCache stores on the first rank only, which is given the copy's whole
     # CPU share (first_rank_max_local_cpu_size); the disk tier has no such key, so that rank
     # keeps one worker's share of the NVMe
     first_rank_only = geo.lmcache_replication(i.tp) < replication
-    stored_bytes = kv_bpt * geo.lmcache_replication(i.tp)
+    stored_bytes = kv_bpt * geo.lmcache_replication(i.tp)  # one cached token, all ranks
+    disk_ranks = 1 if first_rank_only else i.tp  # ranks whose disk share holds the copy's KV
     cpu_tokens = host.per_worker_bytes * i.tp // stored_bytes
-    disk_tokens = (disk.per_worker_bytes if first_rank_only
-                   else disk.per_worker_bytes * i.tp) // stored_bytes
+    disk_tokens = disk.per_worker_bytes * disk_ranks // stored_bytes
 
     if geo.sparse_attention and i.mode == "auto":
         # vLLM keeps a second, indexer key cache per layer for DeepSeek sparse attention, and
         # its fp8 KV layout (fp8_ds_mla) is not the (layers, chunk, heads, head size) shape
         # LMCache 0.5.6's vLLM integration stores (integration/vllm/utils.py); with the vLLM
         # in LMI an LMCache tier is unverified, so auto does not pick one
-        warnings.append(f"{geo.model_id} uses DeepSeek sparse attention, which LMCache is not "
-                        "verified with in LMI's vLLM (an indexer key cache per layer and the "
-                        "fp8_ds_mla layout): planned without an LMCache tier (GPU prefix cache "
-                        "only); set kv_cache.mode to ask for one anyway")
+        warnings.append(f"{geo.model_id} uses DeepSeek sparse attention, {_DSA_UNVERIFIED}: "
+                        "planned without an LMCache tier (GPU prefix cache only); set "
+                        "kv_cache.mode to ask for one anyway")
         tier = "none"
     else:
         tier = _decide_tier(i, inst, gpu_tokens, in_flight, host, cpu_tokens, disk_tokens,
                             warnings)
         if geo.sparse_attention and tier != "none":
             warnings.append(f"kv_cache.mode {i.mode!r} puts LMCache in front of "
-                            f"{geo.model_id}'s DeepSeek sparse attention, which LMCache is not "
-                            "verified with in LMI's vLLM (an indexer key cache per layer and the "
-                            "fp8_ds_mla layout): test hits for correct output before relying "
-                            "on it")
-    lmcache = _lmcache_sizes(i, tier, host, disk, per_copy_bytes, warnings)
+                            f"{geo.model_id}'s DeepSeek sparse attention, {_DSA_UNVERIFIED}: "
+                            "test hits for correct output before relying on it")
+    lmcache = _lmcache_sizes(i, tier, host, disk)
     if first_rank_only and tier != "none":
         lmcache["first_rank_max_local_cpu_size_gb"] = round(
             lmcache["max_local_cpu_size_gb"] * i.tp, 1)
     cpu_tokens_used = int(lmcache["max_local_cpu_size_gb"] * sizing.GIB) * i.tp // stored_bytes
-    disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) \
-        * (1 if first_rank_only else i.tp) // stored_bytes
+    disk_tokens_used = int(lmcache["max_local_disk_size_gb"] * sizing.GIB) * disk_ranks \
+        // stored_bytes
 
     engine = _engine(i, inst, geo, weight_bytes)
     predicted = _predict(i, engine, inst, lmcache=tier != "none", remote=tier == "remote")
@@ -395,8 +395,8 @@ def _gib(value: float) -> float:
     return math.floor(value * 10) / 10
 
 
-def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget, disk: sizing.DiskBudget,
-                   per_copy_bytes: int, warnings: list[str]) -> dict[str, Any]:
+def _lmcache_sizes(i: PlanInputs, tier: Tier, host: sizing.HostBudget,
+                   disk: sizing.DiskBudget) -> dict[str, Any]:
     out: dict[str, Any] = {"chunk_size": i.chunk_size, "max_local_cpu_size_gb": 0.0,
                            "max_local_disk_size_gb": 0.0, "local_disk": None,
                            "remote_url": None, "workers": host.workers}
@@ -485,6 +485,7 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     defaults the bench had no evidence for.
     """
     from lmikit.sim.coefficients import Coefficients, hbm_gbps
+    from lmikit.sim.engine import remote_read_gbps
 
     c = coeff if coeff is not None else Coefficients()
 
@@ -509,7 +510,8 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
         *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy"
            + (f" (at most {inst.network_gbit / 8:g} GB/s, the instance's "
               f"{inst.network_gbit:g} Gbit/s network)"
-              if 0 < inst.network_gbit / 8 < c.remote_gbps else "")
+              if remote_read_gbps(c.remote_gbps, inst.network_gbit / 8) < c.remote_gbps
+              else "")
            + f" plus {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied "
            "to the GPUs"] if remote else []),
     ]

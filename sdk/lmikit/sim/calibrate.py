@@ -54,6 +54,7 @@ from lmikit.sim.bench_format import (  # re-exported: the file format's names we
     outcome_fields,
 )
 from lmikit.sim.coefficients import Coefficients
+from lmikit.sim.engine import remote_read_gbps
 from lmikit.sim.loop import RunResult, run
 from lmikit.sim.routers import LeastOutstanding
 from lmikit.sim.workloads import Phase, Request, Workload
@@ -476,7 +477,7 @@ def fit(dep: Deployment, bench: BenchFile, start: Coefficients | None = None,
               if _losses(_faster(dep, n), bench, coeff, mask)[n == DECODE]
               < 0.99 * at_bound[n == DECODE]]
     network = dep.engine.network_gbps
-    if "remote_gbps" in fitted and 0 < network < coeff.remote_gbps:
+    if "remote_gbps" in fitted and remote_read_gbps(coeff.remote_gbps, network) < coeff.remote_gbps:
         # a remote read is no faster than the instance's network (EngineModel.
         # remote_read_gbps): past it every remote_gbps predicts the same, so the fit says so
         # and keeps the rate that was seen

@@ -194,8 +194,7 @@ class EngineModel:
     @property
     def remote_read_gbps(self) -> float:
         """The remote tier's read rate: ``remote_gbps``, at most the instance's network."""
-        rate = self.coeff.remote_gbps
-        return self.network_gbps if 0 < self.network_gbps < rate else rate
+        return remote_read_gbps(self.coeff.remote_gbps, self.network_gbps)
 
     def store_s(self, tokens: int) -> float:
         """Seconds the step waits while LMCache copies ``tokens`` of new KV to CPU memory."""
@@ -205,6 +204,12 @@ class EngineModel:
 
     def with_coefficients(self, coeff: Coefficients) -> EngineModel:
         return dataclasses.replace(self, coeff=coeff)
+
+
+def remote_read_gbps(remote_gbps: float, network_gbps: float) -> float:
+    """A remote tier read at ``remote_gbps``, no faster than the instance's network
+    (``network_gbps``, GB/s; 0: unknown, no cap)."""
+    return network_gbps if 0 < network_gbps < remote_gbps else remote_gbps
 
 
 def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
