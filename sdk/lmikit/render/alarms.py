@@ -172,6 +172,24 @@ def _stat(id_: str, name: str, dims: dict[str, str], stat: str,
         "Period": period, "Stat": stat}}
 
 
+def _share_of_invocations(spec: DeploymentSpec, key: str, actions: tuple[str, ...], id_: str,
+                          metric: str, label: str, percent: float, description: str
+                          ) -> AlarmDef:
+    """An alarm on ``metric`` as a percentage of Invocations, above ``percent`` in 3 of 5
+    minutes; a minute without invocations reads 0."""
+    ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
+    return AlarmDef(
+        key=key, name=alarm_name(spec, key), kind="math", actions=actions,
+        description=description, threshold=percent, comparison_operator="GreaterThanThreshold",
+        evaluation_periods=5, datapoints_to_alarm=3, treat_missing_data="notBreaching",
+        metrics=(
+            _stat(id_, metric, ev, "Sum"),
+            _stat("invocations", "Invocations", ev, "Sum"),
+            {"Id": "rate", "ReturnData": True, "Label": label,
+             "Expression": f"IF(invocations > 0, 100 * FILL({id_}, 0) / invocations, 0)"},
+        ))
+
+
 def emf_period(spec: DeploymentSpec) -> int:
     """Seconds between the container's EMF lines (``LMIKIT_EMF`` interval_s): the period
     of every alarm and graph on ``LMIKit/Container``."""
@@ -209,34 +227,18 @@ def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[Ala
     base = base_component_name(spec.name)
     latency_ms = cfg.p90_model_latency_ms or default_p90_model_latency_ms(spec, plan)
     out = [
-        AlarmDef(
-            key="5xx-rate", name=alarm_name(spec, "5xx-rate"), kind="math", actions=actions,
-            description=f"{spec.name}: more than {cfg.error_5xx_rate_percent:g}% of invocations "
-            "returned 5xx in 3 of 5 minutes",
-            threshold=cfg.error_5xx_rate_percent, comparison_operator="GreaterThanThreshold",
-            evaluation_periods=5, datapoints_to_alarm=3, treat_missing_data="notBreaching",
-            metrics=(
-                _stat("errors", "Invocation5XXErrors", ev, "Sum"),
-                _stat("invocations", "Invocations", ev, "Sum"),
-                {"Id": "rate", "ReturnData": True, "Label": "5xx percent",
-                 "Expression": "IF(invocations > 0, 100 * FILL(errors, 0) / invocations, 0)"},
-            )),
-        AlarmDef(
-            key="model-error-rate", name=alarm_name(spec, "model-error-rate"), kind="math",
-            actions=actions,
-            description=f"{spec.name}: the model container answered more than "
+        _share_of_invocations(
+            spec, "5xx-rate", actions, "errors", "Invocation5XXErrors", "5xx percent",
+            cfg.error_5xx_rate_percent,
+            f"{spec.name}: more than {cfg.error_5xx_rate_percent:g}% of invocations "
+            "returned 5xx in 3 of 5 minutes"),
+        _share_of_invocations(
+            spec, "model-error-rate", actions, "modelerrors", "InvocationModelErrors",
+            "model error percent", cfg.model_error_rate_percent,
+            f"{spec.name}: the model container answered more than "
             f"{cfg.model_error_rate_percent:g}% of invocations with an error (any non-2xx; LMI "
             "returns 424 for a failed request, which Invocation5XXErrors does not count) in "
-            "3 of 5 minutes: the engine is failing requests; see the container log",
-            threshold=cfg.model_error_rate_percent, comparison_operator="GreaterThanThreshold",
-            evaluation_periods=5, datapoints_to_alarm=3, treat_missing_data="notBreaching",
-            metrics=(
-                _stat("modelerrors", "InvocationModelErrors", ev, "Sum"),
-                _stat("invocations", "Invocations", ev, "Sum"),
-                {"Id": "rate", "ReturnData": True, "Label": "model error percent",
-                 "Expression": "IF(invocations > 0, 100 * FILL(modelerrors, 0) / invocations, "
-                               "0)"},
-            )),
+            "3 of 5 minutes: the engine is failing requests; see the container log"),
         AlarmDef(
             key="p90-model-latency", name=alarm_name(spec, "p90-model-latency"), kind="metric",
             actions=actions,
