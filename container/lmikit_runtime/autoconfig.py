@@ -95,19 +95,20 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
                f"{cpu.bound}; budget {budget_gb} GB)")
 
     cfg: dict[str, Any] = dict(plan.base_config)
-    first_rank = "first_rank_max_local_cpu_size" in (cfg.get("extra_config") or {})
+    planned_extra = cfg.get("extra_config") or {}  # rebuilt below from what still applies
     for key in ("local_disk", "max_local_disk_size", "extra_config", "remote_url",
                 "remote_serde", "local_device"):
         cfg.pop(key, None)
     cfg.update({"chunk_size": plan.chunk_size, "local_cpu": True,
                 "max_local_cpu_size": cpu_gb, "enable_lazy_memory_allocator": True})
     cfg.setdefault("save_unfull_chunk", False)
-    if first_rank:
+    if "first_rank_max_local_cpu_size" in planned_extra:
         # MLA at TP > 1: LMCache stores from the first rank only (save_only_first_rank), so
         # that rank gets every rank's share
-        cfg["extra_config"] = {"first_rank_max_local_cpu_size": round(cpu_gb * tp, 1)}
-        log.append(f"LMCache stores MLA from the first rank only: {round(cpu_gb * tp, 1)} GB "
-                   "there (first_rank_max_local_cpu_size)")
+        first_gb = round(cpu_gb * tp, 1)
+        cfg["extra_config"] = {"first_rank_max_local_cpu_size": first_gb}
+        log.append(f"LMCache stores MLA from the first rank only: {first_gb} GB there "
+                   "(first_rank_max_local_cpu_size)")
     env = {"OPTION_LMCACHE_AUTO_CONFIG": "false", "OPTION_LMCACHE_CONFIG_FILE": config_path,
            "LMCACHE_CONFIG_FILE": config_path, "LMCACHE_MAX_LOCAL_CPU_SIZE": f"{cpu_gb:g}",
            "LMCACHE_LOCAL_CPU": "True"}
@@ -131,7 +132,7 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
         cfg["remote_serde"] = "naive"
         if plan.remote_url.startswith("s3://"):
             # LMCache's S3 connector asserts extra_config.s3_region; the planned file has it
-            region = (plan.base_config.get("extra_config") or {}).get("s3_region")
+            region = planned_extra.get("s3_region")
             if not region:
                 raise ConfigError("an s3:// kv_cache.remote_url needs extra_config.s3_region in "
                                   "the planned LMCache file; re-render it with lmikit")
