@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import logging
 import socket
 
 import pytest
@@ -66,5 +67,57 @@ def test_sandbox_starts_on_a_free_pair_without_moto():
     sandbox = start_sandbox(port=port, with_moto=False)
     try:
         assert sandbox.port == port
+    finally:
+        sandbox.stop()
+
+
+def test_sandbox_serve_prints_no_line_per_request():
+    """moto's server is werkzeug's, which logged every S3/IAM/CloudWatch request to stderr
+    while the fake SageMaker logged none: noise for a person, and a pipe that fills when the
+    output is captured and not read. Only the banner and the goodbye remain."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import boto3
+    from botocore.exceptions import EndpointConnectionError
+
+    port = free_port_pair()
+    assert port is not None
+    proc = subprocess.Popen([sys.executable, "-m", "lmikit.cli", "sandbox", "serve", "--port",
+                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        s3 = boto3.client("s3", region_name="us-east-1",
+                          endpoint_url=f"http://127.0.0.1:{port + 1}")
+        for _ in range(300):  # until moto answers
+            try:
+                s3.list_buckets()
+                break
+            except EndpointConnectionError:  # not listening yet
+                time.sleep(0.1)
+        for i in range(20):
+            s3.create_bucket(Bucket=f"quiet-{i}")
+            s3.list_buckets()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    lines = out.splitlines()
+    assert lines[-2:] == ["Press Ctrl-C to stop.", "Stopping the sandbox."], out
+    assert not [x for x in lines if "HTTP/1.1" in x], out
+
+
+@pytest.mark.parametrize(("before", "after"), [(logging.NOTSET, logging.WARNING),
+                                               (logging.DEBUG, logging.DEBUG)])
+def test_sandbox_quiets_werkzeug_only_where_nobody_set_its_level(monkeypatch, before, after):
+    werkzeug = logging.getLogger("werkzeug")
+    monkeypatch.setattr(werkzeug, "level", before)
+    port = free_port_pair()
+    assert port is not None
+    sandbox = start_sandbox(port=port)
+    try:
+        assert werkzeug.level == after
     finally:
         sandbox.stop()

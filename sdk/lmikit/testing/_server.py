@@ -5,6 +5,7 @@ CLI) at without an AWS account.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from dataclasses import dataclass
@@ -169,6 +170,12 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
         from lmikit.testing._moto import teach_moto_inference_components
 
         teach_moto_inference_components()  # the server runs in this process
+        # moto's server is werkzeug's, which logs a line per request to stderr once its
+        # logger has no level (werkzeug/_internal.py _log); the fake SageMaker logs none.
+        # A caller that set the level keeps it.
+        werkzeug_log = logging.getLogger("werkzeug")
+        if werkzeug_log.level == logging.NOTSET:
+            werkzeug_log.setLevel(logging.WARNING)
         moto = ThreadedMotoServer(ip_address=host, port=moto_port, verbose=False)
         moto.start()
         s3 = boto3.client("s3", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
