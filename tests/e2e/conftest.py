@@ -4,10 +4,12 @@ for the real ``lmikit`` CLI against it."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +39,44 @@ def adapter_dir(root: Path, name: str) -> Path:
     return write_lora_adapter(root / "adapters" / name, fill=sum(name.encode()) % 256)
 
 
+class _Output:
+    """Reads a process's output on a thread until it ends, so the process never blocks on a
+    full pipe (moto logs a line per request) and a wait for a line is bounded."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self._stdout = proc.stdout
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with self._stdout:
+            for line in self._stdout:
+                self._lines.put(line)
+        self._lines.put(None)
+
+    def until(self, marker: str, seconds: float) -> list[str]:
+        """The lines up to the one holding ``marker``, the end of the output, or
+        ``seconds``, whichever comes first."""
+        out: list[str] = []
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line)
+            if marker in line:
+                break
+        return out
+
+    def join(self, seconds: float) -> None:
+        self._thread.join(seconds)
+
+
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     port = _free_port_pair()
@@ -45,16 +85,13 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     proc = subprocess.Popen([sys.executable, "-m", "lmikit.cli", "sandbox", "serve", "--port",
                              str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env)
+    output = _Output(proc)
     exports: dict[str, str] = {}
     try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 60
-        for line in proc.stdout:
+        for line in output.until("Press Ctrl-C", seconds=60):
             if line.startswith("export "):
                 key, value = line[7:].strip().split("=", 1)
                 exports[key] = value
-            if "Press Ctrl-C" in line or time.monotonic() > deadline:
-                break
         assert "AWS_ENDPOINT_URL_SAGEMAKER" in exports, "the sandbox did not start"
         clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         yield {**clean, **exports, "LMIKIT_POLL_SECONDS": "0.25"}
@@ -65,8 +102,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        output.join(10)  # the output ended with the process: the reader closes the pipe
 
 
 def lmikit(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

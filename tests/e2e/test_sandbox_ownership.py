@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,24 @@ def _start(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _finish(runs: list[subprocess.Popen[str]]) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of each run. Every run's output is read while waiting,
+    all at once: a run that fills its pipe would otherwise never exit. A run still going
+    after 180 s is killed, and the wait fails."""
+    def finish(r: subprocess.Popen[str]) -> tuple[int, str, str]:
+        out, err = r.communicate(timeout=180)
+        return r.returncode, out, err
+
+    try:
+        with ThreadPoolExecutor(len(runs)) as pool:
+            return list(pool.map(finish, runs))
+    finally:
+        for r in runs:
+            if r.poll() is None:
+                r.kill()
+                r.communicate()
+
+
 def test_prefix_sharing_deployments_stay_apart_and_destroy_leaves_nothing(
         sandbox: dict[str, str], tmp_path: Path) -> None:
     adapter_dir(tmp_path, "legal")
@@ -88,7 +107,7 @@ def test_prefix_sharing_deployments_stay_apart_and_destroy_leaves_nothing(
     runs = [_start(sandbox, tmp_path, "deploy", "docqa.yaml", "--create-role"),
             _start(sandbox, tmp_path, "deploy", "docqa.yaml", "--create-role"),
             _start(sandbox, tmp_path, "deploy", "docqa-v2.yaml", "--create-role")]
-    results = [(r.wait(timeout=180), *r.communicate()) for r in runs]
+    results = _finish(runs)
     same = sorted(results[:2], key=lambda r: r[0])
     assert same[0][0] == 0, same[0][2]  # one deploy of docqa converged ...
     assert same[1][0] == 0 or same[1][2].startswith(  # ... the other waited for nothing
