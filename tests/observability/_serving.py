@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 CONTAINER = Path(__file__).resolve().parents[2] / "container"
 if str(CONTAINER) not in sys.path:
@@ -53,6 +53,15 @@ class ServingCopy:
         families = {n: Counter(n, n, LMCACHE, registry=registry) for n in LMCACHE_COUNTERS}
         self.ranks = [{n: c.labels("m", str(rank), "worker", "m") for n, c in families.items()}
                       for rank in range(tp)]
+        # per-rank tier usage in bytes (gauges, summed over ranks: multiprocess_mode "sum"
+        # in LMCache's PrometheusLogger) and CPU-tier evictions
+        gauges = {n: Gauge(n, n, LMCACHE, registry=registry)
+                  for n in ("lmcache:local_cache_usage", "lmcache:local_storage_usage")}
+        evictions = Counter("lmcache:local_cpu_evict_count", "", LMCACHE, registry=registry)
+        self.tiers = [{"cpu": gauges["lmcache:local_cache_usage"].labels(*labels),
+                       "disk": gauges["lmcache:local_storage_usage"].labels(*labels),
+                       "evictions": evictions.labels(*labels)}
+                      for labels in (("m", str(rank), "worker", "m") for rank in range(tp))]
         self.emitter = Emitter(load_table(), EmfConfig(
             "LMIKit/Container", {"EndpointName": "e", "InferenceComponentName": "e-base"}),
             registry.collect)
@@ -77,6 +86,15 @@ class ServingCopy:
                 rank["lmcache:num_hit_tokens"].inc(lmcache_hit)
                 rank["lmcache:num_remote_read_bytes"].inc(
                     remote_hit * self.kv_bytes_per_token // self.tp)
+
+    def tier_state(self, *, cpu_bytes: int = 0, disk_bytes: int = 0, evictions: int = 0
+                   ) -> None:
+        """Each rank's share: ``cpu_bytes`` / ``disk_bytes`` in use in the copy's tiers (all
+        ranks together), and ``evictions`` more from each rank's CPU tier."""
+        for rank in self.tiers:
+            rank["cpu"].set(cpu_bytes / self.tp)
+            rank["disk"].set(disk_bytes / self.tp)
+            rank["evictions"].inc(evictions)
 
     def line(self) -> dict[str, float]:
         """The values of this interval's EMF line."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lmikit.render.alarms import (
@@ -193,21 +195,105 @@ def test_cache_alarms_use_the_emf_interval_as_period() -> None:
     slow = spec.model_copy(update={"observability": spec.observability.model_copy(
         update={"metric_publish_frequency_seconds": 300})})
     fast = spec.model_copy(update={"observability": spec.observability.model_copy(
-        update={"metric_publish_frequency_seconds": 10})})
-    for s, period in ((slow, 300), (fast, 60)):  # EMF lines never more often than 60 s
+        update={"metric_publish_frequency_seconds": 240})})
+    for s, window in ((slow, 900), (fast, 960)):  # whole EMF intervals, at least 15 minutes
         alarms = {a.key: a for a in alarm_definitions(s, plan, image="lmikit")}
-        assert alarms["disk-tier-full"].period == period
-        assert alarms["disk-tier-full"].evaluation_periods * period == 1800
-        cpu = alarms["cpu-tier-full"]
-        assert {m["MetricStat"]["Period"] for m in cpu.metrics if "MetricStat" in m} == {period}
+        for key in ("hit-rate-collapse", "cpu-tier-full", "disk-tier-full"):
+            assert {m["MetricStat"]["Period"] for m in alarms[key].metrics
+                    if "MetricStat" in m} == {window}, key
+        for key in ("cpu-tier-full", "disk-tier-full"):  # two windows, both breaching
+            assert (alarms[key].evaluation_periods, alarms[key].datapoints_to_alarm) == (2, 2)
 
 
-def test_cpu_tier_alarm_needs_full_and_evicting() -> None:
+def _tier_alarms(example: str) -> dict[str, dict[str, Any]]:
+    spec, plan = load_example(example)
+    return {a.key: a.request() for a in alarm_definitions(spec, plan, image="lmikit")
+            if a.key.endswith("tier-full")}
+
+
+def _tier_windows(request: dict[str, Any], *, copies: int = 2, per_minute: int = 20,
+                  cpu_bytes: int = 0, disk_bytes: int = 0, evictions: int = 0,
+                  **traffic: int) -> list[dict[str, float | None]]:
+    """The query values of each window the alarm evaluates: every copy serves
+    ``per_minute`` requests shaped by ``traffic`` each minute, with its tiers holding
+    ``cpu_bytes`` / ``disk_bytes`` and its CPU tier evicting ``evictions`` a minute."""
+    minutes = request["Metrics"][0]["MetricStat"]["Period"] // 60
+    fleet = [ServingCopy() for _ in range(copies)]
+    windows = []
+    for _ in range(request["EvaluationPeriods"]):
+        lines = []
+        for _ in range(minutes):
+            for copy in fleet:
+                for _ in range(per_minute):
+                    copy.request(prompt=10_000, **traffic)
+                copy.tier_state(cpu_bytes=cpu_bytes, disk_bytes=disk_bytes,
+                                evictions=evictions)
+                lines.append(copy.line())
+        windows.append(query_values(request["Metrics"], lines))
+    return windows
+
+
+def _size(request: dict[str, Any]) -> int:
+    """The planned tier size the alarm compares with (its 95% limit / 0.95)."""
+    (result,) = [m for m in request["Metrics"] if m.get("ReturnData")]
+    limit = int(result["Expression"].split("usage > ")[1].split()[0])
+    return int(limit / 0.95)
+
+
+@pytest.mark.parametrize(("tier", "state", "alarm"), [
+    # A long-running LRU tier that sees more distinct text than it holds: full, evicting
+    # at every new chunk, and its hot chunks still hit. That is the tier at work.
+    ({"full": True, "evictions": 50, "lmcache_hit": 9_000}, "healthy churn", "OK"),
+    # Full and evicting while the cache stopped paying: the working set outgrew the tier.
+    ({"full": True, "evictions": 50, "lmcache_hit": 500}, "thrashing", "ALARM"),
+    # The hit rate collapsed but the tier has room (routing lost, cache restarted):
+    # hit-rate-collapse's case, not this one.
+    ({"full": False, "evictions": 0, "lmcache_hit": 500}, "collapse with room", "OK"),
+    # Full, the hit rate low, but nothing evicted: the tier holds what it was given.
+    ({"full": True, "evictions": 0, "lmcache_hit": 500}, "full, not evicting", "OK"),
+])
+def test_cpu_tier_alarm_fires_only_when_the_full_tier_stops_paying(
+        tier: dict[str, Any], state: str, alarm: str) -> None:
+    """Evaluated with CloudWatch's metric-math rules on what the real emitter prints."""
+    request = _tier_alarms("docqa-qwen7b")["cpu-tier-full"]
+    size = _size(request)
+    windows = _tier_windows(request, cpu_bytes=int(size * (0.99 if tier["full"] else 0.5)),
+                            evictions=tier["evictions"], lmcache_hit=tier["lmcache_hit"])
+    assert alarm_state(request, windows) == alarm, state
+
+
+@pytest.mark.parametrize(("full", "lmcache_hit", "alarm"), [
+    (True, 9_000, "OK"), (True, 500, "ALARM"), (False, 500, "OK")])
+def test_disk_tier_alarm_fires_only_when_the_full_tier_stops_paying(
+        full: bool, lmcache_hit: int, alarm: str) -> None:
+    """LMCache counts no disk evictions: a disk tier over 95% while the cache stops paying
+    is one whose working set no longer fits."""
+    request = _tier_alarms("rag-qwen72b-nvme")["disk-tier-full"]
+    size = _size(request)
+    windows = _tier_windows(request, disk_bytes=int(size * (0.99 if full else 0.5)),
+                            lmcache_hit=lmcache_hit)
+    assert alarm_state(request, windows) == alarm
+
+
+@pytest.mark.parametrize("key", ["cpu-tier-full", "disk-tier-full"])
+def test_tier_alarms_are_ok_when_idle_or_without_lines(key: str) -> None:
+    request = _tier_alarms("rag-qwen72b-nvme")[key]
+    size = _size(request)
+    idle = _tier_windows(request, per_minute=0, cpu_bytes=size, disk_bytes=size,
+                         evictions=50)
+    assert alarm_state(request, idle) == "OK"
+    assert alarm_state(request, [query_values(request["Metrics"], [])] * 2) == "OK"
+
+
+def test_cpu_tier_alarm_limit_is_95_percent_of_the_copys_planned_tier() -> None:
     spec, plan = load_example("docqa-qwen7b")
     alarm = {a.key: a for a in alarm_definitions(spec, plan, image="lmikit")}["cpu-tier-full"]
     (expr,) = [m["Expression"] for m in alarm.metrics if m.get("ReturnData")]
     limit = int(plan.lmcache["max_local_cpu_size_gb"] * 2**30 * plan.tp * 0.95)
-    assert expr == f"IF(usage > {limit}, 1, 0) * IF(FILL(evictions, 0) > 0, 1, 0)"
+    assert expr == (f"IF(requests >= {HIT_RATE_MIN_REQUESTS} AND gpuhits + lmcqueries > 0 "
+                    f"AND usage > {limit} AND FILL(evictions, 0) > 0 AND "
+                    f"(gpuhits + lmchits) / (gpuhits + lmcqueries) < "
+                    f"{spec.observability.alarms.min_hit_rate:g}, 1, 0)")
     assert (alarm.threshold, alarm.comparison_operator) == (1, "GreaterThanOrEqualToThreshold")
 
 

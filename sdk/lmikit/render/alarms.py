@@ -29,9 +29,13 @@ Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` 
   sees a miss. vLLM's ``external_prefix_cache_queries`` counts every request's tokens beyond
   the GPU prefix hit (``Scheduler.schedule``: ``request.num_tokens -
   num_new_local_computed_tokens``), hits and misses alike.
-* ``cpu-tier-full`` (metric math) / ``disk-tier-full`` (metric): the tier is >= 95% full
-  (and, for the CPU tier, evicting), i.e. the working set no longer fits (a full LRU cache
-  that is not evicting is fine). LMCache counts no disk evictions.
+* ``cpu-tier-full`` / ``disk-tier-full`` (metric math): the tier is over 95% full (and, for
+  the CPU tier, evicting) while fewer than ``min_hit_rate`` of the prompt tokens came from a
+  cache tier, in two of hit-rate-collapse's windows: the working set no longer fits. A full
+  LRU tier whose hits hold up is not alarmed on: a long-running tier that sees more distinct
+  text than it holds stays full and evicts at every new chunk by design (LMCache 0.5.6
+  ``LocalCPUBackend.allocate`` and ``LocalDiskBackend``'s put make room by evicting what
+  ``cache_policy`` names, LRU by default). LMCache counts no disk evictions.
 
 The cache alarms read ``LMIKit/Container`` (the EMF lines ``lmikit_runtime.emf`` prints),
 classic metrics with classic alarm semantics. Only lmikit's image prints those lines (with
@@ -288,38 +292,45 @@ def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[Ala
     if plan.tier == "cpu+disk":
         tiers.append(("disk-tier-full", "disk", "LMCacheDiskUsageBytes",
                       plan.lmcache.get("max_local_disk_size_gb") or 0.0))
-    n = periods(1800)
+    # An LRU tier that has seen more distinct text than it holds stays full (and the CPU
+    # tier evicts at every new chunk) while its hot chunks keep hitting: fullness alone is
+    # the steady state of any long-running tier. The working set has outgrown the tier when
+    # the tier is full (and evicting) AND the cache stopped paying, in the same windows as
+    # hit-rate-collapse.
+    hit_stats = hit_rate_queries(spec, window)[:-1]
+    rate = "(gpuhits + lmchits) / (gpuhits + lmcqueries)"
     for key, label, metric, size_gb in tiers:
         if size_gb <= 0:
             continue
         # One copy's workers (TP ranks) together: the emitter sums the per-worker gauge.
         limit = int(size_gb * GIB * tp * TIER_FULL_FRACTION)
+        stats = [*hit_stats, _stat("usage", metric, cd, "Maximum", mc.CONTAINER_NAMESPACE,
+                                   window)]
+        full = f"usage > {limit}"
+        if label == "CPU":  # LMCache counts CPU-tier evictions only
+            stats.append(_stat("evictions", "LMCacheCpuEvictions", cd, "Sum",
+                               mc.CONTAINER_NAMESPACE, window))
+            full += " AND FILL(evictions, 0) > 0"
         description = (f"{spec.name}: LMCache {label} tier above {TIER_FULL_FRACTION:.0%} of "
                        f"its {size_gb:g} GB x {tp} worker(s) in a copy"
                        + (" and evicting" if label == "CPU" else "")
-                       + " for 30 minutes: the working set outgrew the tier (raise its size, "
-                       "add instances, or add a tier)")
-        common: dict[str, Any] = dict(
-            key=key, name=alarm_name(spec, key), actions=actions, description=description,
-            evaluation_periods=n, datapoints_to_alarm=n, treat_missing_data="notBreaching")
-        if label == "CPU":
-            # LMCache counts CPU-tier evictions only; the disk tier alarms on fullness alone.
-            out.append(AlarmDef(
-                kind="math", threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
-                metrics=(
-                    _stat("usage", metric, cd, "Maximum", mc.CONTAINER_NAMESPACE, period),
-                    _stat("evictions", "LMCacheCpuEvictions", cd, "Sum",
-                          mc.CONTAINER_NAMESPACE, period),
-                    {"Id": "fullandevicting", "ReturnData": True,
-                     "Label": "CPU tier full and evicting",
-                     "Expression": f"IF(usage > {limit}, 1, 0) * "
-                                   "IF(FILL(evictions, 0) > 0, 1, 0)"},
-                ), **common))
-        else:
-            out.append(AlarmDef(
-                kind="metric", namespace=mc.CONTAINER_NAMESPACE, metric_name=metric,
-                dimensions=cd, statistic="Maximum", period=period, threshold=limit,
-                comparison_operator="GreaterThanThreshold", **common))
+                       + f", while under {cfg.min_hit_rate:.0%} of prompt tokens came from a "
+                       f"cache tier, in two {window // 60}-minute windows: the working set "
+                       "outgrew the tier (raise its size, add instances, or add a tier). A "
+                       "full tier with hits above that is an LRU cache at work")
+        out.append(AlarmDef(
+            key=key, name=alarm_name(spec, key), kind="math", actions=actions,
+            description=description, threshold=1,
+            comparison_operator="GreaterThanOrEqualToThreshold", evaluation_periods=2,
+            datapoints_to_alarm=2, treat_missing_data="notBreaching",
+            metrics=(*stats, {
+                "Id": "outgrown", "ReturnData": True,
+                "Label": f"{label} tier full while the hit rate collapsed",
+                # one IF with AND, as hit-rate-collapse: idle windows read 0; a window
+                # with nothing looked up divides by zero, which drops its point
+                "Expression": f"IF(requests >= {HIT_RATE_MIN_REQUESTS} AND gpuhits + "
+                              f"lmcqueries > 0 AND {full} AND {rate} < "
+                              f"{cfg.min_hit_rate:g}, 1, 0)"})))
     return out
 
 
