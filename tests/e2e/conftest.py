@@ -41,7 +41,7 @@ def adapter_dir(root: Path, name: str) -> Path:
 
 class _Output:
     """Reads a process's output on a thread until it ends, so the process never blocks on a
-    full pipe (moto logs a line per request) and a wait for a line is bounded."""
+    full pipe (however much it logs) and a wait for a line is bounded."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None

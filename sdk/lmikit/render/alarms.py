@@ -292,11 +292,8 @@ def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[Ala
     if plan.tier == "cpu+disk":
         tiers.append(("disk-tier-full", "disk", "LMCacheDiskUsageBytes",
                       plan.lmcache.get("max_local_disk_size_gb") or 0.0))
-    # An LRU tier that has seen more distinct text than it holds stays full (and the CPU
-    # tier evicts at every new chunk) while its hot chunks keep hitting: fullness alone is
-    # the steady state of any long-running tier. The working set has outgrown the tier when
-    # the tier is full (and evicting) AND the cache stopped paying, in the same windows as
-    # hit-rate-collapse.
+    # Full (and evicting) is any long-running LRU tier's steady state; full while the cache
+    # stopped paying, in hit-rate-collapse's windows, is a working set that outgrew it.
     hit_stats = hit_rate_queries(spec, window)[:-1]
     rate = "(gpuhits + lmchits) / (gpuhits + lmcqueries)"
     for key, label, metric, size_gb in tiers:
