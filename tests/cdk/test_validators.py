@@ -16,6 +16,7 @@ LINT_REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
 RULE_ID = r"^(AwsSolutions|HIPAA\.Security)-[A-Za-z0-9]+(\[.+\])?$"
 
 
+@pytest.mark.timeout(600 + 300)  # cfn-lint's own bound, and the session's synth
 def test_cfn_lint_reports_nothing_on_every_template(synths: dict[str, Any]) -> None:
     cfn_lint = Path(sys.executable).with_name("cfn-lint")
     templates = [str(s.path) for s in synths.values()]
