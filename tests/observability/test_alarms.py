@@ -120,16 +120,19 @@ def _hit_rate_alarm(spec, plan):  # type: ignore[no-untyped-def]
         "hit-rate-collapse"].request()
 
 
-def _window(minutes: int, per_minute: int, copies: int = 2, **request: int
-            ) -> list[dict[str, float]]:
+def _window(minutes: int, per_minute: int, copies: int = 2,
+            tiers: dict[str, int] | None = None, **request: int) -> list[dict[str, float]]:
     """The EMF lines of every copy over ``minutes`` one-minute intervals, each copy serving
-    ``per_minute`` requests a minute shaped by ``request`` (see ServingCopy.request)."""
+    ``per_minute`` requests a minute shaped by ``request`` (see ServingCopy.request), its
+    tiers as ``tiers`` says each minute (see ServingCopy.tier_state)."""
     fleet = [ServingCopy() for _ in range(copies)]
     lines = []
     for _ in range(minutes):
         for copy in fleet:
             for _ in range(per_minute):
                 copy.request(**request)  # type: ignore[arg-type]
+            if tiers:
+                copy.tier_state(**tiers)
             lines.append(copy.line())
     return lines
 
@@ -211,26 +214,17 @@ def _tier_alarms(example: str) -> dict[str, dict[str, Any]]:
             if a.key.endswith("tier-full")}
 
 
-def _tier_windows(request: dict[str, Any], *, copies: int = 2, per_minute: int = 20,
-                  cpu_bytes: int = 0, disk_bytes: int = 0, evictions: int = 0,
-                  **traffic: int) -> list[dict[str, float | None]]:
-    """The query values of each window the alarm evaluates: every copy serves
-    ``per_minute`` requests shaped by ``traffic`` each minute, with its tiers holding
-    ``cpu_bytes`` / ``disk_bytes`` and its CPU tier evicting ``evictions`` a minute."""
+def _tier_windows(request: dict[str, Any], *, per_minute: int = 20, cpu_bytes: int = 0,
+                  disk_bytes: int = 0, evictions: int = 0, **traffic: int
+                  ) -> list[dict[str, float | None]]:
+    """The query values of each window the alarm evaluates: two copies serve ``per_minute``
+    10,000-token prompts shaped by ``traffic`` each minute, with their tiers holding
+    ``cpu_bytes`` / ``disk_bytes`` and their CPU tiers evicting ``evictions`` a minute."""
     minutes = request["Metrics"][0]["MetricStat"]["Period"] // 60
-    fleet = [ServingCopy() for _ in range(copies)]
-    windows = []
-    for _ in range(request["EvaluationPeriods"]):
-        lines = []
-        for _ in range(minutes):
-            for copy in fleet:
-                for _ in range(per_minute):
-                    copy.request(prompt=10_000, **traffic)
-                copy.tier_state(cpu_bytes=cpu_bytes, disk_bytes=disk_bytes,
-                                evictions=evictions)
-                lines.append(copy.line())
-        windows.append(query_values(request["Metrics"], lines))
-    return windows
+    tiers = {"cpu_bytes": cpu_bytes, "disk_bytes": disk_bytes, "evictions": evictions}
+    return [query_values(request["Metrics"], _window(minutes, per_minute, tiers=tiers,
+                                                     prompt=10_000, **traffic))
+            for _ in range(request["EvaluationPeriods"])]
 
 
 def _size(request: dict[str, Any]) -> int:
