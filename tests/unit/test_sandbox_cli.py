@@ -111,13 +111,17 @@ def test_sandbox_serve_prints_no_line_per_request():
 
 @pytest.mark.parametrize(("before", "after"), [(logging.NOTSET, logging.WARNING),
                                                (logging.DEBUG, logging.DEBUG)])
-def test_sandbox_quiets_werkzeug_only_where_nobody_set_its_level(monkeypatch, before, after):
+def test_sandbox_quiets_werkzeug_only_where_nobody_set_its_level(before, after):
     werkzeug = logging.getLogger("werkzeug")
-    monkeypatch.setattr(werkzeug, "level", before)
+    kept = werkzeug.level
+    werkzeug.setLevel(before)  # setLevel, not the attribute: it also clears logging's cache
     port = free_port_pair()
     assert port is not None
-    sandbox = start_sandbox(port=port)
     try:
-        assert werkzeug.level == after
+        sandbox = start_sandbox(port=port)
+        try:
+            assert werkzeug.level == after
+        finally:
+            sandbox.stop()
     finally:
-        sandbox.stop()
+        werkzeug.setLevel(kept)
