@@ -36,10 +36,11 @@ def test_cli_status_without_credentials_prints_one_line(no_credentials):
 
 
 def test_cli_doctor_without_credentials_exits_3_not_1(no_credentials):
-    """Exit 1 means a check failed; doctor that could not read the account judged nothing."""
+    """Exit 1 means a check failed; doctor that could not read the account judged nothing.
+    Its error line starts with the same kind as every other command's (``AwsError.kind``)."""
     result = CliRunner().invoke(main, ["doctor", str(DEFAULT_SPEC)])
     assert result.exit_code == 3, result.output
-    assert result.stderr.startswith("AwsError: doctor could not check docqa-qwen7b in "
+    assert result.stderr.startswith("DeployError: doctor could not check docqa-qwen7b in "
                                     "us-east-1, so nothing was judged: DescribeEndpoint failed: "
                                     "no AWS credentials found")
     assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback

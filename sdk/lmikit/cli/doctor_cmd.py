@@ -66,7 +66,7 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
         report = doctor(loaded, base_dir=spec.parent, role_arn=role_arn, image_uri=image_uri,
                         bucket=bucket, since_s=window)
     except AwsError as exc:
-        click.echo(f"AwsError: doctor could not check {loaded.name} in {loaded.region}, so "
+        click.echo(f"{exc.kind}: doctor could not check {loaded.name} in {loaded.region}, so "
                    f"nothing was judged: {exc}", err=True)
         raise click.exceptions.Exit(EXIT_NO_ACCESS) from exc
     if as_json:
