@@ -24,7 +24,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.sim.workloads", "lmikit.sim.scenario", "lmikit.sim.calibrate",
            "lmikit.sim.bench_format", "lmikit.sim._search",
            "lmikit.sim.gpu_calibration",
-           "lmikit.endpoint", "lmikit.openai_sse", "lmikit.openai_compat",
+           "lmikit.endpoint", "lmikit.stream", "lmikit.openai_sse", "lmikit.openai_compat",
            "lmikit.names", "lmikit.change", "lmikit.render.scaling", "lmikit.render.iam",
            "lmikit.testing._iam", "lmikit.testing._validate",
            "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
