@@ -17,7 +17,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.bench_target",
            "lmikit.catalog.prices", "lmikit.catalog.price_list", "lmikit.testing._pricing",
-           "lmikit.catalog.instances",
+           "lmikit.catalog.instances", "lmikit.catalog.offers",
            "lmikit.formatters._pyast", "lmikit.sim",
            "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",
