@@ -31,6 +31,9 @@ ARN_PATTERN = r"^arn:aws[a-z-]*:"
 SECRET_ARN_PATTERN = r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$"
 KMS_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/.+$"
 SNS_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$"
+# botocore's ProductionVariantCapacityReservationConfig.MlReservationArn (20..258 characters),
+# anchored; a training plan's ARN is arn:aws:sagemaker:<region>:<account>:training-plan/<name>
+RESERVATION_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*$"
 DEFAULT_LMI_VERSION = "0.38.0"
 
 
@@ -116,6 +119,13 @@ class InstanceSpec(_Model):
     copies_per_instance: int = Field(
         default=1, ge=1, le=8, description="Model copies (inference component copies) that "
         "share one instance; they share its host RAM and NVMe.")
+    capacity_reservation_arn: str | None = Field(
+        default=None, pattern=RESERVATION_ARN_PATTERN, min_length=20, max_length=258,
+        description="SageMaker endpoints: the ARN of a training plan reserved for endpoints "
+        "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>), of instance.type, in "
+        "the spec's region. The endpoint's instances then run only in that reserved capacity "
+        "(CapacityReservationPreference capacity-reservations-only); needed for a type with no "
+        "on-demand hosting in the region. HyperPod ignores it: its nodes are the cluster's.")
 
     @model_validator(mode="after")
     def _counts(self) -> InstanceSpec:
@@ -500,6 +510,13 @@ class DeploymentSpec(_Model):
                 if adapter.rank and adapter.rank > lora.max_rank:
                     errors.append((f"adapters.{i}.rank", f"{adapter.rank} exceeds "
                                    f"engine.lora.max_rank ({lora.max_rank})"))
+        arn = self.instance.capacity_reservation_arn
+        arn_region = arn.split(":")[3] if arn else ""
+        if arn and arn_region != self.region:
+            errors.append(("instance.capacity_reservation_arn", f"is in region "
+                           f"{arn_region or '(none)'!s} but the spec deploys to {self.region}; a "
+                           "training plan reserves capacity in its own region: give one in "
+                           f"{self.region}"))
         if self.engine.speculative and self.engine.speculative.draft_model == self.model.id:
             errors.append(("engine.speculative.draft_model", "must be a draft head, not the "
                            "served model.id"))

@@ -105,6 +105,8 @@ def sdk_run(synth: Any) -> SdkRun:
         clock = VirtualClock()
         fake = FakeSageMaker(region, clock=clock, timings=Timings(),
                              artifact_exists=s3_artifact_exists(s3))
+        if spec.instance.capacity_reservation_arn:  # the plan the example reserves
+            fake.add_training_plan(spec.instance.capacity_reservation_arn, spec.instance.type)
         session = fake.install(boto3.Session(region_name=region))
         session.events.register("before-parameter-build", _record(run))
         run.image_uri = (f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/lmikit/lmi:parity"

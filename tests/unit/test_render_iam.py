@@ -37,13 +37,14 @@ STAR_ONLY_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData",
 
 
 def _with_region(spec: DeploymentSpec, region: str) -> DeploymentSpec:
-    """The spec moved to ``region``, its ARNs (KMS key, secret) moved with it."""
+    """The spec moved to ``region``, its ARNs (KMS key, secret, training plan) moved with it."""
     data = spec.model_dump(mode="json", exclude_none=True)
     data["region"] = region
-    for key in ("kms_key_arn", "hf_token_secret_arn"):
-        if key in data["security"]:
-            _, _, service, _, rest = data["security"][key].split(":", 4)
-            data["security"][key] = f"arn:{partition_of(region)}:{service}:{region}:{rest}"
+    for section, key in (("security", "kms_key_arn"), ("security", "hf_token_secret_arn"),
+                         ("instance", "capacity_reservation_arn")):
+        if key in data[section]:
+            _, _, service, _, rest = data[section][key].split(":", 4)
+            data[section][key] = f"arn:{partition_of(region)}:{service}:{region}:{rest}"
     return DeploymentSpec.model_validate(data)
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmikit.catalog.instances import get_instance
+from lmikit.catalog.offers import on_demand_problem
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, VARIANT_NAME, deployment_tags
 from lmikit.names import adapter_component_name as _adapter_component_name
@@ -194,6 +195,15 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     }
     if plan.volume is not None and plan.volume.volume_size_in_gb:
         variant["VolumeSizeInGB"] = plan.volume.volume_size_in_gb
+    reservation = spec.instance.capacity_reservation_arn
+    if reservation:
+        variant["CapacityReservationConfig"] = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "MlReservationArn": reservation}
+    else:
+        problem = on_demand_problem(spec.region, spec.instance.type)
+        if problem:
+            warnings.append(problem)
     metrics_config = _container_metrics(spec, image_kind, sagemaker_copies, warnings)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],

@@ -65,6 +65,8 @@ class ControlPlane(ModelsMixin):
         self.components: dict[str, Resource] = {}
         self.models: dict[str, Any] = {}
         self.tags: dict[str, dict[str, str]] = {}
+        # training plans reserved for endpoints: ARN -> instance type (add_training_plan)
+        self.training_plans: dict[str, str] = {}
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -140,6 +142,7 @@ class ControlPlane(ModelsMixin):
             if "InstanceType" not in v:
                 raise validation(f"Variant {v['VariantName']}: InstanceType is required for "
                                  "inference component endpoints.")
+            self._check_reservation(v)
         if not p.get("ExecutionRoleArn"):
             raise validation("ExecutionRoleArn is required when production variants have no "
                              "ModelName (inference component endpoints).")
@@ -148,6 +151,21 @@ class ControlPlane(ModelsMixin):
         self.configs[name] = Resource("endpoint-config", name, arn, copy.deepcopy(p), now, now)
         self._set_tags(arn, p.get("Tags"))
         return {"EndpointConfigArn": arn}
+
+    def _check_reservation(self, variant: dict[str, Any]) -> None:
+        """A variant that names a capacity reservation needs a training plan of this account
+        and region, of the variant's instance type (SageMaker Developer Guide, "Deploy an
+        inference endpoint using the API, AWS CLI": the types must match)."""
+        arn = variant.get("CapacityReservationConfig", {}).get("MlReservationArn")
+        if arn is None:
+            return
+        planned = self.training_plans.get(arn)
+        if planned is None:
+            raise validation(f'Could not find training plan "{arn}".')
+        if planned != variant["InstanceType"]:
+            raise validation(f"Variant {variant['VariantName']}: InstanceType "
+                             f"{variant['InstanceType']} does not match the instance type of "
+                             f'training plan "{arn}" ({planned}).')
 
     def describe_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
         res = self._get(self.configs, p["EndpointConfigName"], "endpoint configuration")

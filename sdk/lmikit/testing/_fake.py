@@ -204,6 +204,22 @@ class FakeSageMaker:
         """The default region's control plane."""
         return self.plane()
 
+    def add_training_plan(self, name: str, instance_type: str,
+                          region: str | None = None) -> str:
+        """Reserve capacity of ``instance_type`` for endpoints (a training plan whose target
+        resource is "endpoint") in ``region``; returns its ARN, for a spec's
+        ``instance.capacity_reservation_arn``. ``name`` may be a whole ARN (a spec's), whose
+        region then picks the plane."""
+        if name.startswith("arn:"):
+            arn = name
+            plane = self.plane(name.split(":")[3])
+        else:
+            plane = self.plane(region)
+            arn = plane.arn("training-plan", name)
+        with plane.lock:
+            plane.training_plans[arn] = instance_type
+        return arn
+
     def inject(self, operation: str, kind: str, *, times: int = 1, name: str | None = None,
                reason: str = "injected failure", seconds: float = 0.0,
                after_tokens: int = 2, skip: int = 0) -> Fault:
