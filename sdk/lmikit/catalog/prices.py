@@ -304,6 +304,13 @@ def price_or_reason(instance_type: str, region: str, hourly_price_usd: float | N
     found = hourly_price(instance_type, region, table)
     if found is not None:
         return found
+    from lmikit.catalog.offers import elsewhere, offered
+
+    name = ml_name(instance_type)
+    if offered(region, name) is False:  # AWS lists no on-demand hosting price to fetch
+        return (f"no on-demand price: {name} has no on-demand SageMaker hosting in {region} "
+                f"({elsewhere(region, name)}); capacity reserved by a training plan is "
+                "priced by the plan")
     return (f"no list price for {instance_type} in {region} in lmikit's table"
             + ("" if table is None else " or the price file")
             + "; `lmikit prices fetch` reads it from AWS")

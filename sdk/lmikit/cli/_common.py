@@ -17,13 +17,17 @@ targets_option = click.option(
     help="Check only this render target (repeatable) [default: every target].")
 
 
-def load(spec_path: Path, targets: Iterable[str] = TARGETS) -> tuple[Any, Any]:
-    """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan)."""
+def load(spec_path: Path, targets: Iterable[str] = TARGETS, *,
+         warn: bool = False) -> tuple[Any, Any]:
+    """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan).
+    ``warn``: also print what the renderers say the deployment will lack (validate, deploy)."""
     from lmikit.accept import accept_spec
 
     accepted = accept_spec(spec_path, targets)
     for note in accepted.notes:
         click.echo(f"Note: {note}", err=True)
+    for warning in accepted.warnings if warn else ():
+        click.echo(f"Warning: {warning}", err=True)
     return accepted.spec, accepted.plan
 
 

@@ -103,6 +103,12 @@ def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll:
     from lmikit.deploy import Deployment
 
     spec, plan = load(spec_path, targets)  # destroy and status need only the names
+    if targets and not spec.instance.capacity_reservation_arn:
+        from lmikit.catalog.offers import on_demand_problem
+
+        problem = on_demand_problem(spec.region, spec.instance.type)
+        if problem:  # before anything is created: the endpoint may never start
+            click.echo(f"Warning: {problem}", err=True)
     return Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,
                       plan=plan, progress=progress or (lambda event: None), poll_seconds=poll,
                       spec_path=str(spec_path), **options)

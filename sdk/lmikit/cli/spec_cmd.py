@@ -30,6 +30,6 @@ def validate_cmd(spec: Path, targets: tuple[str, ...]) -> None:
     from lmikit.cli._common import load
 
     chosen = targets or TARGETS
-    loaded, plan = load(spec, chosen)
+    loaded, plan = load(spec, chosen, warn=True)
     click.echo(f"{spec}: valid ({loaded.model.id} on {loaded.instance.type}, tier {plan.tier}; "
                f"renders {', '.join(chosen)})")
