@@ -33,6 +33,7 @@ KMS_ARN_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/.+$"
 SNS_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)?$"
 # botocore's ProductionVariantCapacityReservationConfig.MlReservationArn (20..258 characters),
 # anchored; a training plan's ARN is arn:aws:sagemaker:<region>:<account>:training-plan/<name>
+INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 RESERVATION_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*$"
 DEFAULT_LMI_VERSION = "0.38.0"
 
@@ -112,7 +113,7 @@ class ModelSpec(_Model):
 
 class InstanceSpec(_Model):
     type: str = Field(description="SageMaker instance type, e.g. ml.g6e.12xlarge.",
-                      pattern=r"^ml\.[a-z0-9-]+\.[0-9]*x?large$")
+                      pattern=INSTANCE_TYPE_PATTERN)
     min_count: int = Field(default=1, ge=0, le=100,
                            description="Minimum instances; 0 lets the endpoint scale to zero.")
     max_count: int = Field(default=1, ge=1, le=100, description="Maximum instances.")

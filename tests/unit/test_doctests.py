@@ -28,7 +28,8 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.names", "lmikit.change", "lmikit.render.scaling", "lmikit.render.iam",
            "lmikit.testing._iam", "lmikit.testing._validate",
            "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
-           "lmikit.deploy._interrupt", "lmikit.deploy._hooks", "lmikit.cli.simulate_cmd"]
+           "lmikit.deploy._interrupt", "lmikit.deploy._hooks", "lmikit.cli.simulate_cmd",
+           "lmikit.cli.sandbox_cmd"]
 
 
 @pytest.mark.parametrize("name", MODULES)

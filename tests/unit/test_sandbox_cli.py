@@ -125,3 +125,57 @@ def test_sandbox_quiets_werkzeug_only_where_nobody_set_its_level(before, after):
             sandbox.stop()
     finally:
         werkzeug.setLevel(kept)
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5e", "give ARN=TYPE"),
+    ("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5e=p5e.48xlarge",
+     "'p5e.48xlarge' is not an instance type"),
+    ("arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-1=ml.p5e.48xlarge",
+     "is not a training plan ARN"),
+])
+def test_sandbox_serve_refuses_a_malformed_training_plan_before_starting(value, says,
+                                                                         monkeypatch):
+    import lmikit.testing._server as server
+
+    def never(*_a, **_k):
+        raise AssertionError("the sandbox started")
+
+    monkeypatch.setattr(server, "start_sandbox", never)
+    result = CliRunner().invoke(main, ["sandbox", "serve", "--training-plan", value])
+    assert result.exit_code == 2
+    assert "Invalid value for '--training-plan'" in result.output and says in result.output
+
+
+def test_sandbox_serve_registers_each_training_plan(monkeypatch):
+    import lmikit.testing._server as server
+    from lmikit.testing import FakeSageMaker
+
+    fake = FakeSageMaker()
+
+    class Started:
+        port, moto_port = 1, 2
+
+        def __init__(self):
+            self.fake = fake
+
+        def env(self):
+            return {}
+
+        def stop(self):
+            pass
+
+    def start(*_a, **_k):
+        return Started()
+
+    def interrupted(_seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(server, "start_sandbox", start)
+    monkeypatch.setattr("time.sleep", interrupted)
+    plan = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p5e"
+    result = CliRunner().invoke(main, ["sandbox", "serve", "--training-plan",
+                                       f"{plan}=ml.p5e.48xlarge"])
+    assert result.exit_code == 0, result.output
+    assert f"Training plan {plan} reserves ml.p5e.48xlarge for endpoints." in result.output
+    assert fake.plane("us-west-2").training_plans == {plan: "ml.p5e.48xlarge"}
