@@ -243,3 +243,36 @@ def test_recasing_follows_jsii_names() -> None:
     assert camel_case("EnableSSMAccess") == "enableSsmAccess"
     assert camel_case("NumberOfAcceleratorDevicesRequired") == (
         "numberOfAcceleratorDevicesRequired")
+
+
+def _warnings(stack: cdk.Stack) -> list[str]:
+    from aws_cdk.assertions import Annotations, Match
+
+    found = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(".*"))
+    return [str(w.entry.data) for w in found]
+
+
+def test_a_type_with_no_on_demand_hosting_in_the_region_is_a_synth_warning() -> None:
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="eu-west-1"))
+    LmiEndpoint(stack, "E", spec=_spec(region="eu-west-1"))
+    assert [w for w in _warnings(stack) if w.startswith(
+        "instance.type ml.g6e.2xlarge has no on-demand SageMaker hosting in region eu-west-1")]
+    quiet = _stack()
+    LmiEndpoint(quiet, "E", spec=_spec())  # us-east-1 sells it
+    assert not [w for w in _warnings(quiet) if "on-demand" in w]
+
+
+def test_a_training_plan_renders_into_the_template_and_silences_the_warning() -> None:
+    plan = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5e-endpoints"
+    stack = _stack()
+    LmiEndpoint(stack, "E", spec=_spec(instance={"type": "ml.p5e.48xlarge",
+                                                 "capacity_reservation_arn": plan},
+                                       engine={"tensor_parallel_degree": 4}))
+    template = cdk.assertions.Template.from_stack(stack)
+    template.has_resource_properties("AWS::SageMaker::EndpointConfig", {
+        "ProductionVariants": [cdk.assertions.Match.object_like({
+            "InstanceType": "ml.p5e.48xlarge",
+            "CapacityReservationConfig": {
+                "CapacityReservationPreference": "capacity-reservations-only",
+                "MlReservationArn": plan}})]})
+    assert not [w for w in _warnings(stack) if "on-demand" in w]
