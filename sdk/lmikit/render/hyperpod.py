@@ -337,6 +337,12 @@ def dropped_settings(spec: DeploymentSpec, plan: Plan) -> list[str]:
                      f"{_NO_CRD_FIELD} (its only kmsKeyId is dataCapture's, for captured "
                      "requests); the weights and volumes are encrypted as the cluster and the "
                      "model's S3 bucket are")
+    reservation = spec.instance.capacity_reservation_arn
+    if reservation:
+        notes.append(f"instance.capacity_reservation_arn ({reservation}) is not in the manifest:"
+                     f" {_NO_CRD_FIELD}; the pods run on the cluster's "
+                     "nodes, whatever capacity (on demand or a training plan) the cluster's "
+                     "instance group was created with")
     return notes
 
 
