@@ -123,8 +123,9 @@ class InstanceSpec(_Model):
     capacity_reservation_arn: str | None = Field(
         default=None, pattern=RESERVATION_ARN_PATTERN, min_length=20, max_length=258,
         description="SageMaker endpoints: the ARN of a training plan reserved for endpoints "
-        "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>), of instance.type, in "
-        "the spec's region. The endpoint's instances then run only in that reserved capacity "
+        "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>), of instance.type (plans "
+        "reserve ml.p4d, p4de, p5, p5e, p5en and p6 types only), in the spec's region. The "
+        "endpoint's instances then run only in that reserved capacity "
         "(CapacityReservationPreference capacity-reservations-only); needed for a type with no "
         "on-demand hosting in the region. HyperPod ignores it: its nodes are the cluster's.")
 
@@ -511,18 +512,32 @@ class DeploymentSpec(_Model):
                 if adapter.rank and adapter.rank > lora.max_rank:
                     errors.append((f"adapters.{i}.rank", f"{adapter.rank} exceeds "
                                    f"engine.lora.max_rank ({lora.max_rank})"))
-        arn = self.instance.capacity_reservation_arn
-        arn_region = arn.split(":")[3] if arn else ""
-        if arn and arn_region != self.region:
-            errors.append(("instance.capacity_reservation_arn", f"is in region "
-                           f"{arn_region or '(none)'!s} but the spec deploys to {self.region}; a "
-                           "training plan reserves capacity in its own region: give one in "
-                           f"{self.region}"))
+        errors += self._reservation_problems()
         if self.engine.speculative and self.engine.speculative.draft_model == self.model.id:
             errors.append(("engine.speculative.draft_model", "must be a draft head, not the "
                            "served model.id"))
         _fail(errors)
         return self
+
+    def _reservation_problems(self) -> list[tuple[str, str]]:
+        """A training plan is regional and reserves only some types (botocore's enum)."""
+        from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+
+        arn = self.instance.capacity_reservation_arn
+        if not arn:
+            return []
+        field = "instance.capacity_reservation_arn"
+        arn_region = arn.split(":")[3]
+        if arn_region != self.region:
+            return [(field, f"is in region {arn_region or '(none)'} but the spec deploys to "
+                     f"{self.region}; a training plan reserves capacity in its own region: "
+                     f"give one in {self.region}")]
+        if arn.split(":")[5].startswith("training-plan/") and \
+                self.instance.type not in TRAINING_PLAN_TYPES:
+            return [(field, f"names a training plan, but training plans reserve only "
+                     f"{', '.join(sorted(TRAINING_PLAN_TYPES))}, not instance.type "
+                     f"{self.instance.type}: remove it or choose one of those types")]
+        return []
 
     def _isolation_problems(self) -> list[tuple[str, str]]:
         """What cannot work when the container has no network (EnableNetworkIsolation: no

@@ -67,7 +67,7 @@ def test_problem_names_the_field_the_value_the_region_and_where_it_is_sold() -> 
     assert text.startswith("instance.type ml.g6e.2xlarge has no on-demand SageMaker hosting "
                            "in region eu-west-1 (regions that sell it on demand: ")
     assert "us-east-1" in text and "eu-west-1, " not in text
-    assert "instance.capacity_reservation_arn" in text and "cfn-lint 1.58.0" in text
+    assert "no training plan reserves it" in text and "cfn-lint 1.58.0" in text
     nowhere = offers.on_demand_problem("us-east-1", "ml.p5e.48xlarge")
     assert nowhere is not None and "no region sells it on demand" in nowhere
     assert offers.on_demand_problem("us-east-1", "ml.g6e.2xlarge") is None
@@ -166,3 +166,29 @@ def test_deploy_warns_before_it_creates_anything(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Warning: instance.type ml.g6e.2xlarge has no on-demand "
                                     "SageMaker hosting in region eu-west-1")
+
+
+def test_training_plan_types_are_botocores_reserved_capacity_enum() -> None:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    summary = model.shape_for("ReservedCapacitySummary")
+    assert offers.TRAINING_PLAN_TYPES == frozenset(summary.members["InstanceType"].enum)
+
+
+def test_a_training_plan_for_a_type_no_plan_reserves_is_refused() -> None:
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/g6e"
+    with pytest.raises(SpecError, match=r"instance.capacity_reservation_arn .*names a training "
+                       r"plan, but training plans reserve only ml.p4d.24xlarge, .*not "
+                       r"instance.type ml.g6e.2xlarge: remove it or choose one of those types"):
+        load_spec_text(SPEC.format(region="us-east-1", type="ml.g6e.2xlarge",
+                                   extra=f"  capacity_reservation_arn: {arn}\n"))
+
+
+def test_the_fix_offered_depends_on_whether_a_plan_can_reserve_the_type() -> None:
+    g6e = offers.on_demand_problem("eu-west-1", "ml.g6e.2xlarge")
+    assert g6e is not None and g6e.split("), ", 1)[1].startswith(
+        "and no training plan reserves it: choose another type or region")
+    assert "capacity_reservation_arn" not in g6e
+    p4de = offers.on_demand_problem("eu-west-1", "ml.p4de.24xlarge")
+    assert p4de is not None and "set instance.capacity_reservation_arn" in p4de

@@ -31,6 +31,13 @@ from importlib import resources
 from typing import Any
 
 SOURCE_PACKAGE = "cfn-lint"
+# The instance types a training plan can reserve: botocore's ReservedCapacitySummary
+# .InstanceType enum (sagemaker service model; a test compares). Another type cannot run in
+# reserved capacity, so a spec naming a plan for it is refused.
+TRAINING_PLAN_TYPES = frozenset({
+    "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5.48xlarge",
+    "ml.p5e.48xlarge", "ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge",
+    "ml.p6e-gb200.36xlarge", "ml.trn1.32xlarge", "ml.trn2.48xlarge"})
 SOURCE_FILE = "data/schemas/extensions/aws_sagemaker_hosting/instancetype_enum.json"
 
 
@@ -70,11 +77,14 @@ def on_demand_problem(region: str, instance_type: str) -> str | None:
     and what to do; None where it has, or where the table does not know the region."""
     if offered(region, instance_type) is not False:
         return None
-    return (f"instance.type {instance_type} has no on-demand SageMaker hosting in region "
-            f"{region} ({elsewhere(region, instance_type)}), so its instances start there "
-            "only in reserved capacity: set instance.capacity_reservation_arn to a training "
-            "plan reserved for endpoints, or choose another type or region (unless AWS has "
-            "added the type since that list)")
+    head = (f"instance.type {instance_type} has no on-demand SageMaker hosting in region "
+            f"{region} ({elsewhere(region, instance_type)})")
+    unless = " (unless AWS has added it there since that list)"
+    if instance_type not in TRAINING_PLAN_TYPES:
+        return f"{head}, and no training plan reserves it: choose another type or region{unless}"
+    return (f"{head}, so it runs there only in capacity a training plan reserved: set "
+            "instance.capacity_reservation_arn to a plan reserved for endpoints, or choose "
+            f"another type or region{unless}")
 
 
 def elsewhere(region: str, instance_type: str) -> str:

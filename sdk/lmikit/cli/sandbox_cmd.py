@@ -59,6 +59,7 @@ def parse_training_plan(value: str, param: click.Parameter | None = None) -> tup
     """
     import re
 
+    from lmikit.catalog.offers import TRAINING_PLAN_TYPES
     from lmikit.spec import INSTANCE_TYPE_PATTERN, RESERVATION_ARN_PATTERN
 
     arn, sep, instance_type = value.rpartition("=")
@@ -68,6 +69,9 @@ def parse_training_plan(value: str, param: click.Parameter | None = None) -> tup
                         "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>)")
     if not re.match(INSTANCE_TYPE_PATTERN, instance_type):
         problems.append(f"{instance_type!r} is not an instance type (such as ml.p5e.48xlarge)")
+    elif instance_type not in TRAINING_PLAN_TYPES:
+        problems.append(f"a training plan cannot reserve {instance_type}; it reserves "
+                        f"{', '.join(sorted(TRAINING_PLAN_TYPES))}")
     if problems:
         raise click.BadParameter(f"{value!r}: " + "; ".join(problems) + "; give ARN=TYPE",
                                  param=param)

@@ -210,6 +210,11 @@ class FakeSageMaker:
         resource is "endpoint") in ``region``; returns its ARN, for a spec's
         ``instance.capacity_reservation_arn``. ``name`` may be a whole ARN (a spec's), whose
         region then picks the plane."""
+        from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+
+        if instance_type not in TRAINING_PLAN_TYPES:
+            raise ValueError(f"a training plan cannot reserve {instance_type}; it reserves "
+                             f"{', '.join(sorted(TRAINING_PLAN_TYPES))}")
         if name.startswith("arn:"):
             arn = name
             plane = self.plane(name.split(":")[3])
