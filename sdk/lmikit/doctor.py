@@ -50,6 +50,9 @@ WORTH_IT = 0.2
 rate for is named as the fix."""
 TTFT_FACTOR = 2.0
 ERROR_RATE_FAIL = 0.01
+PLAN_ENDING_S = 7 * 86400
+"""A training plan that ends sooner than this warns: when it expires the endpoint stops
+serving (SageMaker's guide, "Using training plans for SageMaker inference endpoints")."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ class Doctor:
                                        f"{self.spec.region}", "deploy it: lmikit deploy SPEC"))
             return report
         report.checks += self.health(endpoint)
+        capacity = self.capacity()
+        if capacity is not None:
+            report.checks.append(capacity)
         report.checks += self.drift(endpoint)
         report.checks += self.cache(report)
         report.checks.append(self.sessions())
@@ -187,6 +193,54 @@ class Doctor:
     def health(self, endpoint: dict[str, Any]) -> list[Check]:
         return [self._endpoint_check(endpoint), self._components_check(),
                 self._alarms_check(), self._errors_check()]
+
+    def capacity(self) -> Check | None:
+        """The training plan the spec runs in: Active, of the spec's type, large enough for
+        instance.max_count, and not about to end. None when the spec names none."""
+        arn = self.spec.instance.capacity_reservation_arn
+        if not arn:
+            return None
+        kind, _, name = arn.split(":", 5)[5].partition("/")
+        if kind != "training-plan":
+            return Check("capacity", "skip", f"{arn} is not a training plan, the only "
+                         "reservation doctor reads")
+        plan = self._describe("describe_training_plan", TrainingPlanName=name)
+        renew = ("reserve a new plan, set instance.capacity_reservation_arn to it and run "
+                 "lmikit deploy SPEC (or choose a type sold on demand)")
+        if plan is None:
+            return Check("capacity", "fail", f"training plan {name} does not exist in "
+                         f"{self.spec.region}: the endpoint cannot start instances", renew)
+        status, end = plan.get("Status"), plan.get("EndTime")
+        if status in ("Expired", "Failed"):
+            return Check("capacity", "fail", f"training plan {name} is {status}: the endpoint "
+                         "stops serving when its plan ends", renew)
+        types = {c.get("InstanceType") for c in plan.get("ReservedCapacitySummaries", [])}
+        if types and self.spec.instance.type not in types:
+            return Check("capacity", "fail", f"training plan {name} reserves "
+                         f"{', '.join(sorted(t for t in types if t))}, not instance.type "
+                         f"{self.spec.instance.type}", renew)
+        if status != "Active":
+            start = plan.get("StartTime")
+            return Check("capacity", "warn", f"training plan {name} is {status}"
+                         + (f", from {start:%Y-%m-%d %H:%M} UTC" if start else "")
+                         + ": the endpoint serves only inside the plan's window", AGAIN)
+        count = plan.get("TotalInstanceCount")
+        if count is not None and self.spec.instance.max_count > count:
+            return Check("capacity", "warn", f"instance.max_count {self.spec.instance.max_count}"
+                         f" is more than the {count} instance(s) training plan {name} reserves: "
+                         "scaling past them launches nothing (capacity-reservations-only)",
+                         f"lower instance.max_count to {count}, or reserve more")
+        left = (end - self.now).total_seconds() if end else None
+        if left is not None and left <= 0:
+            return Check("capacity", "fail", f"training plan {name} ended "
+                         f"{end:%Y-%m-%d %H:%M} UTC: the endpoint stops serving when its plan "
+                         "ends", renew)
+        if left is not None and left < PLAN_ENDING_S:
+            return Check("capacity", "warn", f"training plan {name} ends {end:%Y-%m-%d %H:%M} "
+                         f"UTC, in {left / 3600:.0f} h: the endpoint stops serving then", renew)
+        return Check("capacity", "ok", f"training plan {name} is Active"
+                     + (f" until {end:%Y-%m-%d} " if end else " ")
+                     + f"with {count} instance(s) of {self.spec.instance.type}")
 
     def _endpoint_check(self, endpoint: dict[str, Any]) -> Check:
         from lmikit.aws import TRANSITIONAL

@@ -178,4 +178,5 @@ def test_sandbox_serve_registers_each_training_plan(monkeypatch):
                                        f"{plan}=ml.p5e.48xlarge"])
     assert result.exit_code == 0, result.output
     assert f"Training plan {plan} reserves ml.p5e.48xlarge for endpoints." in result.output
-    assert fake.plane("us-west-2").training_plans == {plan: "ml.p5e.48xlarge"}
+    assert {a: p.instance_type for a, p in fake.plane("us-west-2").training_plans.items()} \
+        == {plan: "ml.p5e.48xlarge"}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmikit.testing._models import ModelsMixin
+from lmikit.testing._plans import TrainingPlan, TrainingPlansMixin
 from lmikit.testing._service import ServiceError, validation
 
 __all__ = ["ControlPlane", "Resource", "ServiceError", "Timings", "validation"]
@@ -50,7 +51,7 @@ class Resource:
     pending: Callable[[], None] | None = field(default=None, repr=False)
 
 
-class ControlPlane(ModelsMixin):
+class ControlPlane(ModelsMixin, TrainingPlansMixin):
     """State and operations. Callers hold no locks; every public method takes the lock."""
 
     def __init__(self, region: str, clock: Any, timings: Timings,
@@ -65,8 +66,7 @@ class ControlPlane(ModelsMixin):
         self.components: dict[str, Resource] = {}
         self.models: dict[str, Any] = {}
         self.tags: dict[str, dict[str, str]] = {}
-        # training plans reserved for endpoints: ARN -> instance type (add_training_plan)
-        self.training_plans: dict[str, str] = {}
+        self.training_plans: dict[str, TrainingPlan] = {}  # ARN -> plan (add_training_plan)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -151,21 +151,6 @@ class ControlPlane(ModelsMixin):
         self.configs[name] = Resource("endpoint-config", name, arn, copy.deepcopy(p), now, now)
         self._set_tags(arn, p.get("Tags"))
         return {"EndpointConfigArn": arn}
-
-    def _check_reservation(self, variant: dict[str, Any]) -> None:
-        """A variant that names a capacity reservation needs a training plan of this account
-        and region, of the variant's instance type (SageMaker Developer Guide, "Deploy an
-        inference endpoint using the API, AWS CLI": the types must match)."""
-        arn = variant.get("CapacityReservationConfig", {}).get("MlReservationArn")
-        if arn is None:
-            return
-        planned = self.training_plans.get(arn)
-        if planned is None:
-            raise validation(f'Could not find training plan "{arn}".')
-        if planned != variant["InstanceType"]:
-            raise validation(f"Variant {variant['VariantName']}: InstanceType "
-                             f"{variant['InstanceType']} does not match the instance type of "
-                             f'training plan "{arn}" ({planned}).')
 
     def describe_endpoint_config(self, p: dict[str, Any]) -> dict[str, Any]:
         res = self._get(self.configs, p["EndpointConfigName"], "endpoint configuration")

@@ -15,6 +15,7 @@ also backs the sandbox HTTP server (:mod:`lmikit.testing._server`).
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import re
@@ -69,6 +70,7 @@ _READS = {
     "ListInferenceComponents": "list_inference_components",
     "ListTags": "list_tags", "AddTags": "add_tags",
     "CreateModel": "create_model", "DescribeModel": "describe_model",
+    "DescribeTrainingPlan": "describe_training_plan",
     "DeleteModel": "delete_model", "ListModels": "list_models",
 }
 SUPPORTED_OPERATIONS = sorted([*_WRITES, *_READS, "InvokeEndpoint",
@@ -204,13 +206,16 @@ class FakeSageMaker:
         """The default region's control plane."""
         return self.plane()
 
-    def add_training_plan(self, name: str, instance_type: str,
-                          region: str | None = None) -> str:
-        """Reserve capacity of ``instance_type`` for endpoints (a training plan whose target
-        resource is "endpoint") in ``region``; returns its ARN, for a spec's
+    def add_training_plan(self, name: str, instance_type: str, region: str | None = None, *,
+                          count: int = 1, start: dt.datetime | None = None,
+                          hours: float = 24 * 30, status: str = "Active") -> str:
+        """Reserve ``count`` instances of ``instance_type`` for endpoints (a training plan
+        whose target resource is "endpoint") in ``region``, from ``start`` (default: now, on
+        the fake's clock) for ``hours``; returns its ARN, for a spec's
         ``instance.capacity_reservation_arn``. ``name`` may be a whole ARN (a spec's), whose
         region then picks the plane."""
         from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+        from lmikit.testing._plans import TrainingPlan
 
         if instance_type not in TRAINING_PLAN_TYPES:
             raise ValueError(f"a training plan cannot reserve {instance_type}; it reserves "
@@ -221,8 +226,11 @@ class FakeSageMaker:
         else:
             plane = self.plane(region)
             arn = plane.arn("training-plan", name)
+        begin = start or dt.datetime.fromtimestamp(self.clock.time(), dt.timezone.utc)
+        plan = TrainingPlan(arn, arn.split("training-plan/", 1)[-1], instance_type, count,
+                            begin, begin + dt.timedelta(hours=hours), status)
         with plane.lock:
-            plane.training_plans[arn] = instance_type
+            plane.training_plans[arn] = plan
         return arn
 
     def inject(self, operation: str, kind: str, *, times: int = 1, name: str | None = None,
