@@ -360,7 +360,7 @@ def test_hyperpod_lora_note_for_the_lmi_worker_names_no_vllm_api():
 def test_hyperpod_notes_a_training_plan_the_cluster_decides():
     plan = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"
     manifest, notes = _notes(BASE.replace("  type: ml.g6e.2xlarge\n",
-                                          f"  type: ml.g6e.2xlarge\n  capacity_reservation_arn: "
+                                          f"  type: ml.p4d.24xlarge\n  capacity_reservation_arn: "
                                           f"{plan}\n"))
     assert plan not in json.dumps(manifest)
     assert f"({plan}) is not in the manifest" in _dropped(notes)[
