@@ -20,12 +20,16 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from lmikit.catalog.instances import get_instance
-from lmikit.catalog.offers import on_demand_problem
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
 from lmikit.plan import Plan, plan_spec
 from lmikit.render.container import ImageKind
-from lmikit.render.sagemaker import SageMakerRequests, render_requests, volume_kms_key
+from lmikit.render.sagemaker import (
+    SageMakerRequests,
+    capacity_warning,
+    render_requests,
+    volume_kms_key,
+)
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs
@@ -127,11 +131,10 @@ class LmiEndpoint(ComponentMetrics, Construct):
         # L1 resources
         self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
             self, "EndpointConfig", **l1_kwargs(self.requests.endpoint_config))
-        if not spec.instance.capacity_reservation_arn:
-            problem = on_demand_problem(spec.region, spec.instance.type)
-            if problem:  # `cdk synth` and `cdk deploy` print it; --strict makes it an error
-                cdk.Annotations.of(self.cfn_endpoint_config).add_warning_v2(
-                    "lmikit:NoOnDemandHosting", problem)
+        problem = capacity_warning(spec)
+        if problem:  # `cdk synth` and `cdk deploy` print it; --strict makes it an error
+            cdk.Annotations.of(self.cfn_endpoint_config).add_warning_v2(
+                "lmikit:NoOnDemandHosting", problem)
         self.cfn_endpoint = sagemaker.CfnEndpoint(self, "Endpoint",
                                                   **l1_kwargs(self.requests.endpoint))
         self.cfn_endpoint.node.add_dependency(self.cfn_endpoint_config)

@@ -31,6 +31,7 @@ from importlib import resources
 from typing import Any
 
 SOURCE_PACKAGE = "cfn-lint"
+SOURCE_FILE = "data/schemas/extensions/aws_sagemaker_hosting/instancetype_enum.json"
 # The instance types a training plan can reserve: botocore's ReservedCapacitySummary
 # .InstanceType enum (sagemaker service model; a test compares). Another type cannot run in
 # reserved capacity, so a spec naming a plan for it is refused.
@@ -38,7 +39,6 @@ TRAINING_PLAN_TYPES = frozenset({
     "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5.48xlarge",
     "ml.p5e.48xlarge", "ml.p5en.48xlarge", "ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge",
     "ml.p6e-gb200.36xlarge", "ml.trn1.32xlarge", "ml.trn2.48xlarge"})
-SOURCE_FILE = "data/schemas/extensions/aws_sagemaker_hosting/instancetype_enum.json"
 
 
 @cache

@@ -20,7 +20,7 @@ targets_option = click.option(
 def load(spec_path: Path, targets: Iterable[str] = TARGETS, *,
          warn: bool = False) -> tuple[Any, Any]:
     """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan).
-    ``warn``: also print what the renderers say the deployment will lack (validate, deploy)."""
+    ``warn``: also print what the renderers say the deployment will lack (validate)."""
     from lmikit.accept import accept_spec
 
     accepted = accept_spec(spec_path, targets)

@@ -103,10 +103,10 @@ def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll:
     from lmikit.deploy import Deployment
 
     spec, plan = load(spec_path, targets)  # destroy and status need only the names
-    if targets and not spec.instance.capacity_reservation_arn:
-        from lmikit.catalog.offers import on_demand_problem
+    if targets:
+        from lmikit.render.sagemaker import capacity_warning
 
-        problem = on_demand_problem(spec.region, spec.instance.type)
+        problem = capacity_warning(spec)
         if problem:  # before anything is created: the endpoint may never start
             click.echo(f"Warning: {problem}", err=True)
     return Deployment(spec, role_arn=role_arn, bucket=bucket, base_dir=spec_path.parent,

@@ -31,11 +31,10 @@ def serve_cmd(port: int, host: str, region: str, plans: list[tuple[str, str]]) -
         sandbox = start_sandbox(host, port, region=region)
     except SandboxError as exc:
         raise click.ClickException(str(exc)) from exc
-    for arn, instance_type in plans:
-        sandbox.fake.add_training_plan(arn, instance_type)
     click.echo(f"lmikit sandbox: fake SageMaker on http://{host}:{sandbox.port}, moto on "
                f"http://{host}:{sandbox.moto_port}")
     for arn, instance_type in plans:
+        sandbox.fake.add_training_plan(arn, instance_type)
         click.echo(f"Training plan {arn} reserves {instance_type} for endpoints.")
     click.echo("Point boto3 and the lmikit CLI at it (in another shell):\n")
     for k, v in sandbox.env().items():

@@ -160,6 +160,15 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
     return sec.kms_key_arn
 
 
+def capacity_warning(spec: DeploymentSpec) -> str | None:
+    """Why the spec's instances may not start: its type has no on-demand hosting in its region
+    and it names no reservation (:func:`lmikit.catalog.offers.on_demand_problem`). The render,
+    ``lmikit deploy`` and the CDK construct all say it."""
+    if spec.instance.capacity_reservation_arn:
+        return None
+    return on_demand_problem(spec.region, spec.instance.type)
+
+
 def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                     execution_role_arn: str, model_artifact_url: str | None,
                     adapter_artifact_urls: dict[str, str] | None = None,
@@ -200,10 +209,9 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         variant["CapacityReservationConfig"] = {
             "CapacityReservationPreference": "capacity-reservations-only",
             "MlReservationArn": reservation}
-    else:
-        problem = on_demand_problem(spec.region, spec.instance.type)
-        if problem:
-            warnings.append(problem)
+    problem = capacity_warning(spec)
+    if problem:
+        warnings.append(problem)
     metrics_config = _container_metrics(spec, image_kind, sagemaker_copies, warnings)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],
