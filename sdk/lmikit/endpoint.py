@@ -91,10 +91,13 @@ class Endpoint:
         if client is None or (publish_metrics and cloudwatch_client is None):
             from botocore.config import Config
 
+            from lmikit.aws._clients import session_region
+
             if session is None:
                 import boto3
 
                 session = boto3.Session(region_name=region)
+            region = self.region = session_region(session, region)
             config = Config(retries={"mode": "adaptive", "max_attempts": 5},
                             user_agent_extra="lmikit")
             if client is None:  # a pool as large as the calls made at once, or urllib3

@@ -18,6 +18,7 @@ caller (and the CLI) can catch one type::
      |         |            account: "old" (as before the run), "new" (finished) or "partial"
      |         +-- Interrupted  stopped by Ctrl-C
      +-- AdapterError       a LoRA adapter or formatter failed validation
+     +-- RegionMissing      no AWS region is given or configured: no client can be made
      +-- InvokeError        a runtime call to an endpoint failed
           +-- BenchStopped  a benchmark stopped at a failed request (``rounds``: what it
                             measured)
@@ -144,6 +145,13 @@ class AwsError(DeployError):
         self.code = code
         self.status = status
         self.lost = lost
+
+
+class RegionMissing(LmikitError, LookupError):
+    """No region was given and boto3 finds none configured (AWS_DEFAULT_REGION, AWS_REGION,
+    a profile's ``region``): no AWS client can be made. The message says how to give one."""
+
+    kind = "Error"
 
 
 class LeaseHeld(DeployError):

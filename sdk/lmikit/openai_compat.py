@@ -189,14 +189,20 @@ def _exchange(endpoint: str, *, region: str | None = None, session: Any = None,
             boto[0] = boto3.Session(region_name=region)
         return boto[0]
 
+    def client(service: str, config: Config) -> Any:
+        from lmikit.aws._clients import session_region
+
+        session = boto_session()
+        return session.client(service, region_name=session_region(session, region),
+                              config=config)
+
     if runtime_client is None:
-        runtime_client = boto_session().client("sagemaker-runtime", region_name=region,
-                                               config=config.merge(Config(read_timeout=300)))
+        runtime_client = client("sagemaker-runtime", config.merge(Config(read_timeout=300)))
     control: list[Any] = [sagemaker_client]
 
     def sagemaker() -> Any:
         if control[0] is None:
-            control[0] = boto_session().client("sagemaker", region_name=region, config=config)
+            control[0] = client("sagemaker", config)
         return control[0]
 
     router = ModelRouter(endpoint, sagemaker, adapters, base_model, base_component)

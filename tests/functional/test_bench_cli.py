@@ -312,6 +312,50 @@ def test_invoke_publish_metrics_sends_ttft_to_cloudwatch(served: FakeSageMaker) 
     assert names == {"TimeToFirstToken", "OutputTokensPerSecond"}
 
 
+def test_invoke_takes_the_endpoint_and_region_from_a_spec(
+        served: FakeSageMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec path names the endpoint (the spec's name) and the region (the spec's, over
+    AWS_DEFAULT_REGION), as for bench and adapters."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    spec = tmp_path / "docqa.yaml"
+    spec.write_text(SPEC_YAML)
+    r = lmikit("invoke", str(spec), "what is a tort", "--adapter", "legal")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == "[docqa-legal] what is a tort"
+    (call,) = served.operations("InvokeEndpointWithResponseStream")
+    assert call.params["EndpointName"] == "docqa"
+
+
+def test_invoke_refuses_a_region_other_than_its_specs(tmp_path: Path) -> None:
+    spec = tmp_path / "docqa.yaml"
+    spec.write_text(SPEC_YAML)
+    r = lmikit("invoke", str(spec), "hi", "--region", "eu-west-1")
+    assert r.exit_code == 2
+    assert f"--region eu-west-1 is not the region of {spec} (us-east-1)" in r.output
+
+
+@pytest.mark.parametrize("command", [["invoke", "examples/nothing.txt", "hi"],
+                                     ["bench", "docqa_qwen7b!"],
+                                     ["adapters", "list", "--endpoint", "no/such"]])
+def test_a_target_that_is_neither_a_spec_nor_an_endpoint_name_is_refused_in_words(
+        command: list[str]) -> None:
+    r = lmikit(*command)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "is neither a spec file (no such file) nor an endpoint name (letters, digits " \
+        "and hyphens" in r.output
+
+
+def test_adapters_take_a_spec_given_as_the_endpoint(served: FakeSageMaker, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    spec = tmp_path / "docqa.yaml"
+    spec.write_text(SPEC_YAML)
+    r = lmikit("adapters", "list", "--endpoint", str(spec))
+    assert r.exit_code == 0, r.output
+    assert "lmikit adapters: endpoint docqa in us-east-1" in r.stderr
+    assert r.stdout.splitlines()[0].startswith("legal: docqa-legal InService")
+
+
 def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Without inference components the copies are the endpoint's instances; where the caller

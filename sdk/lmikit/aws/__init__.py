@@ -8,7 +8,7 @@ content-addressed artifact store (:class:`ArtifactStore`). boto3 is imported onl
 client is made.
 """
 
-from lmikit.aws._clients import Clients, Clock, RealClock
+from lmikit.aws._clients import Clients, Clock, RealClock, session_region
 from lmikit.aws._errors import (
     call,
     describe_or_none,
@@ -97,6 +97,7 @@ __all__ = [
     "paginate",
     "read_errors",
     "read_failure",
+    "session_region",
     "split_s3_url",
     "status_of",
     "tag_dict",

@@ -6,10 +6,25 @@ import time
 from functools import cached_property
 from typing import Any, Protocol
 
-from lmikit.aws._errors import call
+from lmikit.aws._errors import NO_REGION, call
+from lmikit.errors import RegionMissing
 
 RETRY_MODE = "adaptive"  # botocore's: exponential backoff, and it slows down after throttling
 MAX_ATTEMPTS = 8
+
+
+def session_region(session: Any, region: str | None = None) -> str:
+    """The region AWS clients are made in: ``region``, else the boto3 session's
+    (AWS_DEFAULT_REGION, AWS_REGION or the profile's); :class:`RegionMissing` when neither.
+
+    >>> import boto3
+    >>> session_region(boto3.Session(region_name="eu-west-1"))
+    'eu-west-1'
+    """
+    found = region or session.region_name
+    if not found:
+        raise RegionMissing(NO_REGION)
+    return str(found)
 
 
 class Clock(Protocol):
@@ -47,7 +62,7 @@ class Clients:
 
             session = boto3.Session(region_name=region)
         self.session = session
-        self.region: str = region or session.region_name or "us-east-1"
+        self.region = session_region(session, region)
         self._account: str | None = None
 
     def account(self) -> str:

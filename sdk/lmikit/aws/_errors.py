@@ -24,6 +24,9 @@ NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ResourceNotFoundException", "N
                              "NotFound", "404", "NoSuchEntity", "ResourceNotFoundFault"})
 # A lost answer: the request may have reached AWS and been applied.
 _LOST = ("ReadTimeoutError", "ConnectionClosedError", "ResponseStreamingError")
+NO_REGION = ("no AWS region is configured: give the spec file instead of the endpoint name "
+             "(its region is used), pass --region REGION (region= in Python), or set "
+             "AWS_DEFAULT_REGION (or a profile's region, `aws configure`)")
 _NO_CREDENTIALS = ("no AWS credentials found. Configure them (aws configure, AWS_PROFILE, or "
                    "an instance role), or try lmikit without an account: `lmikit sandbox serve`")
 
@@ -56,8 +59,7 @@ def map_error(exc: BaseException, operation: str) -> AwsError:
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return AwsError(f"{op} failed: {_NO_CREDENTIALS}", operation=op)
     if isinstance(exc, NoRegionError):
-        return AwsError(f"{op} failed: no AWS region: set AWS_DEFAULT_REGION or pass --region",
-                        operation=op)
+        return AwsError(f"{op} failed: {NO_REGION}", operation=op)
     if isinstance(exc, ParamValidationError):
         return AwsError(f"{op} failed: invalid request: {exc}", operation=op,
                         code="ParamValidation")

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from lmikit.accept import TARGETS
+
+# botocore: sagemaker's EndpointName, ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
+ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 targets_option = click.option(
@@ -29,6 +35,45 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS, *,
     for warning in accepted.warnings if warn else ():
         click.echo(f"Warning: {warning}", err=True)
     return accepted.spec, accepted.plan
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The endpoint a command acts on: named, or read from a spec file (``spec``)."""
+
+    name: str
+    region: str | None  # None: boto3's configured region
+    spec_path: Path | None = None
+    spec: Any = None  # the loaded DeploymentSpec of spec_path
+
+
+def spec_or_endpoint(target: str, region: str | None, spec: Any = None,
+                     param_hint: str = "SPEC_OR_ENDPOINT") -> Deployed:
+    """``target`` as a spec file (a path ending in .yaml, .yml or .json, or any file that
+    exists), whose name and region are used, or as an endpoint name in ``region``. A spec's
+    region wins over AWS_DEFAULT_REGION; a different ``--region`` on the command line is
+    refused. ``spec``: the spec already loaded from ``target``."""
+    path = Path(target)
+    if path.suffix not in SPEC_SUFFIXES and not path.is_file():
+        if not ENDPOINT_NAME.fullmatch(target):
+            raise click.BadParameter(
+                f"{target!r} is neither a spec file (no such file) nor an endpoint name "
+                "(letters, digits and hyphens, at most 63 characters, starting and ending "
+                "with a letter or digit)", param_hint=param_hint)
+        return Deployed(target, region)
+    if spec is None:
+        from lmikit.loader import load_spec
+
+        spec = load_spec(path)
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    typed = ctx is not None and ctx.get_parameter_source("region") \
+        == ParameterSource.COMMANDLINE
+    if typed and region and region != spec.region:
+        raise click.UsageError(f"--region {region} is not the region of {target} "
+                               f"({spec.region}); give one or the other")
+    return Deployed(spec.name, spec.region, path, spec)
 
 
 def refuse_beside_spec(ctx: click.Context, what_if: Iterable[str], model_given: bool) -> None:

@@ -18,7 +18,8 @@ spec_option = click.option("--spec", "spec_path", type=click.Path(dir_okay=False
                                                                    path_type=Path),
                            help="The deployment's spec file (name, region, KMS key).")
 endpoint_option = click.option("--endpoint", "-e",
-                               help="Endpoint name (the spec's name), if --spec is not given.")
+                               help="Endpoint name (the spec's name), or a spec file, if --spec "
+                               "is not given.")
 region_option = click.option("--region", envvar="AWS_DEFAULT_REGION",
                              help="AWS region with --endpoint [env AWS_DEFAULT_REGION].")
 bucket_option = click.option("--bucket", envvar="LMIKIT_BUCKET",
@@ -73,7 +74,11 @@ def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
                                    f"({spec.name}); give one or the other")
         registry = AdapterRegistry.for_spec(spec, **options)
     elif endpoint:
-        registry = AdapterRegistry(endpoint, region=region, **options)
+        from lmikit.cli._common import spec_or_endpoint
+
+        deployed = spec_or_endpoint(endpoint, region, param_hint="--endpoint")
+        registry = AdapterRegistry.for_spec(deployed.spec, **options) if deployed.spec \
+            else AdapterRegistry(endpoint, region=region, **options)
     else:
         raise click.UsageError("name the deployment: --spec SPEC or --endpoint NAME")
     click.echo(f"lmikit adapters: {registry.where()}", err=True)

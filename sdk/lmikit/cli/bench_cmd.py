@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lmikit.cli._common import check_writable, echo_json
+from lmikit.cli._common import check_writable, echo_json, spec_or_endpoint
 
 if TYPE_CHECKING:
     from lmikit.bench import BenchResult, LongDocQA, Measurement
@@ -68,7 +68,8 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     from lmikit.endpoint import Endpoint
     from lmikit.errors import BenchStopped
 
-    spec_path = _spec_path(target)
+    deployed = spec_or_endpoint(target, region)
+    spec_path = deployed.spec_path
     planned = None
     if output_path is not None:  # the run takes minutes: refuse what would fail after it
         check_writable(output_path, "--output")
@@ -76,7 +77,13 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             from lmikit.cli._common import load
 
             planned = load(spec_path)
-    name, spec_region = _resolve(target, spec_path, adapter, planned[0] if planned else None)
+    if deployed.spec is not None and adapter \
+            and adapter not in {a.name for a in deployed.spec.adapters}:
+        spec = deployed.spec
+        raise click.BadParameter(f"{adapter!r} is not an adapter of {spec.name} "
+                                 f"({', '.join(a.name for a in spec.adapters) or 'none'})",
+                                 param_hint="--adapter")
+    name = deployed.name
     workload = LongDocQA(num_documents=num_documents, document_tokens=document_tokens,
                          output_tokens=output_tokens, repeat_count=repeat_count,
                          repeat_mode=repeat_mode,  # type: ignore[arg-type] # click.Choice
@@ -84,7 +91,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
                          run_id=f"{secrets.token_hex(4)}-")  # cold caches for this run
     copies = before = sm = identity = None
     # one pooled connection per request in flight, and one for a session call beside them
-    with Endpoint(name, region=region or spec_region, max_tokens=output_tokens,
+    with Endpoint(name, region=deployed.region, max_tokens=output_tokens,
                   max_connections=max(10, in_flight + 1)) as ep:
         if output_path is not None:
             import boto3
@@ -117,29 +124,6 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
             click.echo(f"{output_path} holds the {result.measured} requests measured, marked "
                        '"complete": false', err=True)
         raise stopped
-
-
-def _spec_path(target: str) -> Path | None:
-    """The target as a spec file, or None for an endpoint name."""
-    path = Path(target)
-    return path if path.suffix in (".yaml", ".yml", ".json") or path.is_file() else None
-
-
-def _resolve(target: str, spec_path: Path | None, adapter: str | None,
-             spec: Any = None) -> tuple[str, str | None]:
-    """A spec file (``spec_path``; ``spec``: already loaded) gives the endpoint name and
-    region; anything else is an endpoint name."""
-    if spec_path is None:
-        return target, None
-    if spec is None:
-        from lmikit.loader import load_spec
-
-        spec = load_spec(spec_path)
-    if adapter and adapter not in {a.name for a in spec.adapters}:
-        raise click.BadParameter(f"{adapter!r} is not an adapter of {spec.name} "
-                                 f"({', '.join(a.name for a in spec.adapters) or 'none'})",
-                                 param_hint="--adapter")
-    return spec.name, spec.region
 
 
 def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,

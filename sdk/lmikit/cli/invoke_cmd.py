@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 @click.command("invoke")
-@click.argument("endpoint")
+@click.argument("target", metavar="SPEC_OR_ENDPOINT")
 @click.argument("prompt")
 @click.option("--adapter", "-a", help="Route to this adapter's component.")
 @click.option("--session", "use_session", is_flag=True,
@@ -23,14 +23,18 @@ if TYPE_CHECKING:
               help="Most tokens to generate for the answer.")
 @click.option("--publish-metrics", is_flag=True,
               help="Also send TTFT and tokens/s to CloudWatch (LMIKit/Client).")
-@click.option("--region", envvar="AWS_DEFAULT_REGION", help="AWS region.")
-def invoke_cmd(endpoint: str, prompt: str, adapter: str | None, use_session: bool,
+@click.option("--region", envvar="AWS_DEFAULT_REGION",
+              help="AWS region (default: the spec's, else the environment's).")
+def invoke_cmd(target: str, prompt: str, adapter: str | None, use_session: bool,
                prefix_id: str | None, max_tokens: int, publish_metrics: bool,
                region: str | None) -> None:
-    """Stream PROMPT from ENDPOINT; print TTFT, total time and tokens/s."""
+    """Stream PROMPT from SPEC_OR_ENDPOINT (a spec file, whose endpoint and region are
+    used, or an endpoint name); print TTFT, total time and tokens/s."""
+    from lmikit.cli._common import spec_or_endpoint
     from lmikit.endpoint import Endpoint
 
-    with Endpoint(endpoint, region=region, max_tokens=max_tokens,
+    deployed = spec_or_endpoint(target, region)
+    with Endpoint(deployed.name, region=deployed.region, max_tokens=max_tokens,
                   publish_metrics=publish_metrics) as ep:
         if use_session:
             with ep.session(adapter=adapter) as s:
