@@ -340,14 +340,15 @@ def _problems(exc: ValidationError, data: dict[str, Any],
             continue
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        problems.append(_problem(loc, err["type"], msg, err.get("input"), data, lines))
+        problems.append(_problem(loc, err["type"], msg, err.get("input"), data, lines,
+                                 str(err.get("ctx", {}).get("pattern", ""))))
     # one message per path and text, in file order
     unique = {(p.path, p.message): p for p in problems}
     return sorted(unique.values(), key=lambda p: (p.line or 0, p.path))
 
 
 def _problem(loc: Path_, kind: str, msg: str, value: Any, data: dict[str, Any],
-             lines: dict[Path_, int]) -> Problem:
+             lines: dict[Path_, int], pattern: str = "") -> Problem:
     path = _dotted(loc)
     if kind == "missing":
         return Problem(path, "required field is missing", has_value=False,
@@ -360,6 +361,8 @@ def _problem(loc: Path_, kind: str, msg: str, value: Any, data: dict[str, Any],
                        has_value=False, line=_line(loc, lines))
     if kind in ("literal_error", "enum"):
         msg += _literal_hint(value, _literal_options(loc))
+    if kind == "string_pattern_mismatch":
+        msg = _pattern_message(loc, pattern, value)
     if kind in ("model_type", "dict_type") and not isinstance(value, dict):
         msg = "must be a mapping of fields" + (
             f": {', '.join(_allowed_keys(loc))}" if _allowed_keys(loc) else "")
@@ -442,6 +445,39 @@ def _literal_hint(value: Any, options: list[str]) -> str:
 
 
 _YAML_BOOL_WORDS = {True: {"on", "yes", "y", "true"}, False: {"off", "no", "n", "false"}}
+
+
+def _pattern_message(loc: Path_, pattern: str, value: Any) -> str:
+    """What a field with ``pattern`` takes, in words (:data:`lmikit.spec.PATTERN_WORDS`),
+    and the valid value the given one was probably meant to be."""
+    from lmikit.spec import PATTERN_WORDS
+
+    words = PATTERN_WORDS.get(pattern, f"text matching {pattern}")
+    close = _meant(loc, value) if isinstance(value, str) else None
+    return f"must be {words}" + (f"; did you mean {close!r}?" if close else "")
+
+
+def _meant(loc: Path_, value: str) -> str | None:
+    """The value a misspelt name, instance type or region was meant to be, if one is near."""
+    field = ".".join(p for p in map(str, loc) if not p.isdigit())
+    if field in ("name", "adapters.name"):  # the name with every other character a hyphen
+        from lmikit.spec import NAME_PATTERN
+
+        fixed = re.sub(r"[^A-Za-z0-9]+", "-", value).strip("-")
+        return fixed if fixed != value and re.match(NAME_PATTERN, fixed) else None
+    if field == "instance.type":
+        from lmikit.catalog.instances import INSTANCES, ml_name
+
+        close = difflib.get_close_matches(ml_name(value.strip().lower()), list(INSTANCES), n=1)
+        return close[0] if close else None
+    if field == "kv_cache.disk_path" and re.fullmatch(r"/\S*[^/]", value):
+        return value + "/"
+    if field == "region":
+        from lmikit.catalog.regions import close_regions
+
+        regions = close_regions(value.strip().lower())
+        return regions[0] if len(regions) == 1 else None
+    return None
 
 
 def _dotted(loc: Path_) -> str:

@@ -14,7 +14,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from lmikit._credentials import credential_paths
 from lmikit.render.container import RESERVED_PATHS, reserved_path_problem
@@ -35,7 +43,38 @@ SNS_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)
 # anchored; a training plan's ARN is arn:aws:sagemaker:<region>:<account>:training-plan/<name>
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 RESERVATION_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*$"
+REVISION_PATTERN = r"^[A-Za-z0-9_./-]+$"
+VERSION_PATTERN = r"^\d+\.\d+\.\d+$"
+DISK_PATH_PATTERN = r"^/[^\s]*/$"
+REMOTE_URL_PATTERN = r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$"
+METRICS_PATH_PATTERN = r"^/[A-Za-z0-9/_.-]+$"
+SUBNET_PATTERN = r"^subnet-[0-9a-f]{8,17}$"
+SECURITY_GROUP_PATTERN = r"^sg-[0-9a-f]{8,17}$"
 DEFAULT_LMI_VERSION = "0.38.0"
+# What each pattern accepts, in words: a spec error says this, never the regular expression.
+PATTERN_WORDS = {
+    NAME_PATTERN: "letters, digits and hyphens, starting and ending with a letter or digit "
+                  "(it names SageMaker resources)",
+    REGION_PATTERN: "an AWS region such as us-east-1",
+    INSTANCE_TYPE_PATTERN: "a SageMaker instance type such as ml.g6e.2xlarge",
+    RESERVATION_ARN_PATTERN: "a training plan ARN, arn:aws:sagemaker:REGION:ACCOUNT:"
+                             "training-plan/NAME",
+    SECRET_ARN_PATTERN: "a Secrets Manager secret ARN, arn:aws:secretsmanager:REGION:ACCOUNT:"
+                        "secret:NAME",
+    KMS_ARN_PATTERN: "a KMS key or alias ARN, arn:aws:kms:REGION:ACCOUNT:key/ID or "
+                     "arn:aws:kms:REGION:ACCOUNT:alias/NAME",
+    SNS_ARN_PATTERN: "an SNS topic ARN, arn:aws:sns:REGION:ACCOUNT:TOPIC",
+    REVISION_PATTERN: "a branch, tag or commit: letters, digits and _ . / - (no spaces)",
+    VERSION_PATTERN: "a version of three numbers such as 0.38.0",
+    DISK_PATH_PATTERN: "an absolute directory that ends in / and has no spaces, such as "
+                       "/tmp/lmcache/",
+    REMOTE_URL_PATTERN: "a redis://, rediss://, lm://, s3://, mooncakestore:// or "
+                        "infinistore:// URL with no spaces, such as redis://host:6379",
+    METRICS_PATH_PATTERN: "a path that starts with / and holds letters, digits and / _ . -, "
+                          "such as /metrics",
+    SUBNET_PATTERN: "a subnet id: subnet- and 8 to 17 hexadecimal digits",
+    SECURITY_GROUP_PATTERN: "a security group id: sg- and 8 to 17 hexadecimal digits",
+}
 
 
 def _auto_or_gb(value: Any) -> float | Literal["auto"]:
@@ -87,7 +126,7 @@ class ModelSpec(_Model):
     # the serving.properties line it is written to
     revision: str | None = Field(
         default=None, description="Hugging Face revision (branch, tag or commit) to pin.",
-        max_length=128, pattern=r"^[A-Za-z0-9_./-]+$",
+        max_length=128, pattern=REVISION_PATTERN,
     )
     dtype: Literal["auto", "bfloat16", "float16", "fp8"] = Field(
         default="auto",
@@ -157,7 +196,7 @@ class LoraSpec(_Model):
 
 
 class EngineSpec(_Model):
-    lmi_version: str = Field(default=DEFAULT_LMI_VERSION, pattern=r"^\d+\.\d+\.\d+$",
+    lmi_version: str = Field(default=DEFAULT_LMI_VERSION, pattern=VERSION_PATTERN,
                              description="LMI (djl-inference) container version to pin; "
                              "versions older than a feature in the spec needs are refused.")
     tensor_parallel_degree: int = Field(default=1, ge=1, le=8,
@@ -190,10 +229,10 @@ class KvCacheSpec(_Model):
                                     "or auto to size from the instance.")
     disk_size_gb: AutoSizeGB = Field(default="auto", description="LMCache NVMe size per worker "
                                      "(GB) or auto.")
-    disk_path: str = Field(default="/tmp/lmcache/", pattern=r"^/[^\s]*/$",
+    disk_path: str = Field(default="/tmp/lmcache/", pattern=DISK_PATH_PATTERN,
                            description="Absolute directory on the instance's NVMe (trailing /).")
     remote_url: str | None = Field(default=None, max_length=512,
-                                   pattern=r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$",
+                                   pattern=REMOTE_URL_PATTERN,
                                    description="Remote tier URL, e.g. redis://host:6379 or "
                                    "s3://BUCKET.s3.REGION.amazonaws.com (the bucket's endpoint;"
                                    " the execution role gets read and write on it); never with "
@@ -406,7 +445,7 @@ class ObservabilitySpec(_Model):
     metric_publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = Field(
         default=60, description="How often SageMaker publishes the scraped metrics.")
     # SageMaker's MetricsEndpointPath (botocore): /(?!.*\.\.)[a-zA-Z0-9/_.\-]+, at most 256
-    metrics_path: str = Field(default="/metrics", pattern=r"^/[A-Za-z0-9/_.-]+$", max_length=256,
+    metrics_path: str = Field(default="/metrics", pattern=METRICS_PATH_PATTERN, max_length=256,
                               description="Path lmikit's image serves vLLM/LMCache Prometheus "
                               "metrics at (the stock image serves only DJL's /server/metrics); "
                               "never a path djl-serving answers (/ping, /invocations, ...).")
@@ -427,9 +466,9 @@ class ObservabilitySpec(_Model):
 
 
 class VpcSpec(_Model):
-    subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
+    subnet_ids: list[Annotated[str, Field(pattern=SUBNET_PATTERN)]] = Field(
         min_length=1, max_length=16, description="Private subnets for the endpoint.")
-    security_group_ids: list[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+    security_group_ids: list[Annotated[str, Field(pattern=SECURITY_GROUP_PATTERN)]] = Field(
         min_length=1, max_length=5, description="Security groups for the endpoint.")
 
 
@@ -456,7 +495,8 @@ class DeploymentSpec(_Model):
     api_version: Literal["v1"] = Field(description="Spec format version.")
     name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX,
                       description="Deployment name; prefixes every resource name.")
-    region: str = Field(pattern=REGION_PATTERN, description="AWS region, e.g. us-east-1.")
+    region: str = Field(pattern=REGION_PATTERN, description="AWS region, e.g. us-east-1: "
+                        "one that botocore's partition data lists.")
     model: ModelSpec = Field(description="The model to serve.")
     instance: InstanceSpec = Field(description="Instance type and counts.")
     engine: EngineSpec = Field(default_factory=EngineSpec, description="vLLM/LMI engine.")
@@ -486,6 +526,16 @@ class DeploymentSpec(_Model):
         _fail([(".".join(map(str, path)), _credentials_message(path, what))
                for path, what in credential_paths(data)])
         return data
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, region: str) -> str:
+        from lmikit.catalog.regions import region_problem
+
+        problem = region_problem(region)
+        if problem:
+            raise ValueError(problem)
+        return region
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DeploymentSpec:

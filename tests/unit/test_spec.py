@@ -194,7 +194,7 @@ def test_spec_metrics_path_outside_the_reserved_ones_is_accepted(path):
 
 
 @pytest.mark.parametrize(("path", "message"), [
-    ("/", "string should match pattern"),
+    ("/", "must be a path that starts with / and holds letters, digits and / _ . -"),
     ("/a/../metrics", "must not contain '..'"),
     ("/" + "m" * 256, "at most 256 characters"),
 ])
@@ -230,3 +230,109 @@ def test_load_spec_refuses_a_mooncake_remote_tier_it_cannot_configure():
     err = _errors(BASE + "kv_cache:\n  mode: remote\n  remote_url: mooncakestore://m:50051\n")
     (problem,) = err.problems
     assert problem.path == "kv_cache.remote_url" and "MOONCAKE_CONFIG_PATH" in problem.message
+
+
+def _schema_patterns(node, path=()):
+    """(field path, pattern) of every ``pattern`` in the spec's JSON Schema."""
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield path, node["pattern"]
+        for key, value in node.items():
+            yield from _schema_patterns(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _schema_patterns(value, (*path, i))
+
+
+def test_every_pattern_the_spec_enforces_is_described_in_words():
+    """The loader says what a field takes in words; a pattern without words would print
+    its regular expression. model.id's schema pattern is checked by its own validator."""
+    from lmikit.schema import spec_json_schema
+    from lmikit.spec import HF_ID_PATTERN, PATTERN_WORDS
+
+    found = {pattern for path, pattern in _schema_patterns(spec_json_schema())
+             if HF_ID_PATTERN not in pattern}
+    assert found and found <= set(PATTERN_WORDS), found - set(PATTERN_WORDS)
+
+
+# (field, YAML that gives it a value its pattern refuses)
+PATTERN_FIELDS = [
+    ("name", "name: 'docqa_qwen7b!'"),
+    ("region", "region: US East"),
+    ("instance.type", "instance: {type: ml.g6e.2xlarg}"),
+    ("instance.capacity_reservation_arn",
+     "instance: {type: ml.p5.48xlarge, capacity_reservation_arn: 'arn:aws:iam::1:role/plan'}"),
+    ("model.revision", "model: {id: Qwen/Qwen2.5-7B-Instruct, revision: 'main branch'}"),
+    ("engine.lmi_version", "engine: {lmi_version: '0.38'}"),
+    ("kv_cache.disk_path", "kv_cache: {disk_path: /tmp/x}"),
+    ("kv_cache.remote_url", "kv_cache: {remote_url: 'http://cache:6379'}"),
+    ("kv_cache.remote_credentials_secret_arn",
+     "kv_cache: {remote_url: 'redis://c:6379', remote_credentials_secret_arn: secret}"),
+    ("adapters.0.name", "adapters: [{name: my_adapter, source: x}]"),
+    ("observability.metrics_path", "observability: {metrics_path: metrics}"),
+    ("observability.alarms.sns_topic_arn", "observability: {alarms: {sns_topic_arn: topic}}"),
+    ("security.kms_key_arn", "security: {kms_key_arn: my-key}"),
+    ("security.hf_token_secret_arn", "security: {hf_token_secret_arn: token}"),
+    ("security.vpc.subnet_ids.0",
+     "security: {vpc: {subnet_ids: [subnet-1], security_group_ids: [sg-0123456789abcdef0]}}"),
+    ("security.vpc.security_group_ids.0",
+     "security: {vpc: {subnet_ids: [subnet-0123456789abcdef0], security_group_ids: [sg-zz]}}"),
+]
+
+
+def _base_with(yaml_line: str) -> str:
+    """BASE with the top-level field ``yaml_line`` sets replaced by it."""
+    data = yaml.safe_load(BASE) | yaml.safe_load(yaml_line)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@pytest.mark.parametrize(("field", "yaml_line"), PATTERN_FIELDS, ids=[f for f, _ in PATTERN_FIELDS])
+def test_a_value_its_pattern_refuses_is_answered_in_words(field, yaml_line):
+    problems = {p.path: p.message for p in _errors(_base_with(yaml_line)).problems}
+    assert field in problems, problems
+    message = problems[field]
+    assert message.startswith("must be "), message
+    assert not re.search(r"[\^$\\]|\[[^\]]*-[^\]]*\]", message), message  # no regex
+
+
+@pytest.mark.parametrize(("yaml_line", "meant"), [
+    ("name: 'docqa_qwen7b!'", "did you mean 'docqa-qwen7b'?"),
+    ("instance: {type: ml.g6e.2xlarg}", "did you mean 'ml.g6e.2xlarge'?"),
+    ("instance: {type: g6e.2xlarge}", "did you mean 'ml.g6e.2xlarge'?"),
+    ("region: US-EAST-1", "did you mean 'us-east-1'?"),
+    ("adapters: [{name: my_adapter, source: x}]", "did you mean 'my-adapter'?"),
+    ("kv_cache: {disk_path: /mnt/nvme}", "did you mean '/mnt/nvme/'?"),
+])
+def test_a_pattern_error_suggests_the_value_meant(yaml_line, meant):
+    assert meant in str(_errors(_base_with(yaml_line)))
+
+
+def test_the_instance_type_misspelt_names_the_catalogs_type():
+    err = _errors(BASE.replace("ml.g6e.2xlarge", "ml.g6e.2xlarg"))
+    assert str(err) == (
+        "1 problem(s) in s.yaml\n  - instance.type (s.yaml:7): must be a SageMaker instance "
+        "type such as ml.g6e.2xlarge; did you mean 'ml.g6e.2xlarge'? [got 'ml.g6e.2xlarg']")
+
+
+def test_an_unknown_region_is_named_unknown_with_the_closest_ones():
+    import botocore
+
+    err = _errors(BASE.replace("us-east-1", "us-east-9"))
+    (problem,) = err.problems
+    assert (problem.path, problem.line, problem.value) == ("region", 3, "us-east-9")
+    assert problem.message == (
+        f"is not an AWS region botocore {botocore.__version__} knows; did you mean 'us-east-1' "
+        "or 'us-east-2'? (a region launched after this botocore needs a newer boto3)")
+
+
+def test_the_regions_are_those_of_botocores_loader():
+    """lmikit reads botocore's partitions.json itself (importing botocore.loaders costs a
+    tenth of a second); it must be the data botocore's own loader gives."""
+    from botocore.loaders import create_loader
+
+    from lmikit.catalog.regions import aws_regions
+
+    data = create_loader().load_data("partitions")
+    regions = {r for p in data["partitions"] for r in p["regions"]}
+    assert set(aws_regions()) == {r for r in regions if not r.endswith("-global")}
+    assert {"us-east-1", "eu-west-1", "us-gov-west-1", "cn-north-1"} <= set(aws_regions())
