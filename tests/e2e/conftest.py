@@ -93,8 +93,9 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
                 key, value = line[7:].strip().split("=", 1)
                 exports[key] = value
         assert "AWS_ENDPOINT_URL_SAGEMAKER" in exports, "the sandbox did not start"
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        yield {**clean, **exports, "LMIKIT_POLL_SECONDS": "0.25"}
+        clean = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("AWS_", "LMIKIT_"))}
+        yield {**clean, **exports}  # exactly what a user pastes
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -16,9 +16,12 @@ def test_readme_sandbox_exports_are_the_ones_serve_prints(sandbox: dict[str, str
     text = README.read_text()
     section = text[text.index("### Try it without an AWS account"):]
     section = section[:section.index("$ mkdir demo")]
-    readme = dict(re.findall(r"(AWS_[A-Z0-9_]+)=(\S+)", section))
-    printed = {k for k in sandbox if k.startswith("AWS_")}
-    assert set(readme) == printed  # a variable left out sends that service to real AWS
+    readme = dict(re.findall(r"((?:AWS|LMIKIT)_[A-Z0-9_]+)=(\S+)", section))
+    printed = {k for k in sandbox if k.startswith(("AWS_", "LMIKIT_"))}
+    # an AWS_ variable left out sends that service to real AWS; the LMIKIT_ ones make a
+    # sandbox deploy take seconds instead of a minute
+    assert set(readme) == printed
+    assert {"LMIKIT_POLL_SECONDS", "LMIKIT_IAM_PROPAGATION_SECONDS"} <= printed
     for key, value in readme.items():
         if key.startswith("AWS_ENDPOINT_URL_"):
             port = "4566" if key.startswith("AWS_ENDPOINT_URL_SAGEMAKER") else "4567"

@@ -238,6 +238,36 @@ def test_deploy_waits_for_iam_to_propagate_a_role_it_created_and_only_then(
     assert not [e for e in events if e.action == "wait" and e.kind == "iam-role"]
 
 
+def test_in_the_sandbox_a_new_role_is_used_at_once(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox's IAM (moto's) is consistent at once, and the variables `lmikit sandbox
+    serve` prints say so: a role created there is not waited for."""
+    from lmikit.testing._server import Sandbox
+
+    printed = Sandbox(fake, "127.0.0.1", 4566, 4567, None, None).env()  # type: ignore[arg-type]
+    for key, value in printed.items():
+        if key.startswith("LMIKIT_"):
+            monkeypatch.setenv(key, value)
+    events: list[Any] = []
+    _deployment(_with_instance(tmp_path, SCALE_TO_ZERO), session, clock, tmp_path,
+                progress=events.append).deploy()
+    role = next(e for e in events if e.kind == "iam-role" and e.action == "create")
+    assert not [e for e in events if e.action == "wait"]
+    first_sagemaker_write = next(e for e in events if e.kind in ("model", "endpoint-config"))
+    assert first_sagemaker_write.at - role.at < 1  # no sleep on the fake's clock between
+
+
+def test_an_iam_wait_that_is_not_a_number_of_seconds_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from lmikit.deploy._role import iam_propagation_seconds
+
+    monkeypatch.setenv("LMIKIT_IAM_PROPAGATION_SECONDS", "soon")
+    with pytest.raises(DeployError, match="LMIKIT_IAM_PROPAGATION_SECONDS='soon' must be a "
+                                          "number of seconds from 0 to 3600"):
+        iam_propagation_seconds()
+
+
 def test_destroy_without_iam_rights_finishes_and_says_the_role_was_not_checked(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
     spec = _with_instance(tmp_path, SCALE_TO_ZERO)

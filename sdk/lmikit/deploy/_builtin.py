@@ -18,9 +18,9 @@ from lmikit.change import Change
 from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
 from lmikit.deploy._result import ResourceState
 from lmikit.deploy._role import (
-    IAM_PROPAGATION_S,
     RoleResult,
     apply_execution_role,
+    iam_propagation_seconds,
     remove_execution_role,
 )
 from lmikit.deploy._run import Run, Undo
@@ -89,10 +89,11 @@ def role_step(d: Target, run: Run) -> str:
     _step(run, f"iam-role {execution_role_name(d.spec.name)}",
           lambda: RoleSnapshot.read(d.clients, d.spec), apply)
     created = [c for c in results[0].changes if c.kind == "iam-role" and c.action == "create"]
-    if created:  # let IAM propagate the new role before SageMaker checks it
+    seconds = iam_propagation_seconds()
+    if created and seconds:  # let IAM propagate the new role before SageMaker checks it
         run.note("iam-role", created[0].name, "wait",
-                 f"waiting {IAM_PROPAGATION_S:.0f} s for IAM to propagate the new role")
-        run.clock.sleep(IAM_PROPAGATION_S)
+                 f"waiting {seconds:.0f} s for IAM to propagate the new role")
+        run.clock.sleep(seconds)
         run.note("iam-role", created[0].name, "create", "done")
     return results[0].arn
 

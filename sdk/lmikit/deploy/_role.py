@@ -19,6 +19,7 @@ and the tag (pass ``--role-arn`` to use a role of your own as it is).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -44,6 +45,24 @@ IAM_PROPAGATION_S = 10.0
 IAM is eventually consistent, and a role created a moment ago can fail SageMaker's check
 ("Could not assume role"); AWS's IAM guide ("Changes that I make are not always immediately
 visible") says changes usually take a few seconds to propagate."""
+IAM_PROPAGATION_ENV = "LMIKIT_IAM_PROPAGATION_SECONDS"
+"""Overrides :data:`IAM_PROPAGATION_S`; ``lmikit sandbox serve`` exports 0, as its IAM (moto's)
+is consistent at once."""
+
+
+def iam_propagation_seconds() -> float:
+    """:data:`IAM_PROPAGATION_S`, or the seconds ``LMIKIT_IAM_PROPAGATION_SECONDS`` gives."""
+    text = os.environ.get(IAM_PROPAGATION_ENV)
+    if text is None:
+        return IAM_PROPAGATION_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise DeployError(f"{IAM_PROPAGATION_ENV}={text!r} must be a number of seconds "
+                          "from 0 to 3600")
+    return seconds
 LEGACY_INLINE_POLICY = "lmikit-endpoint"  # what earlier lmikit versions put on the role
 MAX_POLICY_VERSIONS = 5  # IAM keeps at most five versions of a managed policy
 

@@ -67,7 +67,11 @@ def _handler(fake: FakeSageMaker) -> type[BaseHTTPRequestHandler]:
 ENV_KEYS = ("AWS_ENDPOINT_URL_SAGEMAKER", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
             "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_IAM", "AWS_ENDPOINT_URL_STS",
             "AWS_ENDPOINT_URL_CLOUDWATCH", "AWS_ENDPOINT_URL_APPLICATION_AUTO_SCALING",
-            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+            "LMIKIT_POLL_SECONDS", "LMIKIT_IAM_PROPAGATION_SECONDS")
+# Sandbox resources change state in seconds, and its IAM (moto's) is consistent at once: the
+# CLI polls every half second and does not wait for a new role to propagate.
+POLL_SECONDS = "0.5"
 """The variables :meth:`Sandbox.env` sets."""
 
 
@@ -96,6 +100,8 @@ class Sandbox:
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": self.fake.region,
+            "LMIKIT_POLL_SECONDS": POLL_SECONDS,
+            "LMIKIT_IAM_PROPAGATION_SECONDS": "0",
         }
 
     def stop(self) -> None:
