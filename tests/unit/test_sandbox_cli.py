@@ -180,3 +180,16 @@ def test_sandbox_serve_registers_each_training_plan(monkeypatch):
     assert f"Training plan {plan} reserves ml.p5e.48xlarge for endpoints." in result.output
     assert {a: p.instance_type for a, p in fake.plane("us-west-2").training_plans.items()} \
         == {plan: "ml.p5e.48xlarge"}
+
+
+def test_the_printed_exports_make_the_cli_poll_fast_and_skip_the_iam_wait():
+    """With only what `sandbox serve` prints, a deploy polls every half second (not 15 s)
+    and does not wait 10 s for IAM (docs/sandbox.md; benchmarks/sandbox_deploy.py)."""
+    from lmikit.testing import FakeSageMaker
+    from lmikit.testing._server import ENV_KEYS, Sandbox
+
+    printed = Sandbox(FakeSageMaker("us-east-1"), "127.0.0.1", 4566, 4567, None,  # type: ignore[arg-type]
+                      None).env()
+    assert printed["LMIKIT_POLL_SECONDS"] == "0.5"
+    assert printed["LMIKIT_IAM_PROPAGATION_SECONDS"] == "0"
+    assert set(printed) == set(ENV_KEYS)  # sandbox() sets and restores every one
