@@ -45,17 +45,27 @@ REASONED_ACTIONS = ("kept", "unknown")
 """Actions that change nothing but are shown, with their reason, in a summary."""
 
 
+def summary_lines(changes: Iterable[Change], *, details: bool = True) -> list[str]:
+    """One line per change (with its detail unless ``details`` is false; kept and unknown
+    ones always say why); nothing for what did not change.
+
+    >>> summary_lines([Change("alarm", "a", "create", "5xx"),
+    ...                Change("role", "r", "kept", "not ours"), Change("alarm", "b", "unchanged")],
+    ...               details=False)
+    ['create alarm a', 'kept role r (not ours)']
+    """
+    return [c.line() if details or c.action in REASONED_ACTIONS
+            else f"{c.action} {c.kind} {c.name}"
+            for c in changes if c.changed or c.action in REASONED_ACTIONS]
+
+
 def summary(changes: Iterable[Change], *, details: bool = True) -> str:
-    """One line: what changed (with each change's detail unless ``details`` is false; kept
-    and unknown ones always say why), or that nothing did.
+    """:func:`summary_lines` as text, one line each, or that nothing changed.
 
     >>> summary([Change("alarm", "a", "unchanged")])
     'No changes.'
-    >>> summary([Change("alarm", "a", "create", "5xx"), Change("role", "r", "kept", "not ours")],
-    ...         details=False)
-    'create alarm a; kept role r (not ours)'
+    >>> print(summary([Change("alarm", "a", "create"), Change("role", "r", "kept", "not ours")]))
+    create alarm a
+    kept role r (not ours)
     """
-    done = [c.line() if details or c.action in REASONED_ACTIONS
-            else f"{c.action} {c.kind} {c.name}"
-            for c in changes if c.changed or c.action in REASONED_ACTIONS]
-    return "; ".join(done) if done else "No changes."
+    return "\n".join(summary_lines(changes, details=details)) or "No changes."

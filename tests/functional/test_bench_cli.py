@@ -7,6 +7,7 @@ it through ``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME``; moto answers CloudWatch. No A
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -112,6 +113,30 @@ def test_bench_takes_the_endpoint_from_a_spec_and_prints_a_table(
     assert "Long-Doc-QA on docqa" in r.stdout and "warmup over query" in r.stdout
     for name in ("pre-warmup", "warmup", "query", "Mean TTFT", "p90 TTFT"):
         assert name in r.stdout
+
+
+def test_bench_without_a_terminal_prints_progress_lines(served: FakeSageMaker) -> None:
+    """Redirected (CI, `> log 2>&1`), the bar is not drawn: a line per tenth of a round."""
+    r = lmikit("bench", "docqa", *SMALL, "--repeat-count", "3")
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stderr.splitlines() if line.startswith("bench ")]
+    assert [line.split(" (")[0] for line in lines] == [
+        "bench pre-warmup: 1/2 requests done", "bench pre-warmup: 2/2 requests done",
+        *(f"bench warmup: {i}/4 requests done" for i in range(1, 5)),
+        *(f"bench query: {i}/12 requests done" for i in (2, 4, 6, 8, 10, 12))]
+    assert all(re.fullmatch(r".*\(\d+ s\)", line) for line in lines)
+
+
+def test_progress_lines_come_every_tenth_of_a_round_and_at_its_end(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from lmikit.cli.bench_cmd import progress_lines
+
+    done = progress_lines({"warmup": 46}, clock=lambda: 0.0)
+    for i in range(46):
+        done("warmup", i, Measurement(0.1, 0.2, 8))
+    assert capsys.readouterr().err.splitlines() == [
+        f"bench warmup: {n}/46 requests done (0 s)"
+        for n in (5, 10, 15, 20, 25, 30, 35, 40, 45, 46)]
 
 
 def test_bench_output_is_a_calibration_file_of_every_request(

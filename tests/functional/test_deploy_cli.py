@@ -77,13 +77,34 @@ def test_cli_deploy_prints_the_plan_then_the_summary(cli: Any, fake: FakeSageMak
     result = cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET)
     assert result.exit_code == 0, result.output
     assert "Plan for docqa in us-east-1:\n  upload artifact s3://" in result.output
-    assert "create endpoint docqa;" in result.output.splitlines()[-1]
+    lines = result.output.splitlines()
+    done = lines[lines.index(next(x for x in lines if x.startswith("Done ("))):]
+    assert "  create endpoint docqa" in done and "  create inference-component docqa-base" in done
     assert fake.resources()["endpoint"] == {"docqa": "InService"}
     again = cli("deploy", spec, "--role-arn", ROLE)
     assert again.exit_code == 0, again.output
     assert "  nothing: every resource already matches the spec" in again.output
     assert again.output.splitlines()[-1] == "No changes: every resource already matches " \
         "the spec."
+
+
+def test_deploy_and_destroy_without_a_terminal_print_a_line_per_resource(
+        cli: Any, tmp_path: Path) -> None:
+    """In a log (CI, `> log`) a deploy says each resource's progress as it happens and ends
+    with one line per resource, not a table redrawn nor one line of them all."""
+    spec = str(tmp_path / "spec.yaml")
+    result = cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) < 200
+    assert any(line.startswith("endpoint docqa: create InService (") for line in lines)
+    done = lines[lines.index(next(x for x in lines if x.startswith("Done (")))]
+    assert done == f"Done ({len(lines) - lines.index(done) - 1}):"
+    assert "  create inference-component docqa-legal" in lines
+    gone = cli("destroy", spec, "--yes").output.splitlines()
+    assert max(map(len, gone)) < 200
+    deleted = gone[gone.index(next(x for x in gone if x.startswith("Deleted (")))]
+    assert "  endpoint docqa" in gone[gone.index(deleted):]
 
 
 def test_cli_gc_and_destroy(cli: Any, fake: FakeSageMaker, tmp_path: Path) -> None:
@@ -93,12 +114,12 @@ def test_cli_gc_and_destroy(cli: Any, fake: FakeSageMaker, tmp_path: Path) -> No
     s3.put_object(Bucket=BUCKET, Key="lmikit/docqa/adapters/legal/stale.tar.gz", Body=b"x",
                   Metadata={"lmikit-deployment": "docqa"})
     dry = cli("gc", spec, "--dry-run")
-    assert dry.output.strip() == (f"Would delete: artifact s3://{BUCKET}/lmikit/docqa/"
+    assert dry.output.strip() == (f"Would delete (1):\n  artifact s3://{BUCKET}/lmikit/docqa/"
                                   "adapters/legal/stale.tar.gz")
     done = cli("gc", spec)
-    assert done.exit_code == 0 and done.output.startswith("Deleted: artifact s3://")
+    assert done.exit_code == 0 and done.output.startswith("Deleted (1):\n  artifact s3://")
     assert cli("gc", spec).output.strip() == "Deleted: nothing (nothing unused)"
     gone = cli("destroy", spec, "--yes")
     assert gone.exit_code == 0, gone.output
-    assert "inference-component docqa-legal" in gone.output.splitlines()[-1]
+    assert "  inference-component docqa-legal" in gone.output.splitlines()
     assert s3.list_objects_v2(Bucket=BUCKET, Prefix="lmikit/docqa/")["KeyCount"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -299,6 +300,8 @@ class _Runner:
         totals = {"pre-warmup": w.pre_warmup, "warmup": w.num_documents,
                   "query": len(w.query_prompts())}
         bar = progress_bar()
+        if not bar.console.is_terminal:  # a log file or a pipe: lines, not a redrawn bar
+            return run_long_doc_qa(w, self.send, on_done=progress_lines(totals))
         tasks = {name: bar.add_task(name, total=n) for name, n in totals.items() if n}
 
         def done(round_name: str, i: int, m: Measurement) -> None:
@@ -318,6 +321,25 @@ class _Runner:
                 s.close()
             except InvokeError as exc:
                 click.echo(f"warning: {exc}", err=True)
+
+
+PROGRESS_STEPS = 10  # lines per round where no terminal shows the bar
+
+
+def progress_lines(totals: dict[str, int],
+                   clock: Any = time.monotonic) -> Any:
+    """An ``on_done`` that prints one stderr line each time a tenth of a round's requests
+    (and the last one) have finished: ``bench warmup: 14/46 requests done (31 s)``."""
+    started = clock()
+
+    def done(round_name: str, i: int, m: Measurement) -> None:
+        total, count = totals[round_name], i + 1
+        step = max(1, -(-total // PROGRESS_STEPS))  # ceil(total / 10)
+        if count % step == 0 or count == total:
+            click.echo(f"bench {round_name}: {count}/{total} requests done "
+                       f"({clock() - started:.0f} s)", err=True)
+
+    return done
 
 
 def _print_table(result: BenchResult, endpoint: str, adapter: str | None) -> None:

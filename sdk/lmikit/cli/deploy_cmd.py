@@ -32,7 +32,8 @@ unlock_option = click.option("--force-unlock", is_flag=True,
 class ProgressTable:
     """A live rich table: one row per resource with action, status and elapsed time, and
     the whole run's elapsed time in the title. It is re-rendered on every refresh, so the
-    times advance while a resource is still being waited for."""
+    times advance while a resource is still being waited for. Without a terminal (a log
+    file, CI) it prints a line each time a resource's action or status changes instead."""
 
     def __init__(self, title: str, clock: Callable[[], float] = time.monotonic) -> None:
         from rich.console import Console
@@ -51,9 +52,13 @@ class ProgressTable:
         with self.lock:
             key = (event.kind, event.name)
             row = self.rows.setdefault(key, {"start": at})
+            changed = (row.get("action"), row.get("status")) != (event.action, event.status)
             row.update(action=event.action, status=event.status)
             settled = event.status in DONE_STATES or event.action == "unchanged"
             row["end"] = at if settled else None
+            if changed and not self.console.is_terminal and event.action != "unchanged":
+                click.echo(f"{event.kind} {event.name}: {event.action} {event.status} "
+                           f"({at - self.started:.0f} s)")
 
     def elapsed(self, key: tuple[str, str]) -> float:
         row = self.rows[key]
@@ -83,18 +88,18 @@ class ProgressTable:
     def __enter__(self) -> ProgressTable:
         from rich.live import Live
 
-        self.live = Live(console=self.console, refresh_per_second=4, transient=False,
-                         get_renderable=self.render)
-        self.live.__enter__()
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, refresh_per_second=4, transient=False,
+                             get_renderable=self.render)
+            self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.ended = self.clock()
-        self.live.refresh()
-        self.live.__exit__(*exc)
-        self.live = None
-        if self.rows and not self.console.is_terminal:
-            self.console.line()
+        if self.live is not None:
+            self.live.refresh()
+            self.live.__exit__(*exc)
+            self.live = None
 
 
 def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll: float,
@@ -179,7 +184,7 @@ def destroy_cmd(spec: Path, yes: bool, keep_artifacts: bool, bucket: str | None,
     with d.interrupts.sigint(lambda line: click.echo(line, err=True)), progress:
         result = d.destroy(keep_artifacts=keep_artifacts)
     gone = [f"{c.kind} {c.name}" for c in result.changes if c.action == "delete"]
-    click.echo("Deleted: " + (", ".join(gone) if gone else "nothing (already absent)"))
+    click.echo(listed("Deleted", gone, "nothing (already absent)"))
     for note in result.notes:
         click.echo(note)
 
@@ -200,9 +205,22 @@ def gc_cmd(spec: Path, bucket: str | None, force_unlock: bool, dry_run: bool) ->
         changes = result.changes
         for note in result.notes:
             click.echo(note)
-    verb = "Would delete" if dry_run else "Deleted"
-    click.echo(f"{verb}: " + (", ".join(f"{c.kind} {c.name}" for c in changes) if changes
-                              else "nothing (nothing unused)"))
+    click.echo(listed("Would delete" if dry_run else "Deleted",
+                      [f"{c.kind} {c.name}" for c in changes], "nothing (nothing unused)"))
+
+
+def listed(head: str, items: list[str], none: str) -> str:
+    """``head`` and one item a line (readable in a log, unlike one line of them all), or
+    ``head: none``.
+
+    >>> print(listed("Deleted", ["endpoint docqa", "alarm a"], "nothing"))
+    Deleted (2):
+      endpoint docqa
+      alarm a
+    """
+    if not items:
+        return f"{head}: {none}"
+    return "\n".join([f"{head} ({len(items)}):", *(f"  {item}" for item in items)])
 
 
 @click.command("status")

@@ -382,3 +382,4 @@ def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
                                  param_hint="--plot") from exc
     finally:
         plt.close(fig)
+    click.echo(f"Wrote the TTFT distribution chart to {path}", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lmikit.change import Change, summary
+from lmikit.change import Change, summary_lines
 
 __all__ = ["Change", "DeployResult", "ResourceState"]
 
@@ -19,8 +19,11 @@ class DeployResult:
         return any(c.changed for c in self.changes)
 
     def summary(self) -> str:
-        text = summary(self.changes, details=False) if self.changed else \
-            "No changes: every resource already matches the spec."
+        """What changed, one resource a line (then the notes), or that nothing did."""
+        text = "No changes: every resource already matches the spec."
+        if self.changed:
+            lines = summary_lines(self.changes, details=False)
+            text = "\n".join([f"Done ({len(lines)}):", *(f"  {line}" for line in lines)])
         return "\n".join([text, *self.notes])
 
 

@@ -205,6 +205,15 @@ def test_plot_writes_a_chart(tmp_path: Path) -> None:
     assert r.exit_code == 0 and out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_says_where_it_wrote_the_chart(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "charts" / "ttft.svg"
+    out.parent.mkdir()
+    r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(out))
+    assert r.exit_code == 0
+    assert r.stderr.splitlines()[-1] == f"Wrote the TTFT distribution chart to {out}"
+
+
 ONE = ["--workload", "long-doc-qa", "--documents", "1", "--document-tokens", "4000",
        "--output-tokens", "1", "--concurrency", "1", "--kv-cache", "off"]
 
