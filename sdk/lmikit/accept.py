@@ -43,6 +43,8 @@ TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "clo
 # What `lmikit deploy` creates: the SageMaker resources, their LMI configuration and alarms.
 DEPLOY_TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "cloudwatch")
 IMAGE_TARGETS = ("sagemaker", "hyperpod")
+# What depends on which image runs the model (RenderOptions.image).
+IMAGE_KIND_TARGETS = ("env", "serving-properties", "sagemaker", "cloudwatch", "grafana")
 # Stand-ins for what only a deployment knows; renderers treat them as opaque strings.
 PLACEHOLDER_ROLE = "arn:aws:iam::123456789012:role/<execution-role>"
 PLACEHOLDER_IMAGE = "<lmi-image>"
@@ -55,7 +57,7 @@ class RenderOptions:
     namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
     vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
-    image: ImageKind = "stock"  # env, serving-properties, sagemaker, cloudwatch, grafana
+    image: ImageKind = "stock"  # IMAGE_KIND_TARGETS: AWS's stock LMI image or lmikit's
     prices: PriceTable | None = None  # grafana: a price file (`lmikit prices fetch`)
 
 
@@ -69,6 +71,7 @@ class Accepted:
     image_uri: str | None = None  # None: not resolved (not asked for, or no image table here)
     notes: tuple[str, ...] = ()  # checks that could not run on this machine
     warnings: tuple[str, ...] = ()  # what a renderer says the deployment will lack
+    image_note: str | None = None  # what the stock image leaves out, and what to change
 
     def output(self, target: str) -> str:
         """The text ``lmikit render --target`` prints for ``target``."""
@@ -123,7 +126,13 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             "--target to check only the targets you use)" if fine else ""
         raise RenderError(f"{len(listed)} problem(s) rendering {path}:\n" + "\n".join(listed)
                           + hint)
-    return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)))
+    image_note = None
+    if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
+        from lmikit.render.sagemaker import stock_image_note
+
+        image_note = stock_image_note(spec)
+    return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
+                    image_note)
 
 
 def render_target(target: str, spec: DeploymentSpec, plan: Plan,

@@ -210,15 +210,21 @@ def test_scraped_metrics_path_is_one_the_image_serves(image, path, env):
     assert env in container["Environment"]
 
 
-def test_stock_image_metrics_come_with_a_warning():
-    assert any("lmikit's image" in w for w in _render(load_spec_text(BASE)).warnings)
-    assert _render(load_spec_text(BASE), image_kind="lmikit").warnings == ()
+def test_stock_image_metrics_come_with_a_note_on_what_to_change():
+    stock = _render(load_spec_text(BASE))
+    assert stock.warnings == ()  # not a problem of the spec: a fact of the image
+    assert stock.image_note is not None
+    assert "serves only DJL's server metrics (/server/metrics)" in stock.image_note
+    assert stock.image_note.endswith("lmikit's image publishes them: `cdk deploy` builds it, "
+                                     "and `--image lmikit` checks for it")
+    lmikit = _render(load_spec_text(BASE), image_kind="lmikit")
+    assert lmikit.warnings == () and lmikit.image_note is None
 
 
 def test_stock_image_on_sagemaker_copied_weights_turns_detailed_metrics_off():
     r = _render(load_spec_text(ISOLATED))
     assert r.endpoint_config["MetricsConfig"]["EnableDetailedObservability"] is False
-    assert any("detailed observability is off" in w for w in r.warnings)
+    assert r.image_note is not None and "detailed observability is off" in r.image_note
     lmikit = _render(load_spec_text(ISOLATED), image_kind="lmikit")
     assert lmikit.endpoint_config["MetricsConfig"]["EnableDetailedObservability"] is True
 

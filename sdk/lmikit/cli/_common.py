@@ -21,19 +21,29 @@ spec_argument = click.argument("spec", type=click.Path(dir_okay=False, path_type
 targets_option = click.option(
     "--target", "-t", "targets", multiple=True, type=click.Choice(TARGETS),
     help="Check only this render target (repeatable) [default: every target].")
+image_option = click.option(
+    "--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
+    show_default=True, help="env, serving-properties, sagemaker, cloudwatch, grafana: the image "
+    "that runs the model (AWS's stock LMI image, which `lmikit deploy` runs, or lmikit's "
+    "container/Dockerfile, which `cdk deploy` builds); the cache panels and alarms need "
+    "lmikit's.")
 
 
-def load(spec_path: Path, targets: Iterable[str] = TARGETS, *,
-         warn: bool = False) -> tuple[Any, Any]:
+def load(spec_path: Path, targets: Iterable[str] = TARGETS, *, warn: bool = False,
+         image: str = "stock") -> tuple[Any, Any]:
     """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan).
-    ``warn``: also print what the renderers say the deployment will lack (validate)."""
-    from lmikit.accept import accept_spec
+    ``warn``: also print what the renderers say the deployment will lack, and what the
+    ``image`` leaves out (validate)."""
+    from lmikit.accept import RenderOptions, accept_spec
 
-    accepted = accept_spec(spec_path, targets)
+    accepted = accept_spec(spec_path, targets,
+                           RenderOptions(image="lmikit" if image == "lmikit" else "stock"))
     for note in accepted.notes:
         click.echo(f"Note: {note}", err=True)
     for warning in accepted.warnings if warn else ():
         click.echo(f"Warning: {warning}", err=True)
+    if warn and accepted.image_note:
+        click.echo(f"Note: {accepted.image_note}", err=True)
     return accepted.spec, accepted.plan
 
 

@@ -9,7 +9,7 @@ import click
 
 from lmikit.accept import TARGETS
 from lmikit.catalog.prices import MAX_USD_PER_HOUR
-from lmikit.cli._common import spec_argument
+from lmikit.cli._common import image_option, spec_argument
 
 if TYPE_CHECKING:
     from lmikit.render.container import ImageKind
@@ -37,10 +37,7 @@ if TYPE_CHECKING:
               envvar="LMIKIT_PRICES", show_envvar=True,
               help="grafana: a price file from `lmikit prices fetch` (prices the spec's "
               "region).")
-@click.option("--image", "image_kind", type=click.Choice(["stock", "lmikit"]), default="stock",
-              show_default=True, help="env, serving-properties, sagemaker, cloudwatch, grafana: "
-              "the image that runs the model (AWS's stock LMI image, or lmikit's "
-              "container/Dockerfile); the cache panels and alarms need lmikit's.")
+@image_option
 def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
                vllm_image: str | None, hourly_price: float | None, prices_path: Path | None,
                image_kind: str) -> None:

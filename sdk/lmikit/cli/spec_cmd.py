@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from lmikit.cli._common import spec_argument, targets_option
+from lmikit.cli._common import image_option, spec_argument, targets_option
 
 
 @click.command("schema")
@@ -21,7 +21,8 @@ def schema_cmd() -> None:
 @click.command("validate")
 @spec_argument
 @targets_option
-def validate_cmd(spec: Path, targets: tuple[str, ...]) -> None:
+@image_option
+def validate_cmd(spec: Path, targets: tuple[str, ...], image_kind: str) -> None:
     """Check that SPEC loads, plans and renders to every target (or each --target).
 
     It runs what `lmikit render`, `plan` and `deploy` run, so it refuses whatever they refuse.
@@ -30,6 +31,6 @@ def validate_cmd(spec: Path, targets: tuple[str, ...]) -> None:
     from lmikit.cli._common import load
 
     chosen = targets or TARGETS
-    loaded, plan = load(spec, chosen, warn=True)
+    loaded, plan = load(spec, chosen, warn=True, image=image_kind)
     click.echo(f"{spec}: valid ({loaded.model.id} on {loaded.instance.type}, tier {plan.tier}; "
                f"renders {', '.join(chosen)})")

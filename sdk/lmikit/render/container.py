@@ -127,12 +127,3 @@ def cache_metrics_absent_reason(image: ImageKind, detailed_metrics: bool) -> str
     return ("AWS's stock LMI image publishes no vLLM or LMCache metrics: its only Prometheus "
             f"endpoint is DJL's own ({DJL_METRICS_PATH}) and it prints no EMF lines. Deploy "
             "lmikit's image (container/Dockerfile) for the cache panels and alarms")
-
-
-def stock_metrics_note(metrics_path: str) -> str:
-    """What a person should know when detailed metrics run on the stock image."""
-    return (f"the stock LMI image serves only DJL's server metrics ({DJL_METRICS_PATH}, with "
-            "SERVING_PROMETHEUS=true); vLLM and LMCache metrics"
-            + (f" at {metrics_path}" if metrics_path != DJL_METRICS_PATH else "")
-            + " and the LMIKit/Container CloudWatch metrics need lmikit's image "
-            "(container/Dockerfile)")

@@ -43,10 +43,10 @@ from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
 from lmikit.plan import Plan
 from lmikit.render.container import (
+    DJL_METRICS_PATH,
     SCRAPE_DEFAULT_PATH,
     ImageKind,
     metrics_endpoint,
-    stock_metrics_note,
 )
 from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.spec import DeploymentSpec
@@ -54,7 +54,7 @@ from lmikit.startup import estimate_startup, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
            "adapter_component_name", "base_component_name", "render_requests",
-           "startup_timeouts", "stock_image_secret_problems", "tags"]
+           "startup_timeouts", "stock_image_note", "stock_image_secret_problems", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
@@ -86,6 +86,7 @@ class SageMakerRequests:
     adapter_components: dict[str, dict[str, Any]]
     model: dict[str, Any] | None = None  # CreateModel, when SageMaker copies S3 weights
     warnings: tuple[str, ...] = ()
+    image_note: str | None = None  # what the stock image leaves out (stock_image_note)
 
 
 def adapter_component_name(spec: DeploymentSpec, adapter: str) -> str:
@@ -160,6 +161,22 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
     return sec.kms_key_arn
 
 
+def stock_image_note(spec: DeploymentSpec) -> str | None:
+    """What AWS's stock LMI image leaves out of this spec's deployment, in one line that
+    says what to change; None where ``observability.detailed_metrics`` is off. The stock
+    image serves only DJL's server metrics (:func:`lmikit.render.container.metrics_endpoint`)
+    and cannot be scraped at all where SageMaker copies the weights."""
+    if not spec.observability.detailed_metrics:
+        return None
+    copies = (", and with weights SageMaker copies (security.network_isolation) detailed "
+              f"observability is off, as it scrapes {SCRAPE_DEFAULT_PATH}"
+              if weights_source(spec) == "s3-sagemaker" else "")
+    return ("checked for AWS's stock LMI image, which `lmikit deploy` runs: it serves only "
+            f"DJL's server metrics ({DJL_METRICS_PATH}), so the dashboard and alarms leave "
+            f"out the vLLM and LMCache ones{copies}. lmikit's image publishes them: `cdk "
+            "deploy` builds it, and `--image lmikit` checks for it")
+
+
 def capacity_warning(spec: DeploymentSpec) -> str | None:
     """Why the spec's instances may not start: its type has no on-demand hosting in its region
     and it names no reservation (:func:`lmikit.catalog.offers.on_demand_problem`). The render,
@@ -212,7 +229,7 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     problem = capacity_warning(spec)
     if problem:
         warnings.append(problem)
-    metrics_config = _container_metrics(spec, image_kind, sagemaker_copies, warnings)
+    metrics_config = _container_metrics(spec, image_kind, sagemaker_copies)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],
         "ExecutionRoleArn": execution_role_arn,
@@ -300,31 +317,25 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                             model["ModelName"] if model else None),
         endpoint_config=config, endpoint=endpoint, base_component=base,
         adapter_components=adapters, model=model, warnings=tuple(warnings),
+        image_note=stock_image_note(spec) if image_kind == "stock" else None,
     )
 
 
-def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind, sagemaker_copies: bool,
-                       warnings: list[str]) -> dict[str, Any] | None:
+def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind,
+                       sagemaker_copies: bool) -> dict[str, Any] | None:
     """``ContainerMetricsConfig`` for a path the image serves, or None.
 
     A component that names a SageMaker Model has no ``Container`` (and CloudFormation's
     AWS::SageMaker::Model has no ContainerMetricsConfig), so SageMaker scrapes its default
     /metrics: lmikit's image serves it there; the stock image serves nothing there, so
-    detailed observability stays off.
+    detailed observability stays off (:func:`stock_image_note` says so).
     """
     obs = spec.observability
     if not obs.detailed_metrics:
         return None
     endpoint = metrics_endpoint(obs.metrics_path, image_kind)
-    if image_kind == "stock":
-        warnings.append(stock_metrics_note(obs.metrics_path))
     if sagemaker_copies:
-        if image_kind == "stock":
-            warnings.append("detailed observability is off: with weights copied by SageMaker "
-                            "the component names a SageMaker Model, whose scrape path cannot "
-                            f"be set (SageMaker scrapes {SCRAPE_DEFAULT_PATH}, which the stock "
-                            "image does not serve)")
-        elif endpoint.path != SCRAPE_DEFAULT_PATH:
+        if image_kind == "lmikit" and endpoint.path != SCRAPE_DEFAULT_PATH:
             raise RenderError(
                 f"observability.metrics_path {obs.metrics_path!r}: with weights copied by "
                 "SageMaker (security.network_isolation) the component names a SageMaker "
