@@ -478,3 +478,24 @@ def test_tensor_parallel_over_pcie_is_noted_as_a_floor() -> None:
         "lower bounds; measure them with lmikit bench."]
     assert notes("ml.p4de.24xlarge", "4") == []
     assert notes("ml.g6e.12xlarge", "1") == []
+
+
+def test_the_readmes_simulate_example_is_real_and_shows_the_cache_working() -> None:
+    """The README's command prints the rows shown beside it, and its `off` and `cpu` rows
+    differ: the repeated context outgrows the GPU prefix cache, so LMCache's CPU tier pays."""
+    import shlex
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("$ lmikit simulate examples/docqa-qwen7b.yaml")
+    block = readme[start:readme.index("```", start)].splitlines()
+    command = " ".join(line.rstrip("\\ ") for line in block[:2])
+    shown = [line for line in block if line.startswith("│")]
+    r = CliRunner().invoke(main, shlex.split(command)[2:], env={"COLUMNS": "130"})  # $ lmikit
+    assert r.exit_code == 0, r.output
+    printed = [line.rstrip() for line in r.stdout.splitlines() if line.startswith("│")]
+    assert len(shown) == 4 and printed == shown
+    rows = {tuple(cell.strip() for cell in line.split("│")[1:3]): line.split("│")[3].strip()
+            for line in printed}
+    assert rows[("sticky_session", "off")] != rows[("sticky_session", "cpu")]
