@@ -48,3 +48,21 @@ def test_notebook_runs_top_to_bottom(path: Path) -> None:
         images = [o for c in book.cells if c.cell_type == "code" for o in c.outputs
                   if "image/png" in o.get("data", {})]
         assert len(images) >= 2
+
+
+def test_the_readme_says_how_to_run_a_notebook_with_what_setup_installs() -> None:
+    """The README's command is installed by .ci/setup (nbclient, in the dev extra): the
+    `jupyter` it names dispatches `execute` to nbclient's runner."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"^\.venv/bin/jupyter execute (examples/notebooks/\S+\.ipynb)", readme,
+                      re.MULTILINE)
+    assert found, "the README names no command that runs a notebook"
+    assert (ROOT / found[1]).is_file()
+    jupyter = Path(sys.executable).parent / "jupyter"
+    run = subprocess.run([str(jupyter), "execute", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0 and "--inplace" in run.stdout, run.stderr
