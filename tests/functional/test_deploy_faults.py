@@ -16,6 +16,7 @@ from lmikit.errors import DeployError, DeployFailed, Interrupted
 from lmikit.testing import FakeSageMaker, VirtualClock
 from lmikit.testing._adapters import write_lora_adapter
 
+from ._matrix import no_backoff
 from .conftest import BUCKET, deployment, live, spec_with
 
 
@@ -201,3 +202,89 @@ def test_deploy_replaces_a_failed_endpoint(fake: FakeSageMaker, session: Any,
     assert live(fake)["endpoint"] == {"docqa": "InService"}
     assert set(live(fake)["inference-component"]) == {"docqa-base", "docqa-legal",
                                                       "docqa-medical"}
+
+
+def _update(lora_spec: Any, tmp_path: Path) -> Any:
+    """An update that replaces the endpoint config and both artifacts (model, legal)."""
+    write_lora_adapter(tmp_path / "adapters" / "legal", fill=9)  # retrained
+    return lora_spec.model_copy(update={
+        "instance": lora_spec.instance.model_copy(update={"max_count": 3}),
+        "engine": lora_spec.engine.model_copy(update={"max_batch_size": 16})})
+
+
+def test_an_update_whose_clean_up_keeps_failing_names_what_it_left_and_the_next_deploy_deletes_it(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path) -> None:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    old_config, old_keys = _in_use(fake)
+    bigger = _update(lora_spec, tmp_path)
+    fake.inject("DeleteEndpointConfig", "5xx", times=100)
+    fake.inject("DeleteObject", "5xx", times=100, name="/model/")
+    with no_backoff():  # botocore retries each delete, without sleeping in real time
+        result = deployment(bigger, session, clock, tmp_path, retry_mode="standard").deploy()
+    new_config, new_keys = _in_use(fake)
+    assert new_config != old_config and set(fake.control.configs) == {old_config, new_config}
+    (old_model,) = [k for k in old_keys if "/model/" in k]
+    (old_legal,) = [k for k in old_keys - new_keys if "/legal/" in k]
+    assert _keys() == new_keys | {old_model}  # the legal artifact's delete went through
+    (note,) = [n for n in result.notes if "garbage collection" in n]
+    assert note.startswith("The deployment is on the new spec, but garbage collection left 2 "
+                           "unused resource(s): ")
+    assert f"endpoint-config {old_config} (DeleteEndpointConfig failed: InternalFailure" in note
+    assert f"artifact s3://{BUCKET}/{old_model} (DeleteObject failed: InternalError" in note
+    assert note.endswith("The next `lmikit deploy SPEC` or `lmikit gc SPEC` deletes them.")
+    assert f"delete artifact s3://{BUCKET}/{old_legal}" in result.summary()
+    fake.clear_faults()
+    again = deployment(bigger, session, clock, tmp_path).deploy()
+    assert set(fake.control.configs) == {new_config} and _keys() == new_keys
+    assert {(c.kind, c.action) for c in again.changes if c.changed} == {
+        ("endpoint-config", "delete"), ("artifact", "delete")}
+    assert not [n for n in again.notes if "garbage collection" in n]
+
+
+def test_a_second_ctrl_c_during_clean_up_names_what_it_left_and_gc_deletes_it(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path) -> None:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    old_config, old_keys = _in_use(fake)
+    interrupts = Interrupts()
+
+    def press_twice_at_the_first_clean_up(event: ProgressEvent) -> None:
+        if event.action == "delete" and event.status == "deleted" and not interrupts.presses:
+            interrupts.press()
+            interrupts.press()
+
+    d = deployment(_update(lora_spec, tmp_path), session, clock, tmp_path,
+                   interrupts=interrupts, progress=press_twice_at_the_first_clean_up)
+    result = d.deploy()
+    new_config, new_keys = _in_use(fake)
+    assert old_config not in fake.control.configs  # the first delete finished
+    left = _keys() - new_keys
+    assert len(left) == 2 and left <= old_keys
+    (note,) = [n for n in result.notes if "garbage collection" in n]
+    assert note.startswith("The deployment is on the new spec, but garbage collection stopped "
+                           "(Ctrl-C) and left 2 unused resource(s): ")
+    for key in left:
+        assert f"artifact s3://{BUCKET}/{key} (not tried)" in note
+    gc = deployment(_update(lora_spec, tmp_path), session, clock, tmp_path).gc()
+    assert sorted(c.name for c in gc.changes) == sorted(f"s3://{BUCKET}/{k}" for k in left)
+    assert _keys() == new_keys and set(fake.control.configs) == {new_config}
+
+
+def test_gc_whose_deletes_keep_failing_names_what_it_left_and_fails(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
+        tmp_path: Path) -> None:
+    deployment(lora_spec, session, clock, tmp_path).deploy()
+    old_config, _ = _in_use(fake)
+    fake.inject("DeleteEndpointConfig", "5xx", times=100)
+    bigger = _update(lora_spec, tmp_path)
+    with no_backoff():
+        deployment(bigger, session, clock, tmp_path, retry_mode="standard").deploy()
+        with pytest.raises(DeployFailed) as info:
+            deployment(bigger, session, clock, tmp_path, retry_mode="standard").gc()
+    assert info.value.state == "partial"
+    assert str(info.value).startswith(f"gc of 'docqa' left 1 unused resource(s): "
+                                      f"endpoint-config {old_config} (DeleteEndpointConfig "
+                                      "failed: InternalFailure")
+    assert str(info.value).endswith("Run `lmikit gc SPEC` again to finish.")
+    assert info.value.left == (next(x for x in info.value.left if old_config in x),)

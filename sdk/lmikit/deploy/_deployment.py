@@ -36,7 +36,7 @@ from lmikit.aws import (
 from lmikit.aws._lease import LEASE_SECONDS
 from lmikit.deploy import _builtin, _destroy
 from lmikit.deploy._apply import Applier, change_list
-from lmikit.deploy._gc import Usage, collect, garbage
+from lmikit.deploy._gc import Usage, collect, garbage, replaced_by
 from lmikit.deploy._hooks import Hook, StepContext
 from lmikit.deploy._interrupt import Interrupts, StopRequested
 from lmikit.deploy._plan import Desired, PendingArtifact, observe, plan_steps
@@ -294,7 +294,7 @@ class Deployment:
             except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
                 raise self.failure(run, exc, "deploy") from exc
             run.committed = True
-            self.collect_after(run, store)
+            self.collect_after(run, store, replaced_by(steps))
             return run.result
         finally:
             self.release(lease, run)
@@ -311,26 +311,30 @@ class Deployment:
                 for description, undo in ctx.undo:
                     run.undo(Undo(description, _returning(description, undo)))
 
-    def collect_after(self, run: Run, store: ArtifactStore) -> None:
-        """Garbage collection after a successful deploy: a failure is a note, not an error."""
+    def collect_after(self, run: Run, store: ArtifactStore,
+                      replaced: list[str] | None = None) -> None:
+        """Garbage collection after a successful deploy: what it cannot delete (a delete
+        that fails, a second Ctrl-C) is a note naming each one, not an error; the next
+        deploy or gc deletes it. ``replaced``: what this deploy stopped using."""
         if self.interrupts.stop_requested:
             run.result.notes.append("Interrupted after every change was applied: the "
                                     "deployment is on the new spec.")
+        later = (f"The next `lmikit deploy {self.spec_path}` or `lmikit gc {self.spec_path}` "
+                 "deletes them.")
         if self.interrupts.abandon:
-            run.result.notes.append("Garbage collection was skipped (a second Ctrl-C); run "
-                                    f"`lmikit gc {self.spec_path}` to delete what nothing "
-                                    "uses.")
+            run.result.notes.append("Garbage collection was skipped (a second Ctrl-C)"
+                                    + (f"; it left {', '.join(replaced)}. {later}" if replaced
+                                       else f"; run `lmikit gc {self.spec_path}` to delete "
+                                       "what nothing uses."))
             return
-        try:
-            for change in collect(run, store, self.spec.name, self.spec_path,
-                                  finish_after_first_press=True):
-                run.record(change)
-        except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
-            if isinstance(exc, KeyboardInterrupt) and not self.interrupts.handler_installed:
-                self.interrupts.press()
+        done = collect(run, store, self.spec.name, self.spec_path,
+                       finish_after_first_press=True, replaced=replaced)
+        for change in done.deleted:
+            run.record(change)
+        if done.left and not done.busy:  # (when busy, collect's note names them)
+            why = f"stopped ({done.stopped}) and " if done.stopped else ""
             run.result.notes.append(f"The deployment is on the new spec, but garbage "
-                                    f"collection stopped ({exc or 'Ctrl-C'}); run "
-                                    f"`lmikit gc {self.spec_path}` to finish it.")
+                                    f"collection {why}left {done.left_line()}. {later}")
 
     def release(self, lease: Lease, run: Run) -> None:
         try:
@@ -407,15 +411,21 @@ class Deployment:
             lease.acquire(force=self.force_unlock)
             run.keep_alive = lease.keep_alive
         try:
-            result.changes = collect(run, store, self.spec.name, self.spec_path)
-        except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
-            raise DeployFailed(f"gc of {self.spec.name!r} stopped: {exc or 'Ctrl-C'}; what it "
-                               "deleted nothing used. Run `lmikit gc` again to finish.",
-                               state="partial") from exc
+            done = collect(run, store, self.spec.name, self.spec_path)
         finally:
             if lease is not None:
                 self.release(lease, run)
+        result.changes = done.deleted
         result.notes += run.result.notes
+        if done.left and not done.busy:  # (when busy, collect's note says to run it later)
+            deleted = ", ".join(f"{c.kind} {c.name}" for c in done.deleted)
+            raise DeployFailed(
+                f"gc of {self.spec.name!r} "
+                + (f"stopped ({done.stopped}) and " if done.stopped else "")
+                + f"left {done.left_line()}."
+                + (f" Deleted: {deleted} (nothing used them)." if deleted else "")
+                + f" Run `lmikit gc {self.spec_path}` again to finish.",
+                state="partial", left=tuple(done.left))
         return result
 
     def status(self) -> list[ResourceState]:

@@ -22,8 +22,11 @@ from lmikit.aws import (
     status_of,
 )
 from lmikit.aws._resources import TRANSITIONAL
+from lmikit.deploy._interrupt import StopRequested
+from lmikit.deploy._plan import Step
 from lmikit.deploy._result import Change
 from lmikit.deploy._run import Run
+from lmikit.errors import AwsError, LmikitError
 
 
 @dataclass
@@ -78,26 +81,81 @@ def garbage(run: Run, store: ArtifactStore, name: str, used: Usage | None = None
     return out
 
 
+@dataclass
+class Collection:
+    """What one garbage collection deleted, and what it left with why (names first)."""
+
+    deleted: list[Change] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # "endpoint-config x (why)"
+    stopped: str = ""  # why it stopped before trying the rest; "" when it tried every one
+    busy: list[str] = field(default_factory=list)  # mid-change: collection did not start
+
+    def left_line(self) -> str:
+        """``3 unused resource(s): endpoint-config x (why), ...``, or ""."""
+        if not self.left:
+            return ""
+        return f"{len(self.left)} unused resource(s): {', '.join(self.left)}"
+
+
 def collect(run: Run, store: ArtifactStore, name: str, spec_path: str, *,
-            finish_after_first_press: bool = False) -> list[Change]:
-    """Delete what :func:`garbage` finds; skipped (with a note) while anything is
-    mid-change. After a deploy it finishes despite a first Ctrl-C (it only deletes what
-    nothing uses, with quick calls); a second one stops it."""
+            finish_after_first_press: bool = False,
+            replaced: list[str] | None = None) -> Collection:
+    """Delete what :func:`garbage` finds; skipped (with a note naming ``replaced``, what the
+    run just replaced) while anything is mid-change. A delete that fails is left, with its
+    error, and the others are still deleted. After a deploy it finishes despite a first
+    Ctrl-C (it only deletes what nothing uses, with quick calls); a second one stops it,
+    and what it did not try is left."""
     used = usage(run.sm, name)
     if used.busy:
+        what = f"; it leaves {', '.join(replaced)} for now" if replaced else ""
         run.result.notes.append("Garbage collection skipped while " + ", ".join(used.busy)
-                                + f"; run `lmikit gc {spec_path}` later.")
-        return []
-    done = []
-    for change in garbage(run, store, name, used):
-        if finish_after_first_press and not run.interrupts.abandon:
-            run.keep_alive()
-        else:
-            run.checkpoint()
-        if change.kind == "artifact":
-            store.delete_key(change.name.split("/", 3)[3])
-        else:
-            delete(run.sm, change.kind, change.name)
+                                + f"{what}; run `lmikit gc {spec_path}` later.")
+        return Collection(left=list(replaced or ()), busy=used.busy)
+    planned = garbage(run, store, name, used)
+    out = Collection()
+    for i, change in enumerate(planned):
+        try:
+            if finish_after_first_press and not run.interrupts.abandon:
+                run.keep_alive()
+            else:
+                run.checkpoint()
+        except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
+            if isinstance(exc, KeyboardInterrupt) and not run.interrupts.handler_installed:
+                run.interrupts.press()
+            out.stopped = str(exc) or "Ctrl-C"
+            out.left += [f"{c.kind} {c.name} (not tried)" for c in planned[i:]]
+            break
+        try:
+            if change.kind == "artifact":
+                store.delete_key(change.name.split("/", 3)[3])
+            else:
+                delete(run.sm, change.kind, change.name)
+        except AwsError as exc:  # this one stays; the others may still go
+            out.left.append(f"{change.kind} {change.name} ({exc})")
+            run.note(change.kind, change.name, "delete", "Failed", str(exc))
+            continue
         run.note(change.kind, change.name, "delete", "deleted", change.detail)
-        done.append(change)
-    return done
+        out.deleted.append(change)
+    return out
+
+
+def replaced_by(steps: list[Step]) -> list[str]:
+    """The endpoint config, Models and artifacts a deploy's ``steps`` stop using: what its
+    garbage collection deletes (named without a call, for when it cannot run)."""
+    out: list[str] = []
+    for step in steps:
+        if step.action not in ("update", "replace", "delete"):
+            continue
+        old, new = step.old or {}, step.body or {}
+        if step.kind == "endpoint" and old.get("EndpointConfigName") not in (
+                None, new.get("EndpointConfigName")):
+            out.append(f"endpoint-config {old['EndpointConfigName']}")
+        if step.kind != "inference-component":
+            continue
+        model = old.get("Specification", {}).get("ModelName")
+        if model and model != new.get("Specification", {}).get("ModelName"):
+            out.append(f"model {model}")
+        url = artifact_of(old)
+        if url and url != artifact_of(new):
+            out.append(f"artifact {url}")
+    return list(dict.fromkeys(out))
