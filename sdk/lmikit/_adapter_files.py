@@ -50,7 +50,7 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".huggingface", ".cache",
     "__pycache__", "*.pyc", ".ipynb_checkpoints", ".DS_Store", "Thumbs.db",
 )
-MAX_FILES = 10_000
+MAX_FILES = 10_000  # entries of every kind a walk meets before it stops
 MAX_DEPTH = 32
 MAX_FILE_BYTES = 2 * 1024**3
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -129,11 +129,18 @@ def scan_adapter_dir(root: str | Path, include: Iterable[str] = ()) -> AdapterFi
     if not stat.S_ISDIR(st.st_mode):
         return AdapterFiles(problems=("the adapter source is not a directory",))
     walk = _Walk(base, real_root, include)
-    walk.visit(base, "", 0)
+    try:
+        walk.visit(base, "", 0)
+    except _WalkEnd:
+        pass
     walk.check_hard_links()
     files = tuple(sorted(walk.files, key=lambda f: f.name))
     return AdapterFiles(files, tuple(walk.excluded), tuple(walk.problems),
                         tuple(walk.followed))
+
+
+class _WalkEnd(Exception):
+    """The walk met MAX_FILES entries: it stops everywhere, not only in that folder."""
 
 
 class _Walk:
@@ -146,6 +153,7 @@ class _Walk:
         self.names: dict[tuple[int, int], int] = {}  # (dev, ino) -> names found inside
         self.links: dict[tuple[int, int], int] = {}  # (dev, ino) -> st_nlink
         self.names_of: dict[tuple[int, int], str] = {}
+        self.seen = 0  # entries met so far
 
     def visit(self, folder: Path, prefix: str, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -157,13 +165,15 @@ class _Walk:
             self.problems.append(f"{prefix or '.'}: cannot list the folder: {_reason(exc)}")
             return
         for entry in entries:
+            self.seen += 1
+            if self.seen > MAX_FILES:  # files, folders, links, refusals: a bounded walk
+                self.problems.append(f"more than {MAX_FILES:,} entries; an adapter has a few "
+                                     "files (the walk stopped there)")
+                raise _WalkEnd
             rel = f"{prefix}{entry.name}"
             if excluded_by(entry.name, rel, self.include):
                 self.excluded.append(rel + ("/" if entry.is_dir(follow_symlinks=False) else ""))
                 continue
-            if len(self.files) >= MAX_FILES:
-                self.problems.append(f"more than {MAX_FILES:,} files; an adapter has a few")
-                return
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError as exc:

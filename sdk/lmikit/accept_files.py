@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lmikit.errors import AdapterError, Problem
+from lmikit.errors import AdapterError, Problem, problem_list
 
 if TYPE_CHECKING:
     from lmikit.plan import Plan
@@ -57,8 +57,8 @@ def check_spec_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path,
         problems += _adapter_problems(spec, plan, i, base_dir, lines)
     problems += _formatter_problems(spec, plan, Path(base_dir), lines)
     if problems:
-        raise AdapterError(f"{len(problems)} problem(s) in the files {source} names\n"
-                           + "\n".join("  - " + p.render(source) for p in problems),
+        raise AdapterError(problem_list(f"{len(problems)} problem(s) in the files {source} "
+                                        "names", problems, source),
                            [(p.path, p.message) for p in problems])
     return tuple(notes)
 

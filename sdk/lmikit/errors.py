@@ -98,17 +98,39 @@ class Problem:
         return f"{where}{loc}: {self.message}{got}"
 
 
+MAX_LISTED_PROBLEMS = 20
+"""A message lists at most this many problems, then how many more there are (the
+exception's ``problems`` keeps every one): the first screenful is what a person fixes first."""
+
+
+def problem_list(head: str, problems: Sequence[Problem], source: str | None = None) -> str:
+    """``head``, then one line per problem: the first :data:`MAX_LISTED_PROBLEMS`, then a
+    count of the rest.
+
+    >>> print(problem_list("3 problem(s)", [Problem(f"adapters.{i}.source", "outside")
+    ...                                     for i in range(3)]))
+    3 problem(s)
+      - adapters.0.source: outside [got None]
+      - adapters.1.source: outside [got None]
+      - adapters.2.source: outside [got None]
+    """
+    lines = [head] + ["  - " + p.render(source) for p in problems[:MAX_LISTED_PROBLEMS]]
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"  ... and {len(problems) - MAX_LISTED_PROBLEMS:,} more")
+    return "\n".join(lines)
+
+
 class SpecError(LmikitError, ValueError):
-    """The spec is invalid. ``problems`` lists every problem found, not just the first."""
+    """The spec is invalid. ``problems`` lists every problem found, not just the first; the
+    message shows the first :data:`MAX_LISTED_PROBLEMS` (:func:`problem_list`)."""
 
     kind = "SpecError"
 
     def __init__(self, problems: list[Problem], source: str | None = None) -> None:
         self.problems = list(problems)
         self.source = source
-        head = f"{len(self.problems)} problem(s) in {source or 'spec'}"
-        lines = [head] + ["  - " + p.render(source) for p in self.problems]
-        super().__init__("\n".join(lines))
+        super().__init__(problem_list(f"{len(self.problems)} problem(s) in {source or 'spec'}",
+                                      self.problems, source))
 
 
 class CatalogError(LmikitError, LookupError):

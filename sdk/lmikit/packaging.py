@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_EXCLUDES", "WEIGHT_FILES", "AdapterCheck", "AdapterPackage",
            "check_adapter", "check_formatter_file", "check_spec_adapter", "package_adapter",
-           "package_spec_adapter"]
+           "package_spec_adapter", "spec_adapter_dir"]
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 CONFIG_FILE = "adapter_config.json"
@@ -368,10 +369,31 @@ def _spec_inputs(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
             "base_shape": shape}
 
 
+def spec_adapter_dir(adapter: AdapterSpec, base_dir: str | Path = ".") -> Path:
+    """The folder a spec's local adapter names (``adapters[].source``, relative to the spec),
+    which must lie inside the spec's folder, the one root a spec's adapters may come from
+    (as a Docker build's files come from its context). Judged on the names alone, before
+    anything is read: ``..`` climbing out, an absolute path elsewhere, or the spec's folder
+    itself are refused without walking them. A symlink inside the folder may lead anywhere:
+    someone put it there."""
+    base = Path(os.path.normpath(Path(base_dir).absolute()))  # ".." by name, links kept
+    folder = Path(os.path.normpath(base / adapter.source))
+    if folder == base:
+        why = "is the spec's own folder, not an adapter's"
+    elif base not in folder.parents:
+        why = f"leads to {folder}, outside the spec's folder {base}"
+    else:
+        return Path(base_dir) / adapter.source
+    raise AdapterError(
+        f"adapter {adapter.name!r}: {adapter.source!r} {why}",
+        [(SOURCE, f"{why}; a spec's adapter folders lie inside the folder that holds the spec: "
+                  "move the adapter there (or a symlink to it), or give an s3:// URI")])
+
+
 def check_spec_adapter(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
                        base_dir: str | Path = ".") -> AdapterCheck:
     """:func:`check_adapter` with the inputs :func:`package_spec_adapter` uses."""
-    return check_adapter(Path(base_dir) / adapter.source,
+    return check_adapter(spec_adapter_dir(adapter, base_dir),
                          **_spec_inputs(spec, plan, adapter, base_dir))
 
 
@@ -380,5 +402,5 @@ def package_spec_adapter(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
     """Package one of the spec's local adapters, as ``lmikit deploy`` and the CDK
     ``LoraAdapter`` both do (same checks, same bytes): rank within the endpoint's
     OPTION_MAX_LORA_RANK, and a cache tag while the plan uses LMCache."""
-    return package_adapter(Path(base_dir) / adapter.source,
+    return package_adapter(spec_adapter_dir(adapter, base_dir),
                            **_spec_inputs(spec, plan, adapter, base_dir))

@@ -401,8 +401,9 @@ class AdapterSpec(_Model):
     name: str = Field(pattern=NAME_PATTERN, max_length=ADAPTER_NAME_MAX,
                       description="Adapter name, used in the component name and requests.")
     source: str = Field(min_length=1, max_length=1024,
-                        description="Local adapter directory (relative to the spec) or s3:// "
-                        "URI of a .tar.gz.")
+                        description="Local adapter directory inside the spec's folder "
+                        "(relative to the spec; a symlink there may lead elsewhere) or s3:// URI "
+                        "of a .tar.gz.")
     formatter: str | None = Field(default=None, description="Python file with this adapter's "
                                   "input/output formatters (relative to the spec).")
     rank: int | None = Field(default=None, ge=1, le=512,

@@ -140,3 +140,68 @@ def test_accept_files_s3_adapter_is_noted_not_inspected(tmp_path):
     accepted = accept_spec(path)
     assert any("adapters.0.source 's3://bucket/a.tar.gz': an uploaded adapter is not "
                "inspected" in n for n in accepted.notes)
+
+
+@pytest.mark.parametrize("source", ["../../..", "..", ".", "adapters/../..", "/", "/etc"])
+def test_an_adapter_source_outside_the_specs_folder_is_refused_before_it_is_walked(
+        tmp_path, monkeypatch, source):
+    """The spec's folder is the one root a spec's adapters come from: a source that climbs
+    out (or names the folder itself) is refused on its name; nothing under it is listed."""
+    import lmikit.packaging
+
+    walked: list[Path] = []
+    real = lmikit.packaging.scan_adapter_dir
+
+    def scan(root, include=()):
+        walked.append(Path(root))
+        return real(root, include)
+
+    monkeypatch.setattr(lmikit.packaging, "scan_adapter_dir", scan)
+    folder = tmp_path / "deep" / "specs"
+    folder.mkdir(parents=True)
+    write_lora_adapter(folder / "adapters" / "legal")
+    path = _spec(folder, f"""adapters:
+  - name: legal
+    source: adapters/legal
+  - name: outside
+    source: '{source}'
+""")
+    with pytest.raises(AdapterError) as info:
+        accept_spec(path, ("lmcache",))
+    assert walked == [folder / "adapters" / "legal"]  # the inside one only
+    (problem,) = _problem_lines(str(info.value))
+    assert problem.startswith(f"  - adapters.1.source ({path}:12): ")
+    assert "a spec's adapter folders lie inside the folder that holds the spec: move the " \
+        "adapter there (or a symlink to it), or give an s3:// URI" in problem
+
+
+def test_an_adapter_behind_a_symlink_inside_the_specs_folder_is_packaged(tmp_path):
+    """The rule is on the names a spec gives: a link someone put in the folder may lead
+    anywhere (weights on another disk)."""
+    write_lora_adapter(tmp_path / "elsewhere" / "legal")
+    folder = tmp_path / "specs"
+    (folder / "adapters").mkdir(parents=True)
+    (folder / "adapters" / "legal").symlink_to(tmp_path / "elsewhere" / "legal")
+    path = _spec(folder, "adapters:\n  - name: legal\n    source: adapters/legal\n")
+    assert accept_spec(path, ("lmcache",)).spec.adapters[0].name == "legal"
+
+
+def test_validate_of_64_climbing_adapters_lists_the_first_twenty_problems_and_a_count(
+        tmp_path, monkeypatch):
+    import lmikit.packaging
+    from lmikit.errors import MAX_LISTED_PROBLEMS
+
+    assert MAX_LISTED_PROBLEMS == 20
+    monkeypatch.setattr(lmikit.packaging, "scan_adapter_dir",
+                        lambda *a, **k: pytest.fail("a refused source was walked"))
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    adapters = "".join(f"  - {{name: a{i}, source: ../../..}}\n" for i in range(64))
+    result = CliRunner().invoke(main, ["validate", str(_spec(folder, "adapters:\n" + adapters))])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[0] == f"AdapterError: 64 problem(s) in the files {folder / 'spec.yaml'} names"
+    assert len(_problem_lines(result.output)) == 20
+    assert lines[1].startswith("  - adapters.0.source") \
+        and lines[20].startswith("  - adapters.19.source")
+    assert lines[21:] == ["  ... and 44 more"]

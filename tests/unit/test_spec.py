@@ -336,3 +336,18 @@ def test_the_regions_are_those_of_botocores_loader():
     regions = {r for p in data["partitions"] for r in p["regions"]}
     assert set(aws_regions()) == {r for r in regions if not r.endswith("-global")}
     assert {"us-east-1", "eu-west-1", "us-gov-west-1", "cn-north-1"} <= set(aws_regions())
+
+
+def test_a_spec_error_lists_the_first_twenty_problems_then_how_many_more():
+    """Every problem is kept (``problems``); the message shows the first 20, then a count."""
+    from lmikit.errors import MAX_LISTED_PROBLEMS
+
+    assert MAX_LISTED_PROBLEMS == 20
+    adapters = "".join(f"  - {{name: bad_{i}, source: x}}\n" for i in range(30))
+    err = _errors(BASE + "adapters:\n" + adapters)
+    assert len(err.problems) == 30
+    lines = str(err).splitlines()
+    assert lines[0] == "30 problem(s) in s.yaml"
+    assert [line.split(" (")[0] for line in lines[1:21]] == [
+        f"  - adapters.{i}.name" for i in range(20)]
+    assert lines[21:] == ["  ... and 10 more"]
