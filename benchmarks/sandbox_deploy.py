@@ -2,7 +2,7 @@
 prints and nothing else (no LMIKIT_* variable of the caller's).
 
 Starts `lmikit sandbox serve` on a free pair of ports, reads the `export` lines it prints,
-writes the README's demo spec (Qwen2.5-7B on ml.g6e.2xlarge, one zero-weight adapter) and
+writes the README's walk-through spec (Qwen2.5-7B on ml.g6e.2xlarge, one zero-weight adapter) and
 times `lmikit deploy spec.yaml --create-role` (the role, the endpoint, the base and adapter
 components, scaling, dashboard and alarms), then a second deploy (no changes) and
 `lmikit destroy --yes`. Target on the project's 2-core machines: the first deploy well under
@@ -21,16 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 LMIKIT = Path(sys.executable).parent / "lmikit"  # the installed console script
 TARGET_S = 30.0
-SPEC = """api_version: v1
-name: demo
-region: us-east-1
-model: {id: Qwen/Qwen2.5-7B-Instruct}
-instance: {type: ml.g6e.2xlarge}
-adapters:
-  - {name: legal, source: adapters/legal}
-"""
+
+
+def readme_spec() -> str:
+    """The spec of the README's sandbox walk-through (its `cat > spec.yaml` block)."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("$ cat > spec.yaml <<'YAML'\n") + len("$ cat > spec.yaml <<'YAML'\n")
+    return text[start:text.index("\nYAML\n", start) + 1]
 
 
 def printed_exports(server: subprocess.Popen[str]) -> dict[str, str]:
@@ -71,7 +71,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as folder:
             demo = Path(folder)
             write_lora_adapter(demo / "adapters" / "legal")
-            (demo / "spec.yaml").write_text(SPEC)
+            (demo / "spec.yaml").write_text(readme_spec())
             deploy = [str(LMIKIT), "deploy", "spec.yaml", "--create-role"]
             first = timed(deploy, env, demo)
             again = timed(deploy, env, demo)
