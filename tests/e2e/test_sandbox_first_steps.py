@@ -48,8 +48,8 @@ def test_first_steps_and_mistakes_give_clear_answers(sandbox: dict[str, str],
 
     r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
     assert r.returncode == 0, r.stderr
-    role_row = next(line for line in r.stdout.splitlines() if line.startswith("│ iam-role"))
-    assert "│ create " in role_row and "│ done " in role_row  # not left "waiting ..."
+    roles = [line for line in r.stdout.splitlines() if line.startswith("iam-role ")]
+    assert roles and roles[-1].startswith("iam-role lmikit-demo-execution: create done (")
 
     r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--dry-run")  # the deployed role
     assert r.returncode == 0, r.stderr

@@ -36,7 +36,7 @@ from lmikit.aws import (
 from lmikit.aws._lease import LEASE_SECONDS
 from lmikit.deploy import _builtin, _destroy
 from lmikit.deploy._apply import Applier, change_list
-from lmikit.deploy._gc import Usage, collect, garbage, replaced_by
+from lmikit.deploy._gc import Collection, Usage, collect, garbage, replaced_by
 from lmikit.deploy._hooks import Hook, StepContext
 from lmikit.deploy._interrupt import Interrupts, StopRequested
 from lmikit.deploy._plan import Desired, PendingArtifact, observe, plan_steps
@@ -327,11 +327,20 @@ class Deployment:
                                        else f"; run `lmikit gc {self.spec_path}` to delete "
                                        "what nothing uses."))
             return
-        done = collect(run, store, self.spec.name, self.spec_path,
-                       finish_after_first_press=True, replaced=replaced)
+        try:  # reading what is unused can fail too: the deploy still succeeded
+            done = collect(run, store, self.spec.name, self.spec_path,
+                           finish_after_first_press=True, replaced=replaced)
+        except (LmikitError, KeyboardInterrupt) as exc:
+            if isinstance(exc, KeyboardInterrupt) and not self.interrupts.handler_installed:
+                self.interrupts.press()
+            done = Collection(left=list(replaced or ()), stopped=str(exc) or "Ctrl-C")
         for change in done.deleted:
             run.record(change)
-        if done.left and not done.busy:  # (when busy, collect's note names them)
+        if done.stopped and not done.left:  # it could not even read what is unused
+            run.result.notes.append(f"The deployment is on the new spec, but garbage "
+                                    f"collection stopped ({done.stopped}); run "
+                                    f"`lmikit gc {self.spec_path}` to finish it.")
+        elif done.left and not done.busy:  # (when busy, collect's note names them)
             why = f"stopped ({done.stopped}) and " if done.stopped else ""
             run.result.notes.append(f"The deployment is on the new spec, but garbage "
                                     f"collection {why}left {done.left_line()}. {later}")

@@ -114,28 +114,30 @@ def collect(run: Run, store: ArtifactStore, name: str, spec_path: str, *,
     planned = garbage(run, store, name, used)
     out = Collection()
     for i, change in enumerate(planned):
+        gone = False
         try:
             if finish_after_first_press and not run.interrupts.abandon:
                 run.keep_alive()
             else:
                 run.checkpoint()
+            try:
+                if change.kind == "artifact":
+                    store.delete_key(change.name.split("/", 3)[3])
+                else:
+                    delete(run.sm, change.kind, change.name)
+            except AwsError as exc:  # this one stays; the others may still go
+                out.left.append(f"{change.kind} {change.name} ({exc})")
+                run.note(change.kind, change.name, "delete", "Failed", str(exc))
+                continue
+            gone = True
+            out.deleted.append(change)
+            run.note(change.kind, change.name, "delete", "deleted", change.detail)
         except (LmikitError, StopRequested, KeyboardInterrupt) as exc:
             if isinstance(exc, KeyboardInterrupt) and not run.interrupts.handler_installed:
                 run.interrupts.press()
             out.stopped = str(exc) or "Ctrl-C"
-            out.left += [f"{c.kind} {c.name} (not tried)" for c in planned[i:]]
+            out.left += [f"{c.kind} {c.name} (not tried)" for c in planned[i + gone:]]
             break
-        try:
-            if change.kind == "artifact":
-                store.delete_key(change.name.split("/", 3)[3])
-            else:
-                delete(run.sm, change.kind, change.name)
-        except AwsError as exc:  # this one stays; the others may still go
-            out.left.append(f"{change.kind} {change.name} ({exc})")
-            run.note(change.kind, change.name, "delete", "Failed", str(exc))
-            continue
-        run.note(change.kind, change.name, "delete", "deleted", change.detail)
-        out.deleted.append(change)
     return out
 
 
