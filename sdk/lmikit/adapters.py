@@ -472,7 +472,7 @@ class AdapterRegistry:
             if aws.tags_of(self.clients.sagemaker, arn).get(MANAGED_BY_TAG) != MANAGED_BY_SPEC:
                 aws.call(self.clients.sagemaker, "add_tags", ResourceArn=arn,
                          Tags=[{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY_SPEC}])
-                self._note(comp, "adopt", MANAGED_BY_SPEC)
+                self._note(comp, "adopt", f"tagged {MANAGED_BY_TAG}={MANAGED_BY_SPEC}")
             return self._info(desc)
 
     # --- helpers -------------------------------------------------------------------------

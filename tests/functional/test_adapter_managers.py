@@ -41,14 +41,10 @@ from .conftest import (
     spec_with,
 )
 
-# The README's sandbox walk-through spec.
-DEMO = """api_version: v1
-name: demo
-region: us-east-1
-model: {id: Qwen/Qwen2.5-7B-Instruct}
-instance: {type: ml.g6e.2xlarge}
-adapters:
-"""
+README = Path(__file__).resolve().parents[2] / "README.md"
+# The README's sandbox walk-through spec, up to its adapters list.
+_WALKTHROUGH = README.read_text().split("cat > spec.yaml <<'YAML'\n", 1)[1].split("\nYAML", 1)[0]
+DEMO = _WALKTHROUGH[:_WALKTHROUGH.index("adapters:\n") + len("adapters:\n")]
 KEPT_SUPPORT = ("  kept inference-component demo-support (adapter 'support' is registered with "
                 "`lmikit adapters`, not in the spec; --prune removes it)")
 
