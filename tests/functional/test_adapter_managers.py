@@ -281,13 +281,19 @@ def test_replacing_a_failed_base_creates_registered_adapters_again(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
         tmp_path: Path) -> None:
     deployment(lora_spec, session, clock, tmp_path).deploy()
-    tax = _registry(session, clock).register("tax", make_adapter(tmp_path / "more", "tax"))
+    registry = _registry(session, clock)
+    tax = registry.register("tax", make_adapter(tmp_path / "more", "tax"))
+    registry.register("broken", make_adapter(tmp_path / "more", "broken"))
+    fake.control.components["docqa-broken"].status = "Failed"  # it would fail again
     fake.control.components["docqa-base"].status = "Failed"
     planned = {c.name: c.line() for c in deployment(lora_spec, session, clock, tmp_path)
                .plan_changes() if c.kind == "inference-component"}
     assert planned["docqa-tax"] == ("create inference-component docqa-tax (adapter 'tax' is "
                                     "registered with `lmikit adapters`, not in the spec: "
                                     "created again on the new base)")
+    assert planned["docqa-broken"] == (
+        "delete inference-component docqa-broken (adapter 'broken' is registered with "
+        "`lmikit adapters`, not in the spec; it is Failed: not created again on the new base)")
     deployment(lora_spec, session, clock, tmp_path).deploy()
     assert live(fake)["inference-component"] == {
         "docqa-base": "InService", "docqa-legal": "InService", "docqa-medical": "InService",

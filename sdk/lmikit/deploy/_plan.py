@@ -282,17 +282,20 @@ def _unlisted_adapter_steps(desired: Desired, seen: Observed, base_fresh: bool,
             who = f"adapter {key!r} is registered with `lmikit adapters`, not in the spec"
         else:
             who = f"adapter {key!r} is not in the spec"
-        if prune or not (registered or keep_unlisted):
-            why = "; removed by --prune" if prune else "; --keep-unlisted-adapters keeps it"
-            steps.append(Step(Change("inference-component", name, "delete", who + why),
+        keep = not prune and (registered or keep_unlisted)
+        if keep and not base_fresh:
+            why = "; --prune removes it" if registered else " (--keep-unlisted-adapters)"
+            steps.append(Step(Change("inference-component", name, "kept", who + why),
                               {"Tags": tags}, desc))
-        elif base_fresh:
+        elif keep and desc.get("InferenceComponentStatus") != "Failed":
             steps.append(Step(Change("inference-component", name, "create",
                                      f"{who}: created again on the new base"),
                               adapter_request(names.endpoint, desc, tags), desc))
         else:
-            why = "; --prune removes it" if registered else " (--keep-unlisted-adapters)"
-            steps.append(Step(Change("inference-component", name, "kept", who + why),
+            why = ("; removed by --prune" if prune else
+                   "; it is Failed: not created again on the new base" if keep else
+                   "; --keep-unlisted-adapters keeps it")
+            steps.append(Step(Change("inference-component", name, "delete", who + why),
                               {"Tags": tags}, desc))
     return steps
 
