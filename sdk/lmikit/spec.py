@@ -36,6 +36,12 @@ SNS_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+(\.fifo)
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 RESERVATION_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z0-9\-]{1,14}/.*$"
 DEFAULT_LMI_VERSION = "0.38.0"
+# botocore's sagemaker TagKey / TagValue (and IAM's tag types): [\p{L}\p{Z}\p{N}_.:/=+\-@]*.
+# Python's \w is exactly \p{L}, \p{N} and "_"; \p{Z} is the 19 separators listed. AWS
+# reserves keys starting aws: ("Tagging AWS resources"); lmikit:<...> keys are lmikit's own.
+TAG_TEXT = re.compile(
+    r"[\w\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000.:/=+\-@]*")
+RESERVED_TAG_PREFIXES = ("aws:", "lmikit:")
 
 
 def _auto_or_gb(value: Any) -> float | Literal["auto"]:
@@ -486,6 +492,28 @@ class DeploymentSpec(_Model):
         _fail([(".".join(map(str, path)), _credentials_message(path, what))
                for path, what in credential_paths(data)])
         return data
+
+    @model_validator(mode="after")
+    def _tags_aws_accepts(self) -> DeploymentSpec:
+        """Tags reach every SageMaker and IAM resource: refuse what those services refuse,
+        and keys lmikit's ownership tags use, before anything is created."""
+        errors: list[tuple[str, str]] = []
+        for key, value in self.tags.items():
+            reserved = next((p for p in RESERVED_TAG_PREFIXES if key.lower().startswith(p)),
+                            None)
+            if reserved:
+                who = "AWS" if reserved == "aws:" else \
+                    "lmikit's own tags (lmikit:deployment, lmikit:managed-by, ...)"
+                errors.append((f"tags.{key}", f"the {reserved} prefix is reserved for {who}; "
+                               "choose another key"))
+            for what, text in (("key", key), ("value", value)):
+                bad = sorted({c for c in text if not TAG_TEXT.fullmatch(c)})
+                if bad:
+                    errors.append((f"tags.{key}", f"the tag {what} {text!r} has "
+                                   f"{', '.join(map(repr, bad))}: AWS tags take letters, "
+                                   "digits, spaces and _ . : / = + - @ only"))
+        _fail(errors)
+        return self
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DeploymentSpec:
