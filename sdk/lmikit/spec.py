@@ -482,7 +482,10 @@ class DeploymentSpec(_Model):
                                    description="Encryption, network and secrets.")
     tags: dict[Annotated[str, Field(min_length=1, max_length=128)],
                Annotated[str, Field(max_length=256)]] = Field(
-        default_factory=dict, max_length=40, description="Tags on every resource.")
+        default_factory=dict, max_length=40,
+        description="Tags on every resource: keys and values of letters, digits, spaces and "
+        "_ . : / = + - @ (as SageMaker and IAM accept); keys starting aws: or lmikit: are "
+        "reserved.")
 
     @model_validator(mode="before")
     @classmethod
@@ -499,18 +502,20 @@ class DeploymentSpec(_Model):
         and keys lmikit's ownership tags use, before anything is created."""
         errors: list[tuple[str, str]] = []
         for key, value in self.tags.items():
+            # the key names the field unless it cannot be a path (a dot, or text AWS refuses)
+            path = f"tags.{key}" if TAG_TEXT.fullmatch(key) and "." not in key else "tags"
             reserved = next((p for p in RESERVED_TAG_PREFIXES if key.lower().startswith(p)),
                             None)
             if reserved:
                 who = "AWS" if reserved == "aws:" else \
                     "lmikit's own tags (lmikit:deployment, lmikit:managed-by, ...)"
-                errors.append((f"tags.{key}", f"the {reserved} prefix is reserved for {who}; "
-                               "choose another key"))
+                errors.append((path, f"the {reserved} prefix is reserved for {who}; choose "
+                               "another key"))
             for what, text in (("key", key), ("value", value)):
                 bad = sorted({c for c in text if not TAG_TEXT.fullmatch(c)})
-                if bad:
-                    errors.append((f"tags.{key}", f"the tag {what} {text!r} has "
-                                   f"{', '.join(map(repr, bad))}: AWS tags take letters, "
+                if bad:  # ascii(): what AWS refuses may be a line break or a field mark
+                    errors.append((path, f"the tag {what} {ascii(text)} has "
+                                   f"{', '.join(map(ascii, bad))}: AWS tags take letters, "
                                    "digits, spaces and _ . : / = + - @ only"))
         _fail(errors)
         return self

@@ -35,6 +35,7 @@ def test_tag_text_is_what_botocores_tag_patterns_allow() -> None:
 @pytest.mark.parametrize(("tags", "message"), [
     ('";": x', "the tag key ';' has ';': AWS tags take letters, digits, spaces and"),
     ("team: a|b", "the tag value 'a|b' has '|'"),
+    ('"a\\n\\u00a7b": x', r"the tag key 'a\n\xa7b' has '\n', '\xa7'"),  # line break, field mark
     ("aws:owner: x", "the aws: prefix is reserved for AWS"),
     ("lmikit:deployment: other", "the lmikit: prefix is reserved for lmikit's own tags"),
 ])
