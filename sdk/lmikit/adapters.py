@@ -15,7 +15,9 @@ artifact behind, and says so only when that is true.
 The registry acts only on adapter components of the endpoint's own deployment (tagged for
 it, on its base), takes the region and bucket from the deployment (:meth:`for_spec`, or the
 endpoint's ``lmikit:bucket`` tag), and holds the deployment's lease while it changes
-anything, so it never races ``lmikit deploy`` or its garbage collection.
+anything, so it never races ``lmikit deploy`` or its garbage collection. What it registers is
+tagged ``lmikit:managed-by=adapters``: ``lmikit deploy`` keeps it although the spec does not
+list it, until :meth:`AdapterRegistry.adopt` hands it to the spec.
 
 While the endpoint runs LMCache, every adapter gets a ``model.py`` that tags its requests'
 cache keys with its name and a digest of its files (:mod:`lmikit.lora_isolation`), so
@@ -41,8 +43,12 @@ from lmikit.lora_isolation import lmcache_in_environment
 from lmikit.names import (
     ADAPTER_TAG,
     BUCKET_TAG,
+    MANAGED_BY_ADAPTERS,
+    MANAGED_BY_SPEC,
+    MANAGED_BY_TAG,
     MODEL_ID_ENV,
     adapter_component_name,
+    adapter_manager,
     base_component_name,
     deployment_prefix,
     deployment_tags,
@@ -78,6 +84,8 @@ class AdapterInfo:
     artifact_url: str | None = None
     failure: str | None = None
     excluded: tuple[str, ...] = ()  # files left out of the uploaded package
+    # who manages it (lmikit.names.adapter_manager): "adapters" (this registry) or "spec"
+    managed_by: str = MANAGED_BY_ADAPTERS
 
 
 class AdapterRegistry:
@@ -247,18 +255,28 @@ class AdapterRegistry:
             lease.release()
 
     def list(self) -> builtins.list[AdapterInfo]:
+        """Every adapter of the endpoint, and who manages it (``managed_by``; the registry
+        does not read the spec, so an untagged adapter counts as not listed in it)."""
         sm = self.clients.sagemaker
-        return sorted((self._info(d) for d in aws.components_of(sm, self.endpoint)
-                       if aws.base_of(d) == self.base_component
-                       and aws.owner_of(aws.tags_of(sm, d["InferenceComponentArn"]))
-                       == self.endpoint), key=lambda a: a.name)
+        found = []
+        for d in aws.components_of(sm, self.endpoint):
+            if aws.base_of(d) != self.base_component:
+                continue
+            tags = aws.tags_of(sm, d["InferenceComponentArn"])
+            if aws.owner_of(tags) == self.endpoint:
+                found.append(self._info(d, tags))
+        return sorted(found, key=lambda a: a.name)
 
-    def _info(self, d: dict[str, Any]) -> AdapterInfo:
+    def _info(self, d: dict[str, Any], tags: dict[str, str] | None = None) -> AdapterInfo:
+        """``d`` as an AdapterInfo; ``tags`` (read when not given) say who manages it."""
         comp = d["InferenceComponentName"]
         prefix = f"{self.endpoint}-"
+        if tags is None:
+            tags = aws.tags_of(self.clients.sagemaker, d["InferenceComponentArn"])
         return AdapterInfo(comp[len(prefix):] if comp.startswith(prefix) else comp, comp,
                            d["InferenceComponentStatus"], aws.artifact_of(d),
-                           d.get("FailureReason"))
+                           d.get("FailureReason"),
+                           managed_by=adapter_manager(tags, listed=False))
 
     def register(self, name: str, path: str | Path, formatter: str | Path | None = None, *,
                  wait: bool = True, include: Iterable[str] = ()) -> AdapterInfo:
@@ -305,7 +323,8 @@ class AdapterRegistry:
         body = {"InferenceComponentName": comp, "EndpointName": self.endpoint,
                 "Specification": {"BaseInferenceComponentName": self.base_component,
                                   "Container": {"ArtifactUrl": stored.url}},
-                "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name})}
+                "Tags": deployment_tags(self.endpoint, {ADAPTER_TAG: name,
+                                                        MANAGED_BY_TAG: MANAGED_BY_ADAPTERS})}
         try:
             self._put(store, prefix, source, name)
             aws.create(self.clients.sagemaker, "inference-component", body, self.endpoint)
@@ -414,13 +433,47 @@ class AdapterRegistry:
             if aws.artifact_of(after) != url:
                 raise
 
-    def remove(self, name: str, *, wait: bool = True) -> None:
-        """Delete adapter ``name``'s component (only an adapter of this deployment)."""
+    def remove(self, name: str, *, wait: bool = True) -> AdapterInfo:
+        """Delete adapter ``name``'s component (only an adapter of this deployment); returns
+        what it was (``managed_by`` ``spec``: the next ``lmikit deploy`` creates it again
+        unless it is taken out of the spec)."""
         comp = self.component_name(name)
         with self._leased("adapters remove"):
-            if self.adapter(name) is None:
+            desc = self.adapter(name)
+            if desc is None:
                 raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}")
+            info = self._info(desc)
             self._delete(comp, wait=wait)
+        return info
+
+    def adopt(self, name: str, spec: DeploymentSpec) -> AdapterInfo:
+        """Put adapter ``name``, registered with the registry, under ``spec``: tag it
+        ``lmikit:managed-by=spec``, so that ``lmikit deploy`` manages it from then on (and
+        updates it to the spec's source where that differs). Refused unless ``spec`` is this
+        endpoint's and lists ``name``; an adapter the spec manages already is left as it is."""
+        comp = self.component_name(name)
+        if spec.name != self.endpoint:
+            raise AdapterError(f"the spec deploys {spec.name!r}, not endpoint "
+                               f"{self.endpoint!r}: adopt into the spec of {self.endpoint!r}")
+        listed = [a.name for a in spec.adapters]
+        if name not in listed:
+            raise AdapterError(
+                f"adapter {name!r} is not in the spec's adapters ("
+                + (", ".join(listed) if listed else "it lists none") + "): add it there "
+                f"(- {{name: {name}, source: <its folder or s3:// URL>}}) first, then adopt "
+                "it; nothing was changed")
+        with self._leased("adapters adopt"):
+            desc = self.adapter(name)
+            if desc is None:
+                raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r} "
+                                   f"({comp} does not exist): `lmikit deploy` creates it from "
+                                   "the spec; nothing to adopt")
+            arn = desc["InferenceComponentArn"]
+            if aws.tags_of(self.clients.sagemaker, arn).get(MANAGED_BY_TAG) != MANAGED_BY_SPEC:
+                aws.call(self.clients.sagemaker, "add_tags", ResourceArn=arn,
+                         Tags=[{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY_SPEC}])
+                self._note(comp, "adopt", f"tagged {MANAGED_BY_TAG}={MANAGED_BY_SPEC}")
+            return self._info(desc)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -24,8 +24,8 @@ class Change:
     """``action``: ``create`` | ``update`` | ``replace`` | ``delete`` | ``upload`` change
     something; ``unchanged`` (already as rendered), ``absent`` (nothing to delete),
     ``exists``, ``unknown`` (could not be checked; ``detail`` says why) and ``kept`` (left
-    alone because it is not lmikit's, or something not lmikit's still uses it; ``detail``
-    says which) do not."""
+    alone because it is not lmikit's, something not lmikit's still uses it, or it is an
+    adapter the spec does not manage; ``detail`` says which) do not."""
 
     kind: str
     name: str

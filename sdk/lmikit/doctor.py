@@ -2,13 +2,14 @@
 
 Every check reads the account (read calls only) and returns a :class:`Check` with a verdict:
 ``ok``, ``warn``, ``fail`` (something is wrong: the CLI exits 1), ``wait`` (a resource is
-Creating, Updating or Deleting: judged once it settles, so run doctor again) or ``skip`` (no
-data to judge). Doctor never waits for a resource; it reads each status once. Where the data
-comes from:
+Creating, Updating or Deleting: judged once it settles, so run doctor again), ``skip`` (no
+data to judge) or ``info`` (reported, not judged). Doctor never waits for a resource; it
+reads each status once. Where the data comes from:
 
 - drift: the deployer's own dry run (:meth:`lmikit.deploy.Deployment.plan_changes`, without
   waiting: not compared while a resource is changing), and ``serving.properties`` read back
-  from the deployed model artifact in S3;
+  from the deployed model artifact in S3; adapters registered with ``lmikit adapters``, which
+  a deploy keeps, are ``info``, not drift;
 - health: DescribeEndpoint / DescribeInferenceComponent (status, ``FailureReason``: a Failed
   adapter), CloudWatch alarms of the deployment in ALARM, and SageMaker's
   ``Invocation4XXErrors`` / ``Invocation5XXErrors`` over the window;
@@ -40,7 +41,7 @@ from lmikit.metric_catalog import CLIENT_NAMESPACE, CONTAINER_NAMESPACE, NS_SAGE
 from lmikit.names import base_component_name
 from lmikit.spec import DeploymentSpec
 
-VERDICTS = ("ok", "warn", "fail", "wait", "skip")
+VERDICTS = ("ok", "warn", "fail", "wait", "skip", "info")
 AGAIN = "run lmikit doctor again once it is InService"
 HIT_RATE_TOLERANCE = 0.2
 """A measured hit rate this far (absolute) below the simulated one fails: the simulator's
@@ -342,7 +343,7 @@ class Doctor:
                           base_dir=self.base_dir, image_uri=image)
 
     def drift(self, endpoint: dict[str, Any]) -> list[Check]:
-        from lmikit.errors import WaitTimeout
+        from lmikit.errors import DeployError, WaitTimeout
 
         d = self.deployment(endpoint)
         again = "run lmikit doctor again once every resource is InService"
@@ -354,6 +355,9 @@ class Doctor:
                 planned = d.plan_changes(wait=False)
             except WaitTimeout as exc:  # began changing since health() read it
                 out = [Check("drift", "wait", f"not compared: {exc}", again)]
+            except DeployError as exc:  # a deploy would refuse: the message says why
+                out = [Check("drift", "fail", f"lmikit deploy SPEC would refuse: {exc}",
+                             "see the message")]
             else:
                 changes = [c for c in planned if c.changed and c.kind != "artifact"]
                 out = [Check("drift", "fail", "; ".join(c.line() for c in changes),
@@ -361,8 +365,21 @@ class Doctor:
                              "list)")
                        if changes else Check("drift", "ok", "every resource matches what the "
                                              "spec renders (the deployer's dry run)")]
+                out += self.registered_adapters(planned)
         out.append(self.properties_drift(d))
         return out
+
+    @staticmethod
+    def registered_adapters(planned: list[Any]) -> list[Check]:
+        """The adapters a deploy keeps because ``lmikit adapters`` registered them: info."""
+        kept = [c.name for c in planned if c.kind == "inference-component"
+                and c.action == "kept"]
+        if not kept:
+            return []
+        return [Check("adapters", "info", f"registered with lmikit adapters, not in the spec "
+                      f"(lmikit deploy keeps them): {', '.join(kept)}",
+                      "none needed; to manage one from the spec, add it to the spec's adapters "
+                      "and run lmikit adapters adopt NAME --spec SPEC")]
 
     def properties_drift(self, d: Any) -> Check:
         from lmikit.model_artifact import parse_properties, read_artifact_files

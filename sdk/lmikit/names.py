@@ -11,6 +11,11 @@ The SageMaker endpoint the HyperPod inference operator creates for the same spec
 deployment decides what it owns by ``lmikit:deployment`` alone, so it never adopts, updates
 or deletes what the operator manages.
 
+Each adapter component also says who manages it, in ``lmikit:managed-by``: ``spec`` (listed
+in the spec: ``lmikit deploy`` and the CDK stack create, update and remove it) or ``adapters``
+(registered with ``lmikit adapters`` / :class:`lmikit.adapters.AdapterRegistry`: a deploy
+keeps it). :func:`adapter_manager` reads it, with a default for components made before it.
+
 >>> hyperpod_endpoint_name("DocQA")
 'docqa-hyperpod'
 >>> base_component_name("docqa"), adapter_component_name("docqa", "legal")
@@ -31,6 +36,11 @@ DEPLOYMENT_TAG = "lmikit:deployment"
 HYPERPOD_DEPLOYMENT_TAG = "lmikit:hyperpod-deployment"
 HYPERPOD_ENDPOINT_SUFFIX = "-hyperpod"
 ADAPTER_TAG = "lmikit:adapter"
+# On every adapter component: who manages it (the values below). The key and both values fit
+# botocore's sagemaker TagKey / TagValue (pattern [\p{L}\p{Z}\p{N}_.:/=+\-@]*, 128 / 256).
+MANAGED_BY_TAG = "lmikit:managed-by"
+MANAGED_BY_SPEC = "spec"  # listed in the spec: lmikit deploy / the CDK stack own it
+MANAGED_BY_ADAPTERS = "adapters"  # registered with `lmikit adapters`: deploy keeps it
 # On the endpoint: the S3 bucket holding the deployment's artifacts (and its lease), so the
 # adapter commands and destroy find them without being told.
 BUCKET_TAG = "lmikit:bucket"
@@ -64,6 +74,31 @@ def deployment_tags(deployment: str, extra: Mapping[str, str] | None = None
     """SageMaker/IAM tag list: the deployment tag plus ``extra``, sorted by key."""
     merged = {DEPLOYMENT_TAG: deployment, **(extra or {})}
     return [{"Key": k, "Value": v} for k, v in sorted(merged.items())]
+
+
+def adapter_manager(tags: Mapping[str, str], *, listed: bool) -> str:
+    """Who manages an adapter component with ``tags``: ``spec`` or ``adapters``.
+
+    The ``lmikit:managed-by`` tag says so. A component without it was made before lmikit
+    recorded managers: one the spec lists is the spec's (deploy already managed it); of the
+    others, one tagged ``lmikit:adapter`` was registered with ``lmikit adapters`` (only the
+    registry ever set that tag), and one without was deployed from an earlier spec.
+
+    >>> adapter_manager({"lmikit:managed-by": "adapters"}, listed=True)
+    'adapters'
+    >>> adapter_manager({"lmikit:adapter": "support"}, listed=False)
+    'adapters'
+    >>> adapter_manager({"lmikit:adapter": "support"}, listed=True)
+    'spec'
+    >>> adapter_manager({}, listed=False)
+    'spec'
+    """
+    recorded = tags.get(MANAGED_BY_TAG, "")
+    if recorded in (MANAGED_BY_SPEC, MANAGED_BY_ADAPTERS):
+        return recorded
+    if listed or ADAPTER_TAG not in tags:
+        return MANAGED_BY_SPEC
+    return MANAGED_BY_ADAPTERS
 
 
 def hyperpod_endpoint_name(deployment: str) -> str:

@@ -75,6 +75,12 @@ PATTERN_WORDS = {
     SUBNET_PATTERN: "a subnet id: subnet- and 8 to 17 hexadecimal digits",
     SECURITY_GROUP_PATTERN: "a security group id: sg- and 8 to 17 hexadecimal digits",
 }
+# botocore's sagemaker TagKey / TagValue (and IAM's tag types): [\p{L}\p{Z}\p{N}_.:/=+\-@]*.
+# Python's \w is exactly \p{L}, \p{N} and "_"; \p{Z} is the 19 separators listed. AWS
+# reserves keys starting aws: ("Tagging AWS resources"); lmikit:<...> keys are lmikit's own.
+TAG_TEXT = re.compile(
+    r"[\w\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000.:/=+\-@]*")
+RESERVED_TAG_PREFIXES = ("aws:", "lmikit:")
 
 
 def _auto_or_gb(value: Any) -> float | Literal["auto"]:
@@ -517,7 +523,10 @@ class DeploymentSpec(_Model):
                                    description="Encryption, network and secrets.")
     tags: dict[Annotated[str, Field(min_length=1, max_length=128)],
                Annotated[str, Field(max_length=256)]] = Field(
-        default_factory=dict, max_length=40, description="Tags on every resource.")
+        default_factory=dict, max_length=40,
+        description="Tags on every resource: keys and values of letters, digits, spaces and "
+        "_ . : / = + - @ (as SageMaker and IAM accept); keys starting aws: or lmikit: are "
+        "reserved.")
 
     @model_validator(mode="before")
     @classmethod
@@ -537,6 +546,30 @@ class DeploymentSpec(_Model):
         if problem:
             raise ValueError(problem)
         return region
+
+    @model_validator(mode="after")
+    def _tags_aws_accepts(self) -> DeploymentSpec:
+        """Tags reach every SageMaker and IAM resource: refuse what those services refuse,
+        and keys lmikit's ownership tags use, before anything is created."""
+        errors: list[tuple[str, str]] = []
+        for key, value in self.tags.items():
+            # the key names the field unless it cannot be a path (a dot, or text AWS refuses)
+            path = f"tags.{key}" if TAG_TEXT.fullmatch(key) and "." not in key else "tags"
+            reserved = next((p for p in RESERVED_TAG_PREFIXES if key.lower().startswith(p)),
+                            None)
+            if reserved:
+                who = "AWS" if reserved == "aws:" else \
+                    "lmikit's own tags (lmikit:deployment, lmikit:managed-by, ...)"
+                errors.append((path, f"the {reserved} prefix is reserved for {who}; choose "
+                               "another key"))
+            for what, text in (("key", key), ("value", value)):
+                bad = sorted({c for c in text if not TAG_TEXT.fullmatch(c)})
+                if bad:  # ascii(): what AWS refuses may be a line break or a field mark
+                    errors.append((path, f"the tag {what} {ascii(text)} has "
+                                   f"{', '.join(map(ascii, bad))}: AWS tags take letters, "
+                                   "digits, spaces and _ . : / = + - @ only"))
+        _fail(errors)
+        return self
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DeploymentSpec:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from click.testing import CliRunner, Result
 from moto import mock_aws
 
 from lmikit.deploy import Deployment
@@ -15,6 +16,7 @@ from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
 from lmikit.testing import (
     FakeSageMaker,
+    SystemClock,
     Timings,
     VirtualClock,
     cloudwatch_sink,
@@ -147,3 +149,30 @@ def live(fake: FakeSageMaker) -> dict[str, dict[str, Any]]:
     """Every resource still present in the fake (after pending deletions finish)."""
     fake.settle()
     return {k: v for k, v in fake.resources().items() if v}
+
+
+def realtime_fake() -> FakeSageMaker:
+    """The fake for CLI tests, which wait in real time: transitions take milliseconds. Call
+    it inside moto (the ``aws`` fixture): it creates the test bucket."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    return FakeSageMaker(REGION, clock=SystemClock(), artifact_exists=s3_artifact_exists(s3),
+                         timings=Timings(endpoint_create=0.05, endpoint_update=0.05,
+                                         component_create=0.05, component_update=0.05,
+                                         adapter_create=0.02, delete=0.02))
+
+
+def cli_against(fake: FakeSageMaker, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+    """``run("deploy", spec, ...)``: the ``lmikit`` CLI in-process, every boto3 session it
+    makes talking to ``fake`` (and moto); deploy and destroy poll every 0.1 s, the adapter
+    commands every 0.05 s."""
+    from lmikit.cli import adapters_cmd, main
+
+    real = boto3.Session
+    monkeypatch.setattr(boto3, "Session", lambda **kw: fake.install(real(**kw)))
+    monkeypatch.setattr(adapters_cmd, "POLL", 0.05)
+
+    def run(*args: str) -> Result:
+        poll = ["--poll-seconds", "0.1"] if args[0] in ("deploy", "destroy") else []
+        return CliRunner().invoke(main, [*args, *poll])
+    return run

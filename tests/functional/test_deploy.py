@@ -181,7 +181,7 @@ def test_deploy_keep_unlisted_adapters_keeps_them(fake: FakeSageMaker, session: 
     only_legal = spec_with(tmp_path, "adapters:\n  - {name: legal, source: adapters/legal}\n")
     result = deployment(only_legal, session, clock, tmp_path,
                         keep_unlisted_adapters=True).deploy()
-    assert ("inference-component", "docqa-medical", "keep") in {
+    assert ("inference-component", "docqa-medical", "kept") in {
         (c.kind, c.name, c.action) for c in result.changes}
     assert "docqa-medical" in live(fake)["inference-component"]
     objects = boto3.client("s3", region_name="us-east-1").list_objects_v2(

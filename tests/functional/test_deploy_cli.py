@@ -8,12 +8,10 @@ from typing import Any
 
 import boto3
 import pytest
-from click.testing import CliRunner, Result
 
-from lmikit.cli import main
-from lmikit.testing import FakeSageMaker, SystemClock, Timings, s3_artifact_exists
+from lmikit.testing import FakeSageMaker
 
-from .conftest import BUCKET, REGION, ROLE, SPEC_YAML, make_adapter
+from .conftest import BUCKET, ROLE, SPEC_YAML, cli_against, make_adapter, realtime_fake
 
 MUTATING = ("Create", "Update", "Delete", "Put", "Add", "Attach")
 
@@ -21,28 +19,16 @@ MUTATING = ("Create", "Update", "Delete", "Put", "Add", "Attach")
 @pytest.fixture
 def fake(aws: None) -> FakeSageMaker:
     """The CLI waits in real time: a fake whose transitions take a few milliseconds."""
-    s3 = boto3.client("s3", region_name=REGION)
-    s3.create_bucket(Bucket=BUCKET)
-    return FakeSageMaker(REGION, clock=SystemClock(), artifact_exists=s3_artifact_exists(s3),
-                         timings=Timings(endpoint_create=0.05, endpoint_update=0.05,
-                                         component_create=0.05, component_update=0.05,
-                                         adapter_create=0.02, delete=0.02))
+    return realtime_fake()
 
 
 @pytest.fixture
 def cli(fake: FakeSageMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Every boto3 session the CLI makes talks to the fake (and moto)."""
-    real = boto3.Session
-    monkeypatch.setattr(boto3, "Session", lambda **kw: fake.install(real(**kw)))
-
     make_adapter(tmp_path / "adapters", "legal")
     (tmp_path / "spec.yaml").write_text(
         SPEC_YAML + "adapters:\n  - {name: legal, source: adapters/legal}\n")
-
-    def run(*args: str) -> Result:
-        poll = ["--poll-seconds", "0.1"] if args[0] in ("deploy", "destroy") else []
-        return CliRunner().invoke(main, [*args, *poll])
-    return run
+    return cli_against(fake, monkeypatch)
 
 
 def test_cli_refuses_an_invalid_bucket_before_creating_a_role(cli: Any, fake: FakeSageMaker,

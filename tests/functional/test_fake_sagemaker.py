@@ -202,3 +202,63 @@ def test_fake_lists_models(fake: FakeSageMaker, sm: Any) -> None:
         "PageSize": 1})
     assert sorted(m["ModelName"] for page in rows for m in page["Models"]) == [
         "docqa-model-1", "docqa-v2-model-1"]
+
+
+def _component_tags(sm: Any, name: str) -> dict[str, str]:
+    arn = sm.describe_inference_component(InferenceComponentName=name)["InferenceComponentArn"]
+    return {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+
+
+def test_fake_keeps_an_inference_components_tags_as_the_service_does(
+        sm: Any, fake: FakeSageMaker, requests: Any) -> None:
+    """CreateInferenceComponent's Tags, AddTags adding or overwriting, DeleteTags removing
+    the keys named (one the component does not carry is no error), on the component's ARN;
+    the tags go with the component."""
+    _up(sm, fake, requests)
+    assert _component_tags(sm, "docqa-base") == {"lmikit:deployment": "docqa"}
+    arn = sm.describe_inference_component(InferenceComponentName="docqa-base")[
+        "InferenceComponentArn"]
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": "lmikit:managed-by", "Value": "adapters"}])
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": "lmikit:managed-by", "Value": "spec"}])
+    assert _component_tags(sm, "docqa-base") == {"lmikit:deployment": "docqa",
+                                                 "lmikit:managed-by": "spec"}
+    sm.delete_tags(ResourceArn=arn, TagKeys=["lmikit:managed-by", "never-set"])
+    assert _component_tags(sm, "docqa-base") == {"lmikit:deployment": "docqa"}
+    sm.delete_inference_component(InferenceComponentName="docqa-base")
+    fake.settle()
+    with pytest.raises(ClientError, match="Could not find resource"):
+        sm.delete_tags(ResourceArn=arn, TagKeys=["lmikit:deployment"])
+
+
+@pytest.mark.parametrize(("tag", "match"), [
+    ({"Key": "team;ops", "Value": "x"}, r"'team;ops' does not match pattern"),  # TagKey
+    ({"Key": "team", "Value": "a\tb"}, r"does not match pattern"),  # TagValue
+    ({"Key": "aws:owner", "Value": "x"}, "reserved for AWS use"),
+])
+def test_fake_refuses_a_tag_the_service_refuses_and_creates_nothing(
+        sm: Any, fake: FakeSageMaker, requests: Any, tag: dict[str, str], match: str) -> None:
+    _up(sm, fake, requests)
+    arn = sm.describe_inference_component(InferenceComponentName="docqa-base")[
+        "InferenceComponentArn"]
+    with pytest.raises(ClientError, match=match):
+        sm.add_tags(ResourceArn=arn, Tags=[tag])
+    adapter = {"InferenceComponentName": "docqa-x", "EndpointName": "docqa",
+               "Specification": {"BaseInferenceComponentName": "docqa-base",
+                                 "Container": {"ArtifactUrl": f"s3://{BUCKET}/{ARTIFACT_KEY}"}},
+               "Tags": [tag]}
+    with pytest.raises(ClientError, match=match):
+        sm.create_inference_component(**adapter)
+    assert "docqa-x" not in fake.resources()["inference-component"]
+
+
+def test_fake_holds_at_most_fifty_tags_per_resource(sm: Any, fake: FakeSageMaker,
+                                                    requests: Any) -> None:
+    """AddTags takes up to 50 tags a call (botocore's TagList max); the resource holds at most
+    50 in all ("Tagging AWS resources", AWS General Reference)."""
+    _up(sm, fake, requests)
+    arn = sm.describe_inference_component(InferenceComponentName="docqa-base")[
+        "InferenceComponentArn"]
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": f"k{i}", "Value": "v"} for i in range(49)])
+    assert len(_component_tags(sm, "docqa-base")) == 50
+    with pytest.raises(ClientError, match="at most 50 tags; this request would give it 51"):
+        sm.add_tags(ResourceArn=arn, Tags=[{"Key": "one-more", "Value": "v"}])

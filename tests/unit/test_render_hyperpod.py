@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from lmikit.aws import owner_of
-from lmikit.errors import RenderError
+from lmikit.errors import RenderError, SpecError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import plan_spec
@@ -122,7 +122,8 @@ def test_hyperpod_endpoint_tags_are_never_lmikit_ownership_tags():
 
 @pytest.mark.parametrize("key", [DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG])
 def test_hyperpod_refuses_lmikit_tags_in_spec_tags(key):
-    with pytest.raises(RenderError, match=f"tags: '{key}' is lmikit's own tag"):
+    """The spec itself refuses them now (every lmikit: key), before any renderer runs."""
+    with pytest.raises(SpecError, match=f"tags.{key} .*the lmikit: prefix is reserved"):
         _manifest(BASE + f"tags:\n  {key}: docqa\n")
 
 

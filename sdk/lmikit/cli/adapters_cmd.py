@@ -1,8 +1,9 @@
-"""``lmikit adapters``: register, list, update and remove LoRA adapters of an endpoint.
+"""``lmikit adapters``: register, list, update, remove and adopt LoRA adapters of an endpoint.
 
 The deployment is named by ``--spec SPEC`` (its name, region and KMS key) or by
 ``--endpoint NAME`` (in ``--region``); the artifact bucket is the one the deployed endpoint
 records, unless ``--bucket`` says otherwise. Every command says which region it acts in.
+What ``register`` creates is kept by ``lmikit deploy`` until ``adopt`` hands it to the spec.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ include_option = click.option(
     help="Package a file the default exclusions leave out (.env, *.key, .git, ...): a name or "
     "path pattern (fnmatch). Repeatable.")
 POLL = float(os.environ.get("LMIKIT_POLL_SECONDS", "5"))
+MANAGERS = {"spec": "managed by the spec", "adapters": "registered with lmikit adapters"}
 
 
 def target_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -94,7 +96,7 @@ def _progress(event: Any) -> None:
 
 
 def _echo(info: Any) -> None:
-    line = f"{info.name}: {info.component} {info.status}"
+    line = f"{info.name}: {info.component} {info.status}, {MANAGERS[info.managed_by]}"
     if info.artifact_url:
         line += f" ({info.artifact_url})"
     if info.failure:
@@ -160,7 +162,12 @@ def update_cmd(name: str, path: Path, spec_path: Path | None, endpoint: str | No
                wait: bool, bucket: str | None, kms_key_arn: str | None) -> None:
     """Point adapter NAME at new weights (or a new formatter) from PATH."""
     registry = _registry(spec_path, endpoint, region, bucket, kms_key_arn)
-    _echo(registry.update(name, path, formatter, wait=wait, include=include))
+    info = registry.update(name, path, formatter, wait=wait, include=include)
+    _echo(info)
+    if info.managed_by == "spec":
+        click.echo(f"Note: the spec manages {name}: the next `lmikit deploy` puts it back on "
+                   "the spec's source; change the source in the spec to keep this one.",
+                   err=True)
 
 
 @adapters_group.command("remove")
@@ -172,5 +179,28 @@ def remove_cmd(name: str, spec_path: Path | None, endpoint: str | None, region: 
                wait: bool) -> None:
     """Delete adapter NAME's component (only an adapter of this deployment)."""
     registry = _registry(spec_path, endpoint, region)
-    registry.remove(name, wait=wait)
+    removed = registry.remove(name, wait=wait)
     click.echo(f"Removed {name} from {registry.endpoint}.")
+    if removed.managed_by == "spec":
+        click.echo(f"Note: the spec manages {name}: the next `lmikit deploy` creates it again "
+                   "unless you take it out of the spec's adapters.", err=True)
+
+
+@adapters_group.command("adopt")
+@click.argument("name")
+@click.option("--spec", "spec_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The deployment's spec file; its adapters list must name NAME.")
+def adopt_cmd(name: str, spec_path: Path) -> None:
+    """Put adapter NAME, registered with `lmikit adapters`, under the spec.
+
+    Add NAME to the spec's adapters first. From then on `lmikit deploy SPEC` manages it
+    (updating it to the spec's source where that differs); before, deploy keeps it."""
+    from lmikit.loader import load_spec
+
+    spec = load_spec(spec_path)
+    registry = _registry(spec_path, None, None)
+    info = registry.adopt(name, spec)
+    _echo(info)
+    click.echo(f"{name} is managed by {spec_path} now: `lmikit deploy {spec_path}` updates it "
+               f"to the spec's source where that differs (`--dry-run` shows whether it does).")

@@ -124,7 +124,7 @@ def _echo_changes(title: str, changes: list[Any]) -> None:
     for c in changes:
         if c.action not in ("unchanged", "exists"):
             click.echo(f"  {c.line()}")
-    if all(c.action in ("unchanged", "exists") for c in changes):
+    if all(c.action in ("unchanged", "exists", "kept") for c in changes):
         click.echo("  nothing: every resource already matches the spec")
 
 
@@ -138,19 +138,29 @@ def _echo_changes(title: str, changes: list[Any]) -> None:
 @click.option("--dry-run", is_flag=True,
               help="Print what would be created, updated or deleted; change nothing.")
 @click.option("--keep-unlisted-adapters", is_flag=True,
-              help="Keep adapter components the spec does not list (default: remove them).")
+              help="Keep adapters the spec listed before and no longer lists (default: "
+              "remove them).")
+@click.option("--prune", is_flag=True,
+              help="Remove every adapter the spec does not list, those registered with "
+              "`lmikit adapters` too (default: keep those).")
 @unlock_option
 @poll_option
 def deploy_cmd(spec: Path, role_arn: str | None, bucket: str | None, create_role: bool,
-               dry_run: bool, keep_unlisted_adapters: bool, force_unlock: bool,
+               dry_run: bool, keep_unlisted_adapters: bool, prune: bool, force_unlock: bool,
                poll_seconds: float) -> None:
-    """Converge SPEC's deployment on the spec; undo this run if it fails."""
+    """Converge SPEC's deployment on the spec; undo this run if it fails.
+
+    Adapters registered with `lmikit adapters` are kept (the plan says so); `lmikit adapters
+    adopt NAME --spec SPEC` puts one the spec lists under the spec."""
     from lmikit.accept import DEPLOY_TARGETS
 
+    if prune and keep_unlisted_adapters:
+        raise click.UsageError("--prune removes the adapters --keep-unlisted-adapters keeps: "
+                               "choose one")
     progress = ProgressTable(f"lmikit deploy {spec}")
     d = _deployment(spec, role_arn, bucket, poll_seconds, progress, DEPLOY_TARGETS,
-                    keep_unlisted_adapters=keep_unlisted_adapters, force_unlock=force_unlock,
-                    create_role=create_role)
+                    keep_unlisted_adapters=keep_unlisted_adapters, prune=prune,
+                    force_unlock=force_unlock, create_role=create_role)
     if dry_run:
         _echo_changes(f"Plan for {d.spec.name} in {d.spec.region} (dry run, nothing changed):",
                       d.plan_changes())

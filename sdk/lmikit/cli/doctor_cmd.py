@@ -13,7 +13,8 @@ _SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 EXIT_FAILED = 1
 EXIT_NO_ACCESS = 3
-_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "wait": "cyan", "skip": "dim"}
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "wait": "cyan", "skip": "dim",
+          "info": "blue"}
 
 
 def parse_since(text: str) -> float:

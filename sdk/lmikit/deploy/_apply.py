@@ -26,7 +26,7 @@ from lmikit.aws import (
     upload_progress,
 )
 from lmikit.deploy._compare import desired_copies, request_specification, spec_differences
-from lmikit.deploy._plan import Desired, Step
+from lmikit.deploy._plan import Desired, Step, adapter_request
 from lmikit.deploy._result import Change
 from lmikit.deploy._run import Run, Undo
 from lmikit.errors import AwsError, DeployError
@@ -54,7 +54,7 @@ class Applier:
     def apply(self, steps: list[Step]) -> None:
         """In order; adapter steps in parallel, removals of unlisted adapters last."""
         adapters = [s for s in steps if s.kind == "inference-component"
-                    and s.name != self.base and s.action not in ("delete", "keep")]
+                    and s.name != self.base and s.action not in ("delete", "kept")]
         removals = [s for s in steps if s.kind == "inference-component"
                     and s.action == "delete"]
         for step in steps:
@@ -78,9 +78,10 @@ class Applier:
             ("inference-component", "replace"): self._replace_component,
             ("inference-component", "update"): self._update_component,
             ("inference-component", "scale"): self._scale_component,
+            ("inference-component", "tag"): self._tag_component,
             ("inference-component", "delete"): self._remove_adapter,
         }.get((step.kind, step.action))
-        if handler is None:  # unchanged / keep
+        if handler is None:  # unchanged / kept
             self.run.note(step.kind, step.name, step.action, "unchanged")
             self.run.record(step.change)
             return
@@ -215,6 +216,12 @@ class Applier:
 
     def _tag_endpoint(self, step: Step) -> None:
         call(self.sm, "add_tags", ResourceArn=step.before()["EndpointArn"],
+             Tags=step.request()["Tags"])
+
+    def _tag_component(self, step: Step) -> None:
+        """Record who manages an adapter (AddTags: idempotent, so an answer lost is no
+        failure, and nothing to undo)."""
+        call(self.sm, "add_tags", ResourceArn=step.before()["InferenceComponentArn"],
              Tags=step.request()["Tags"])
 
     # --- the rollback alarm ----------------------------------------------------------
@@ -358,10 +365,7 @@ class Applier:
         name = old["InferenceComponentName"]
         if describe(self.sm, "inference-component", name) is not None:
             return None
-        body = {"InferenceComponentName": name, "EndpointName": self.endpoint,
-                "Specification": {"BaseInferenceComponentName": base_of(old),
-                                  "Container": {"ArtifactUrl": artifact_of(old)}},
-                "Tags": tags or deployment_tags(self.deployment)}
+        body = adapter_request(self.endpoint, old, tags or deployment_tags(self.deployment))
         with self.run.flight(f"inference-component {name}", "Creating (rollback)"):
             create(self.sm, "inference-component", body, self.deployment)
             self.waiter.in_service("inference-component", name, "rollback")

@@ -23,7 +23,6 @@ from lmikit.aws import (
     ProgressFn,
     RealClock,
     Stopped,
-    artifact_of,
     as_source,
     check_bucket_name,
     default_bucket,
@@ -39,7 +38,14 @@ from lmikit.deploy._apply import Applier, change_list
 from lmikit.deploy._gc import Collection, Usage, collect, garbage, replaced_by
 from lmikit.deploy._hooks import Hook, StepContext
 from lmikit.deploy._interrupt import Interrupts, StopRequested
-from lmikit.deploy._plan import Desired, PendingArtifact, observe, plan_steps
+from lmikit.deploy._plan import (
+    PRUNE_OR_KEEP,
+    Desired,
+    PendingArtifact,
+    kept_artifacts,
+    observe,
+    plan_steps,
+)
 from lmikit.deploy._result import Change, DeployResult, ResourceState
 from lmikit.deploy._rollback import roll_back
 from lmikit.deploy._run import Run, Undo
@@ -62,8 +68,10 @@ class Deployment:
     ``clock`` and ``poll_seconds`` control waiting (tests pass the fake's clock);
     ``retry_mode`` is botocore's (adaptive by default: it also slows down after throttling).
     ``bucket`` defaults to the one the deployed endpoint names (tag ``lmikit:bucket``), else
-    ``sagemaker-<region>-<account>``. ``keep_unlisted_adapters`` keeps adapter components
-    the spec no longer lists (by default they are removed). ``force_unlock`` takes the
+    ``sagemaker-<region>-<account>``. Adapter components the spec does not list: one
+    registered with ``lmikit adapters`` (tag ``lmikit:managed-by=adapters``) is kept, one the
+    spec listed before is removed; ``keep_unlisted_adapters`` keeps both, ``prune`` removes
+    both. ``force_unlock`` takes the
     deployment's lease even when another run holds it. ``create_role`` (when ``role_arn`` is
     not given) creates or updates the least-privilege role ``lmikit-<name>-execution`` first
     (:func:`lmikit.deploy.apply_execution_role`); with neither, the role of the config the
@@ -81,13 +89,16 @@ class Deployment:
                  progress: ProgressFn = no_progress, poll_seconds: float = 15.0,
                  timeout_seconds: float = 3600.0, max_workers: int = 16,
                  retry_mode: str = "adaptive", image_kind: ImageKind | None = None,
-                 keep_unlisted_adapters: bool = False, force_unlock: bool = False,
+                 keep_unlisted_adapters: bool = False, prune: bool = False,
+                 force_unlock: bool = False,
                  interrupts: Interrupts | None = None, lease_seconds: float = LEASE_SECONDS,
                  on_plan: Callable[[list[Change]], None] | None = None,
                  spec_path: str | None = None, create_role: bool = False,
                  autoscaling: bool = True, observability: bool = True) -> None:
         if bucket is not None:
             check_bucket_name(bucket)  # before anything is created
+        if keep_unlisted_adapters and prune:
+            raise DeployError(PRUNE_OR_KEEP)
         self.spec = spec
         self.clients = Clients(session, spec.region, retry_mode)
         self.role_arn = role_arn
@@ -103,6 +114,7 @@ class Deployment:
         self.timeout_seconds = timeout_seconds
         self.max_workers = max_workers
         self.keep_unlisted_adapters = keep_unlisted_adapters
+        self.prune = prune
         self.force_unlock = force_unlock
         self.interrupts = interrupts or Interrupts()
         self.lease_seconds = lease_seconds
@@ -245,13 +257,12 @@ class Deployment:
         role = _builtin.plan_role(self) if self.create_role else []
         seen = observe(run.sm, run.waiter, self.store(), desired, self.spec.name,
                        self.clients.cloudwatch, self._autoscaling_client())
-        steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
+        steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters,
+                           prune=self.prune)
         names = desired.requests.names
         after = Usage(configs={names.endpoint_config},
                       models={names.model} if names.model else set(),
-                      urls={a.url for a in desired.artifacts}
-                      | {url for s in steps if s.action == "keep" and s.old
-                         and (url := artifact_of(s.old))})
+                      urls={a.url for a in desired.artifacts} | kept_artifacts(steps))
         extras = _builtin.plan_extras(self, autoscaling=self.autoscaling,
                                       observability=self.observability)
         return role + change_list(steps) + extras + garbage(run, self.store(),
@@ -280,7 +291,8 @@ class Deployment:
                     _builtin.role_step(self, run)
                 seen = observe(run.sm, run.waiter, store, desired, self.spec.name,
                                self.clients.cloudwatch, self._autoscaling_client())
-                steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters)
+                steps = plan_steps(desired, seen, keep_unlisted=self.keep_unlisted_adapters,
+                                   prune=self.prune)
                 if self.on_plan is not None:  # the whole run: role, SageMaker, extras
                     self.on_plan(list(run.result.changes) + change_list(steps)
                                  + _builtin.plan_extras(self, autoscaling=self.autoscaling,

@@ -2,6 +2,11 @@
 
 :func:`plan_steps` is pure: given the rendered requests and what :func:`observe` read, it
 returns the ordered steps. ``lmikit deploy --dry-run`` prints them; a deploy executes them.
+
+A deploy reconciles the adapters the spec manages (tag ``lmikit:managed-by``, read by
+:func:`lmikit.names.adapter_manager`): it removes one the spec no longer lists, and keeps
+those registered with ``lmikit adapters`` (created again if the base must be replaced), unless
+``prune`` removes every adapter the spec does not list.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from lmikit.aws import (
     ArtifactStore,
     Waiter,
     artifact_key,
+    artifact_of,
     base_of,
     components_of,
     describe,
@@ -24,8 +30,17 @@ from lmikit.aws import (
 from lmikit.deploy._compare import desired_copies, spec_differences
 from lmikit.deploy._result import Change
 from lmikit.errors import DeployError
-from lmikit.names import BUCKET_TAG
+from lmikit.names import (
+    BUCKET_TAG,
+    MANAGED_BY_ADAPTERS,
+    MANAGED_BY_SPEC,
+    MANAGED_BY_TAG,
+    adapter_manager,
+)
 from lmikit.render.sagemaker import SageMakerRequests
+
+PRUNE_OR_KEEP = ("keep_unlisted_adapters (--keep-unlisted-adapters) and prune (--prune) "
+                 "contradict each other: choose one")
 
 
 @dataclass(frozen=True)
@@ -165,11 +180,19 @@ def _refuse_unless_ours(kind: str, name: str, tags: dict[str, str], deployment: 
         raise DeployError(not_ours_message(kind, name, deployment, owner))
 
 
-def plan_steps(desired: Desired, seen: Observed, *, keep_unlisted: bool = False
-               ) -> list[Step]:
-    """The ordered steps from ``seen`` to ``desired`` (pure)."""
+def plan_steps(desired: Desired, seen: Observed, *, keep_unlisted: bool = False,
+               prune: bool = False) -> list[Step]:
+    """The ordered steps from ``seen`` to ``desired`` (pure).
+
+    Adapters the spec does not list: one the spec manages is deleted (kept with
+    ``keep_unlisted``), one registered with ``lmikit adapters`` is kept; ``prune`` deletes
+    both. Raises :class:`DeployError` when the spec lists an adapter registered with
+    ``lmikit adapters`` (``lmikit adapters adopt`` puts it under the spec)."""
+    if keep_unlisted and prune:
+        raise DeployError(PRUNE_OR_KEEP)
     req = desired.requests
     names = req.names
+    _refuse_registered_adapters(desired, seen)
     steps: list[Step] = []
     for a in desired.artifacts:
         steps.append(Step(Change("artifact", a.url, "unchanged" if a.url in
@@ -212,25 +235,85 @@ def plan_steps(desired: Desired, seen: Observed, *, keep_unlisted: bool = False
     base_fresh = base_step.action in ("create", "replace")
     for body in req.adapter_components.values():
         name = body["InferenceComponentName"]
-        steps.append(_component_step(body, None if base_fresh else components.get(name),
-                                     is_base=False))
+        desc = None if base_fresh else components.get(name)
+        step = _component_step(body, desc, is_base=False)
+        steps.append(step)
+        if desc is not None and step.action != "replace" and \
+                seen.component_tags.get(name, {}).get(MANAGED_BY_TAG) != MANAGED_BY_SPEC:
+            steps.append(Step(Change("inference-component", name, "tag",
+                                     f"{MANAGED_BY_TAG}={MANAGED_BY_SPEC}"),
+                              {"Tags": [{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY_SPEC}]},
+                              desc))
+    steps += _unlisted_adapter_steps(desired, seen, base_fresh, keep_unlisted, prune)
+    return steps
+
+
+def _refuse_registered_adapters(desired: Desired, seen: Observed) -> None:
+    """A listed adapter whose component ``lmikit adapters`` manages: adopt it first."""
+    names = desired.requests.names
+    taken = sorted(adapter for adapter, comp in names.adapters.items()
+                   if comp in seen.components and adapter_manager(
+                       seen.component_tags.get(comp, {}), listed=True) == MANAGED_BY_ADAPTERS)
+    if taken:
+        raise DeployError(
+            f"the spec lists adapter(s) {', '.join(map(repr, taken))}, registered on "
+            f"{names.endpoint!r} with `lmikit adapters` (tag {MANAGED_BY_TAG}="
+            f"{MANAGED_BY_ADAPTERS}); nothing was changed. Put each under the spec with "
+            f"`lmikit adapters adopt NAME --spec SPEC` (AdapterRegistry.adopt), then deploy "
+            "again; or take it out of the spec's adapters")
+
+
+def _unlisted_adapter_steps(desired: Desired, seen: Observed, base_fresh: bool,
+                            keep_unlisted: bool, prune: bool) -> list[Step]:
+    """Steps for the base's adapter components the spec does not list. One that is kept is
+    created again when the base (or endpoint) is replaced, which deletes its adapters."""
+    names = desired.requests.names
     wanted = {names.base_component, *names.adapters.values()}
-    for name, desc in sorted(components.items()):
+    steps: list[Step] = []
+    for name, desc in sorted(seen.components.items()):
         if name in wanted or base_of(desc) != names.base_component:
             continue
         key = name[len(names.endpoint) + 1:]
-        if keep_unlisted:
-            steps.append(Step(Change("inference-component", name, "keep",
-                                     f"adapter {key!r} is not in the spec; kept "
-                                     "(--keep-unlisted-adapters)"), old=desc))
-        elif not base_fresh:
-            tags = [{"Key": k, "Value": v}
-                    for k, v in sorted(seen.component_tags.get(name, {}).items())]
-            steps.append(Step(Change("inference-component", name, "delete",
-                                     f"adapter {key!r} is not in the spec; "
-                                     "--keep-unlisted-adapters keeps it"),
+        tags = [{"Key": k, "Value": v}
+                for k, v in sorted(seen.component_tags.get(name, {}).items())]
+        registered = adapter_manager(seen.component_tags.get(name, {}),
+                                     listed=False) == MANAGED_BY_ADAPTERS
+        if registered:
+            who = f"adapter {key!r} is registered with `lmikit adapters`, not in the spec"
+        else:
+            who = f"adapter {key!r} is not in the spec"
+        keep = not prune and (registered or keep_unlisted)
+        if keep and not base_fresh:
+            why = "; --prune removes it" if registered else " (--keep-unlisted-adapters)"
+            steps.append(Step(Change("inference-component", name, "kept", who + why),
+                              {"Tags": tags}, desc))
+        elif keep and desc.get("InferenceComponentStatus") != "Failed":
+            steps.append(Step(Change("inference-component", name, "create",
+                                     f"{who}: created again on the new base"),
+                              adapter_request(names.endpoint, desc, tags), desc))
+        else:
+            why = ("; removed by --prune" if prune else
+                   "; it is Failed: not created again on the new base" if keep else
+                   "; --keep-unlisted-adapters keeps it")
+            steps.append(Step(Change("inference-component", name, "delete", who + why),
                               {"Tags": tags}, desc))
     return steps
+
+
+def adapter_request(endpoint: str, desc: dict[str, Any], tags: list[dict[str, str]]
+                    ) -> dict[str, Any]:
+    """The CreateInferenceComponent request that makes described adapter ``desc`` again."""
+    return {"InferenceComponentName": desc["InferenceComponentName"], "EndpointName": endpoint,
+            "Specification": {"BaseInferenceComponentName": base_of(desc),
+                              "Container": {"ArtifactUrl": artifact_of(desc)}},
+            "Tags": tags}
+
+
+def kept_artifacts(steps: list[Step]) -> set[str]:
+    """Artifact URLs of adapters the spec does not list that the steps keep (or create
+    again): garbage collection must not take them."""
+    return {url for s in steps if s.kind == "inference-component" and s.old is not None
+            and s.action in ("kept", "create") and (url := artifact_of(s.old))}
 
 
 def _component_step(body: dict[str, Any], desc: dict[str, Any] | None, is_base: bool,

@@ -38,7 +38,13 @@ from typing import Any
 from lmikit.catalog.instances import get_instance
 from lmikit.catalog.offers import on_demand_problem
 from lmikit.errors import RenderError
-from lmikit.names import DEPLOYMENT_TAG, VARIANT_NAME, deployment_tags
+from lmikit.names import (
+    DEPLOYMENT_TAG,
+    MANAGED_BY_SPEC,
+    MANAGED_BY_TAG,
+    VARIANT_NAME,
+    deployment_tags,
+)
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
 from lmikit.plan import Plan
@@ -53,7 +59,7 @@ from lmikit.spec import DeploymentSpec
 from lmikit.startup import estimate_startup, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
-           "adapter_component_name", "base_component_name", "render_requests",
+           "adapter_component_name", "adapter_tags", "base_component_name", "render_requests",
            "startup_timeouts", "stock_image_note", "stock_image_secret_problems", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
@@ -99,6 +105,12 @@ def base_component_name(spec: DeploymentSpec) -> str:
 
 def tags(spec: DeploymentSpec) -> list[dict[str, str]]:
     return deployment_tags(spec.name, spec.tags)
+
+
+def adapter_tags(spec: DeploymentSpec) -> list[dict[str, str]]:
+    """The tags of a spec adapter's component: the deployment's, and ``lmikit:managed-by=spec``
+    (lmikit's own tags win over a spec tag of the same key)."""
+    return deployment_tags(spec.name, {**spec.tags, MANAGED_BY_TAG: MANAGED_BY_SPEC})
 
 
 def startup_timeouts(spec: DeploymentSpec, plan: Plan) -> dict[str, int]:
@@ -308,7 +320,7 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                 "BaseInferenceComponentName": base_name,
                 "Container": {"ArtifactUrl": adapter_artifact_urls[a.name]},
             },
-            "Tags": tags(spec),
+            "Tags": adapter_tags(spec),
         }
     endpoint = {"EndpointName": spec.name, "EndpointConfigName": config_name,
                 "Tags": tags(spec)}

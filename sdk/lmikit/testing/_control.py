@@ -120,7 +120,7 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
         return res
 
     def _set_tags(self, arn: str, tags: list[dict[str, str]] | None) -> None:
-        self.tags[arn] = {t["Key"]: t.get("Value", "") for t in tags or []}
+        self.tags[arn] = merge_tags({}, tags or [])
 
     def _now_ts(self) -> float:
         return round(self.clock.time(), 3)
@@ -461,11 +461,41 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
         return {"Tags": [{"Key": k, "Value": v} for k, v in sorted(self.tags[arn].items())]}
 
     def add_tags(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Adds or overwrites (botocore's AddTags documentation)."""
         arn = p["ResourceArn"]
         if arn not in self.tags:
             raise validation(f'Could not find resource "{arn}".')
-        self.tags[arn].update({t["Key"]: t.get("Value", "") for t in p["Tags"]})
+        self.tags[arn] = merge_tags(self.tags[arn], p["Tags"])
         return {"Tags": p["Tags"]}
+
+    def delete_tags(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Removes the keys named; a key the resource does not carry is no error."""
+        arn = p["ResourceArn"]
+        if arn not in self.tags:
+            raise validation(f'Could not find resource "{arn}".')
+        for key in p["TagKeys"]:
+            self.tags[arn].pop(key, None)
+        return {}
+
+
+# Tag rules the service enforces beyond botocore's shapes ("Tagging AWS resources", AWS
+# General Reference: at most 50 user tags per resource; the aws: prefix is reserved for AWS).
+MAX_TAGS_PER_RESOURCE = 50
+RESERVED_TAG_PREFIX = "aws:"
+
+
+def merge_tags(have: dict[str, str], tags: list[dict[str, str]]) -> dict[str, str]:
+    """``have`` with ``tags`` added or overwritten, or the service's ValidationException."""
+    merged = dict(have)
+    for tag in tags:
+        if tag["Key"].lower().startswith(RESERVED_TAG_PREFIX):
+            raise validation(f"Tag keys cannot start with '{RESERVED_TAG_PREFIX}': "
+                             f"{tag['Key']!r} is reserved for AWS use.")
+        merged[tag["Key"]] = tag.get("Value", "")
+    if len(merged) > MAX_TAGS_PER_RESOURCE:
+        raise validation(f"A resource can have at most {MAX_TAGS_PER_RESOURCE} tags; this "
+                         f"request would give it {len(merged)}.")
+    return merged
 
 
 def _arn_kind(what: str) -> str:

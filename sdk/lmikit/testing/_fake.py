@@ -32,7 +32,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from lmikit.testing._cache import MetricsSink
 from lmikit.testing._clock import SystemClock, VirtualClock
-from lmikit.testing._control import ControlPlane, ServiceError, Timings
+from lmikit.testing._control import ControlPlane, ServiceError, Timings, merge_tags
 from lmikit.testing._metrics import CacheModel
 from lmikit.testing._runtime import Runtime
 from lmikit.testing._validate import ShapeValidator
@@ -68,7 +68,7 @@ _READS = {
     "DescribeInferenceComponent": "describe_inference_component",
     "DeleteInferenceComponent": "delete_inference_component",
     "ListInferenceComponents": "list_inference_components",
-    "ListTags": "list_tags", "AddTags": "add_tags",
+    "ListTags": "list_tags", "AddTags": "add_tags", "DeleteTags": "delete_tags",
     "CreateModel": "create_model", "DescribeModel": "describe_model",
     "DescribeTrainingPlan": "describe_training_plan",
     "DeleteModel": "delete_model", "ListModels": "list_models",
@@ -363,6 +363,8 @@ class FakeSageMaker:
         try:
             with control.lock:
                 control.tick()
+                if operation.startswith("Create"):  # refused before anything is created
+                    merge_tags({}, params.get("Tags") or [])
                 if operation in _WRITES:
                     fail = fault.reason if fault and fault.kind == "failed" else None
                     extra = fault.seconds if fault and fault.kind == "slow" else 0.0

@@ -37,6 +37,13 @@ _JAVA_CLASSES = {
 # Java strings are UTF-16: a class range over supplementary characters is written as a range
 # of surrogate pairs (Application Auto Scaling's ResourceId pattern, among others).
 _SURROGATE_RANGE = "\\uD800\\uDC00-\\uDBFF\\uDFFF"
+# Unicode categories as the tag patterns use them (TagKey, TagValue: [\p{L}\p{Z}\p{N}_.:/=+\-@]*).
+# Python's \w is exactly letters (L*), numbers (N*) and "_" (CPython's str.isalnum); Z is the
+# 19 separators (Zs, Zl, Zp), all in the Basic Multilingual Plane. Other uses of these
+# categories stay unchecked (the pattern is not translated).
+_UNICODE_FRAGMENTS = {
+    r"\p{L}\p{Z}\p{N}_": r"\w\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000",
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -46,8 +53,13 @@ def compile_java_pattern(pattern: str) -> re.Pattern[str] | None:
     >>> rx = compile_java_pattern(r"[\u0020-\uD7FF\uD800\uDC00-\uDBFF\uDFFF]*")
     >>> rx.fullmatch("inference-component/x \U0001F600") is not None
     True
+    >>> tag = compile_java_pattern(r"([\p{L}\p{Z}\p{N}_.:/=+\-@]*)")
+    >>> [bool(tag.fullmatch(v)) for v in ("lmikit:managed-by", "équipe 7", "a;b", "tab\t")]
+    [True, True, False, False]
     """
     pattern = pattern.replace(_SURROGATE_RANGE, "\\U00010000-\\U0010FFFF")
+    for fragment, python in _UNICODE_FRAGMENTS.items():
+        pattern = pattern.replace(fragment, python)
     out: list[str] = []
     i, depth = 0, 0
     while i < len(pattern):
