@@ -403,6 +403,25 @@ def test_repeated_tokens_counts_each_prefix_sent_more_than_once() -> None:
     assert repeated_tokens(long_doc_qa(1, 200, 8, 1)) == 0  # no full chunk to repeat
 
 
+def test_repeated_tokens_equals_counting_every_key_at_once() -> None:
+    """The sharded count against one Counter of every key, on workloads whose keys are
+    real hashes (negative ones too) and on keys that fall in one shard."""
+    from collections import Counter
+
+    from lmikit.sim.scenario import KEY_SHARDS, repeated_tokens
+    from lmikit.sim.workloads import Phase, Request, Workload, multi_turn_chat, rag
+
+    one_shard = [Request(i, keys, 0, 1, i) for i, keys in enumerate(
+        [(KEY_SHARDS, 2 * KEY_SHARDS), (KEY_SHARDS, -KEY_SHARDS), (-KEY_SHARDS,)])]
+    works = [rag(500, 256, 4, 1.1, 8, 4, requests=300), multi_turn_chat(4_000, 4, 8, 4),
+             long_doc_qa(20, 3_000, 8, 4), Workload("w", [Phase("p", [one_shard])], 16)]
+    for work in works:
+        counts = Counter(k for r in work.requests for k in r.keys)
+        assert any(k < 0 for k in counts)
+        expected = sum(1 for n in counts.values() if n > 1) * work.chunk_size
+        assert expected > 0 and repeated_tokens(work) == expected
+
+
 def test_a_note_says_the_repeated_text_fits_the_gpu_pool() -> None:
     """Docqa's copy holds 464,658 tokens of GPU KV; 12 x 4,000 tokens fit it."""
     gpu = deployment("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.2xlarge").gpu_tokens
