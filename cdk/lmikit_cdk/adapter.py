@@ -6,19 +6,47 @@ base component literally (``BaseInferenceComponentName``) and depends on it expl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from lmikit.errors import AdapterError
-from lmikit.spec import AdapterSpec
+from lmikit.plan import Plan
+from lmikit.render.sagemaker import SageMakerRequests
+from lmikit.spec import AdapterSpec, DeploymentSpec
 from lmikit_cdk._cfn import l1_kwargs
-from lmikit_cdk.artifacts import TarballAsset, adapter_artifact
+from lmikit_cdk.artifacts import PublishedArtifact, TarballAsset, adapter_artifact
 from lmikit_cdk.metrics import ComponentMetrics
+from lmikit_cdk.role import ExecutionRole
 
-if TYPE_CHECKING:
-    from lmikit_cdk.endpoint import LmiEndpoint
+
+class AdapterHost(Protocol):
+    """What a :class:`LoraAdapter` needs of its endpoint (:class:`LmiEndpoint` is one)."""
+
+    @property
+    def spec(self) -> DeploymentSpec: ...
+    @property
+    def base_dir(self) -> Path: ...
+    @property
+    def plan(self) -> Plan: ...
+    @property
+    def execution_role(self) -> ExecutionRole: ...
+    @property
+    def inference_component_name(self) -> str: ...
+    @property
+    def endpoint_name(self) -> str: ...
+    @property
+    def endpoint_arn(self) -> str: ...
+    @property
+    def cfn_inference_component(self) -> sagemaker.CfnInferenceComponent: ...
+
+    def publish_artifact(self, construct_id: str, asset: TarballAsset, subdir: str,
+                         size: int) -> PublishedArtifact: ...
+
+    def render(self, adapter_artifact_urls: dict[str, str] | None = None
+               ) -> SageMakerRequests: ...
 
 
 class LoraAdapter(ComponentMetrics, Construct):
@@ -32,7 +60,7 @@ class LoraAdapter(ComponentMetrics, Construct):
     :param adapter: the adapter's entry in ``endpoint.spec.adapters``.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LmiEndpoint,
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint: AdapterHost,
                  adapter: AdapterSpec) -> None:
         super().__init__(scope, construct_id)
         if adapter not in endpoint.spec.adapters:
