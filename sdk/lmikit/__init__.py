@@ -7,12 +7,15 @@
 >>> Deployment(spec, role_arn=role).deploy()  # doctest: +SKIP
 >>> Endpoint(spec.name, region=spec.region).invoke("Hello")  # doctest: +SKIP
 
-Names are imported lazily so ``import lmikit`` (and the CLI) stays fast.
+Names are imported lazily so ``import lmikit`` (and the CLI) stays fast; each package's face
+(``lmikit.client``, ``lmikit.render``, ...) does the same with :func:`_lazy_face`.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -23,7 +26,7 @@ _EXPORTS = {
     "DeployError": "lmikit.errors",
     "Deployment": "lmikit.deploy",
     "DeploymentSpec": "lmikit.spec",
-    "Endpoint": "lmikit.endpoint",
+    "Endpoint": "lmikit.client",
     "InvokeError": "lmikit.errors",
     "LmikitError": "lmikit.errors",
     "Plan": "lmikit.plan",
@@ -37,7 +40,7 @@ _EXPORTS = {
     "lmi_environment": "lmikit.render.env",
     "load_spec": "lmikit.loader",
     "load_spec_text": "lmikit.loader",
-    "openai_client": "lmikit.openai_compat",
+    "openai_client": "lmikit.client",
     "plan": "lmikit.plan",
     "plan_spec": "lmikit.plan",
     "render_lmcache_yaml": "lmikit.render.lmcache",
@@ -72,24 +75,33 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmikit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def _lazy_face(package: str, exports: dict[str, str]
+               ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for the face of ``package``: each name of ``exports``
+    (name -> the module that defines it) is imported on its first use, then kept."""
+
+    def getattr_(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *exports})
+
+    return getattr_, dir_
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
     from lmikit.catalog.instances import get_instance
     from lmikit.catalog.models import get_model
+    from lmikit.client import Endpoint, openai_client
     from lmikit.deploy import Deployment
-    from lmikit.endpoint import Endpoint
     from lmikit.errors import (
         AdapterError,
         CatalogError,
@@ -102,7 +114,6 @@ if TYPE_CHECKING:  # pragma: no cover
         WaitTimeout,
     )
     from lmikit.loader import load_spec, load_spec_text
-    from lmikit.openai_compat import openai_client
     from lmikit.plan import Plan, plan, plan_spec
     from lmikit.render.env import lmi_environment
     from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml

@@ -40,7 +40,7 @@ NS_SAGEMAKER = "AWS/SageMaker"
 NS_INFERENCE_COMPONENTS = "/aws/sagemaker/InferenceComponents"
 NS_ENDPOINTS = "/aws/sagemaker/Endpoints"
 CLIENT_NAMESPACE = "LMIKit/Client"
-"""Custom namespace of the client-side metrics :class:`lmikit.metrics_publisher.TtftPublisher`
+"""Custom namespace of the client-side metrics :class:`lmikit.client.TtftPublisher`
 publishes (opt-in: ``observability.client_ttft_metrics``)."""
 
 ENDPOINT_VARIANT = ("EndpointName", "VariantName")

@@ -389,7 +389,7 @@ def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
     from botocore.stub import Stubber
 
     from lmikit.cli.bench_cmd import _serving_copies
-    from lmikit.endpoint import Endpoint
+    from lmikit.client._endpoint import Endpoint
 
     ep = Endpoint("docqa", region=REGION, client=object())
     sm = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x",

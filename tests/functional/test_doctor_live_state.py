@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from lmikit.client._endpoint import Endpoint
 from lmikit.doctor import Doctor, Report, doctor
-from lmikit.endpoint import Endpoint
 from lmikit.errors import AwsError
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec

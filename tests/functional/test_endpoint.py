@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from lmikit.endpoint import Endpoint
+from lmikit.client._endpoint import Endpoint
+from lmikit.client._stream import StreamParser
 from lmikit.errors import InvokeError
 from lmikit.loader import load_spec_text
-from lmikit.stream import StreamParser
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import SPEC_YAML, deployment

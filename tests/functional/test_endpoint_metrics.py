@@ -12,9 +12,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from lmikit.endpoint import Endpoint
+from lmikit.client._endpoint import Endpoint
+from lmikit.client._metrics import TPS_METRIC, TTFT_METRIC, TtftPublisher
 from lmikit.metric_catalog import CLIENT_ADAPTER, CLIENT_ENDPOINT, CLIENT_NAMESPACE
-from lmikit.metrics_publisher import TPS_METRIC, TTFT_METRIC, TtftPublisher
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import REGION, deployment

@@ -122,7 +122,7 @@ def test_fake_rejects_unknown_fault_kinds(fake: FakeSageMaker) -> None:
 
 
 @pytest.mark.parametrize("name", ["lmikit.testing._validate", "lmikit.testing._clock",
-                                  "lmikit.testing._fake", "lmikit.endpoint"])
+                                  "lmikit.testing._fake", "lmikit.client._endpoint"])
 def test_docstring_examples_run(name: str, aws: None) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -67,7 +67,7 @@ def test_a_command_naming_an_endpoint_without_a_region_says_how_to_give_one(no_r
 
 
 def test_the_library_without_a_region_raises_region_missing(no_region):
-    from lmikit.endpoint import Endpoint
+    from lmikit.client._endpoint import Endpoint
     from lmikit.errors import RegionMissing
 
     with pytest.raises(RegionMissing, match="no AWS region is configured"):

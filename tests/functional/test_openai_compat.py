@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lmikit import openai_client
-from lmikit.openai_compat import ModelRouter, UnknownModel, base_url, openai_http_client
+from lmikit.client._openai import ModelRouter, UnknownModel, base_url, openai_http_client
 from lmikit.testing import VirtualClock
 
 from ._served import BASE_MODEL, Served, serve
@@ -59,7 +59,7 @@ def test_openai_client_refuses_arguments_it_sets_itself(served: Served) -> None:
 
 def test_openai_client_names_the_extra_when_openai_is_missing() -> None:
     code = ("import sys; sys.modules['openai'] = None\n"
-            "import lmikit, lmikit.openai_compat\n"
+            "import lmikit, lmikit.client._openai\n"
             "try:\n    lmikit.openai_client('docqa', region='us-east-1')\n"
             "except ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

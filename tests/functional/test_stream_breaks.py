@@ -30,7 +30,7 @@ from botocore.config import Config
 from click.testing import CliRunner
 
 from lmikit.cli import main
-from lmikit.endpoint import Endpoint
+from lmikit.client._endpoint import Endpoint
 from lmikit.errors import InvokeError
 from lmikit.testing._wire import payload_part
 
@@ -153,7 +153,7 @@ def test_openai_stream_that_breaks_raises_the_openai_error(breaking: BreakingSer
     ``Stream._iter_events``); the transport raises those for a broken SageMaker stream."""
     import openai
 
-    from lmikit.openai_compat import openai_client
+    from lmikit.client._openai import openai_client
 
     client = openai_client("demo", runtime_client=_endpoint(breaking, mode).client,
                            adapters=[], base_model="m")
@@ -174,7 +174,7 @@ def test_async_openai_stream_that_breaks_raises_the_openai_error(breaking: Break
 
     import openai
 
-    from lmikit.openai_compat import async_openai_client
+    from lmikit.client._openai import async_openai_client
 
     client = async_openai_client("demo", runtime_client=_endpoint(breaking, mode).client,
                                  adapters=[], base_model="m")
@@ -198,7 +198,7 @@ def test_openai_reply_whose_body_breaks_raises_the_openai_error(breaking: Breaki
                                                                 mode: str, error: str) -> None:
     import openai
 
-    from lmikit.openai_compat import openai_client
+    from lmikit.client._openai import openai_client
 
     client = openai_client("demo", runtime_client=_endpoint(breaking, mode).client,
                            adapters=[], base_model="m")

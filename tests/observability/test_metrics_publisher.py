@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from lmikit.client._metrics import MAX_DATUMS_PER_CALL, TtftPublisher
 from lmikit.metric_catalog import CLIENT_NAMESPACE, find_classic
-from lmikit.metrics_publisher import MAX_DATUMS_PER_CALL, TtftPublisher
 
 from ._service_model import problems
 

@@ -49,9 +49,7 @@ LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until
     "lmikit.packaging": "lora", "lmikit.lora_weights": "lora", "lmikit._adapter_files": "lora",
     "lmikit.adapters": "lora", "lmikit.accept": "accept", "lmikit.accept_files": "accept",
     "lmikit.change": None, "lmikit._cloudwatch": None, "lmikit.observability": None,
-    "lmikit.scaling": None, "lmikit.doctor": None, "lmikit.endpoint": None,
-    "lmikit.stream": None, "lmikit.openai_compat": None, "lmikit._openai_exchange": None,
-    "lmikit.openai_sse": None, "lmikit.metrics_publisher": None, "lmikit.bench": None,
+    "lmikit.scaling": None, "lmikit.doctor": None, "lmikit.bench": None,
     "lmikit.bench_target": None,
 }
 

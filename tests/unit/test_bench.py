@@ -156,7 +156,7 @@ USAGE = '{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":100}}'
 
 def _send(*lines: tuple[float, str]) -> Measurement:
     from lmikit.cli.bench_cmd import _Runner
-    from lmikit.endpoint import Endpoint
+    from lmikit.client._endpoint import Endpoint
 
     clock = VirtualClock()
     ep = Endpoint("x", client=_StubRuntime(clock, *lines), region="us-east-1", clock=clock)
@@ -190,7 +190,7 @@ def test_a_request_botocore_retried_is_no_ttft_evidence() -> None:
                     "ResponseMetadata": {"RetryAttempts": 2}}
 
     from lmikit.cli.bench_cmd import _Runner
-    from lmikit.endpoint import Endpoint
+    from lmikit.client._endpoint import Endpoint
 
     clock = VirtualClock()
     ep = Endpoint("x", client=Retried(clock, (0.1, ANSWER), (0.1, USAGE)), region="us-east-1",
@@ -205,7 +205,7 @@ def test_bench_pools_a_connection_per_request_in_flight(monkeypatch: pytest.Monk
     """botocore pools 10 connections by default; at 16 in flight urllib3 discarded 12
     ('Connection pool is full') and those requests opened new TCP and TLS connections
     inside their TTFT."""
-    from lmikit.endpoint import Endpoint
+    from lmikit.client._endpoint import Endpoint
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")

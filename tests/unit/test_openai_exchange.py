@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lmikit.openai_compat import base_url, error_reply, http_module, status_for_error
+from lmikit.client._openai import base_url, error_reply, http_module, status_for_error
 
 # (SageMaker error code, HTTP status SageMaker answered, OriginalStatusCode) -> status.
 # Codes and statuses: botocore's sagemaker-runtime model (InvokeEndpoint's errors) and the

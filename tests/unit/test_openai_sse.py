@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lmikit.openai_sse import DONE_EVENT, SseReframer, error_event
+from lmikit.client._openai_sse import DONE_EVENT, SseReframer, error_event
 
 CHUNKS = [
     {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "lmi",

@@ -14,7 +14,7 @@ from lmikit.cli._common import check_writable, echo_json, spec_or_endpoint
 if TYPE_CHECKING:
     from lmikit.bench import BenchResult, LongDocQA, Measurement
     from lmikit.bench_target import Identity
-    from lmikit.endpoint import Endpoint, Session
+    from lmikit.client import Endpoint, Session
 
 
 # a stream whose deltas held no answer text, reasoning or tool call (an empty answer, or an
@@ -66,7 +66,7 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     import secrets
 
     from lmikit.bench import BenchInterrupted, BenchResult, LongDocQA
-    from lmikit.endpoint import Endpoint
+    from lmikit.client import Endpoint
     from lmikit.errors import BenchStopped
 
     deployed = spec_or_endpoint(target, region)

@@ -9,7 +9,7 @@ import click
 from lmikit.errors import LmikitError
 
 if TYPE_CHECKING:
-    from lmikit.endpoint import TokenStream
+    from lmikit.client import TokenStream
 
 
 @click.command("invoke")
@@ -31,7 +31,7 @@ def invoke_cmd(target: str, prompt: str, adapter: str | None, use_session: bool,
     """Stream PROMPT from SPEC_OR_ENDPOINT (a spec file, whose endpoint and region are
     used, or an endpoint name); print TTFT, total time and tokens/s."""
     from lmikit.cli._common import spec_or_endpoint
-    from lmikit.endpoint import Endpoint
+    from lmikit.client import Endpoint
 
     deployed = spec_or_endpoint(target, region)
     with Endpoint(deployed.name, region=deployed.region, max_tokens=max_tokens,

@@ -45,7 +45,7 @@ MODE_TIERS: dict[str, tuple[str, ...]] = {
 # A measured TTFT or request time longer than this is not one: SageMaker ends a real-time
 # invocation long before (InvokeEndpoint: 60 s to respond; a stream that runs past its
 # allotted time ends in ModelStreamError ModelInvocationTimeExceeded), and lmikit's runtime
-# client gives up on a stream silent for 300 s (lmikit.endpoint, read_timeout).
+# client gives up on a stream silent for 300 s (lmikit.client._endpoint, read_timeout).
 MAX_BENCH_SECONDS = 3600.0
 
 

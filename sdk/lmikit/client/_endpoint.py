@@ -1,6 +1,6 @@
 """Runtime client for a deployed endpoint: invoke, stream, adapters and sticky sessions.
 
->>> from lmikit.endpoint import Endpoint  # doctest: +SKIP
+>>> from lmikit.client import Endpoint  # doctest: +SKIP
 >>> ep = Endpoint("docqa-qwen7b")  # doctest: +SKIP
 >>> stream = ep.stream("Summarise the contract.", adapter="legal")  # doctest: +SKIP
 >>> for piece in stream: print(piece, end="")  # doctest: +SKIP
@@ -31,19 +31,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lmikit.errors import InvokeError
-from lmikit.names import adapter_component_name, base_component_name
-from lmikit.stream import (
+from lmikit.client._stream import (
     InvokeResult,
     TokenStream,
     body_text,
     usage_tokens,
 )
+from lmikit.errors import InvokeError
+from lmikit.names import adapter_component_name, base_component_name
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
-    from lmikit.metrics_publisher import TtftPublisher
+    from lmikit.client._metrics import TtftPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Endpoint:
     ``adapter=`` argument routes a call to the adapter component ``<name>-<adapter>``.
 
     Client-side metrics are off by default. ``publisher=`` records every completed stream's
-    TTFT and tokens/s into a :class:`~lmikit.metrics_publisher.TtftPublisher` you own (closing
+    TTFT and tokens/s into a :class:`~lmikit.client.TtftPublisher` you own (closing
     the endpoint flushes it, you close it); ``publish_metrics=True`` creates one the endpoint
     owns (closing the endpoint closes it), from ``cloudwatch_client`` or else from
     ``session``. Use the endpoint as a context manager, or call :meth:`close`.
@@ -113,7 +113,7 @@ class Endpoint:
         self._boto_session = session
         self._owns_publisher = publish_metrics
         if publish_metrics:
-            from lmikit.metrics_publisher import TtftPublisher
+            from lmikit.client._metrics import TtftPublisher
 
             publisher = TtftPublisher(cloudwatch_client)
         self.publisher: TtftPublisher | None = publisher
@@ -154,14 +154,14 @@ class Endpoint:
     def openai(self, **kwargs: Any) -> OpenAI:
         """An ``openai.OpenAI`` client for this endpoint, sharing its boto3 clients;
         ``model=`` picks the component (an adapter's name, the endpoint's name or the base
-        model's id). Keyword arguments as for :func:`lmikit.openai_compat.openai_client`
+        model's id). Keyword arguments as for :func:`lmikit.client.openai_client`
         (``adapters``, ``base_model``, ``session_id``, ``prefix_id``, ...); needs the
         ``openai`` extra.
 
         >>> client = Endpoint("docqa-qwen7b").openai(prefix_id="contract-42")  # doctest: +SKIP
         >>> client.chat.completions.create(model="legal", messages=[...])  # doctest: +SKIP
         """
-        from lmikit.openai_compat import openai_client
+        from lmikit.client._openai import openai_client
 
         kwargs.setdefault("base_component", self.component)
         return openai_client(self.name, region=self.region, session=self._boto_session,
@@ -169,8 +169,8 @@ class Endpoint:
 
     def async_openai(self, **kwargs: Any) -> AsyncOpenAI:
         """:meth:`openai` for asyncio code: an ``openai.AsyncOpenAI`` whose boto3 calls run
-        in worker threads (:func:`lmikit.openai_compat.async_openai_client`)."""
-        from lmikit.openai_compat import async_openai_client
+        in worker threads (:func:`lmikit.client.async_openai_client`)."""
+        from lmikit.client._openai import async_openai_client
 
         kwargs.setdefault("base_component", self.component)
         return async_openai_client(self.name, region=self.region, session=self._boto_session,

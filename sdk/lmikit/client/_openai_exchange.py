@@ -1,9 +1,10 @@
 """One OpenAI API request -> one SageMaker runtime call, independent of the HTTP library.
 
-:mod:`lmikit.openai_compat` wraps :class:`SageMakerExchange` in an ``httpx`` (or ``httpx2``)
-transport. Here: routing ``model=`` to a component (:class:`ModelRouter`), the runtime call
-through boto3, re-framing the stream (:mod:`lmikit.openai_sse`), and mapping SageMaker's
-errors to the status codes the openai package turns into its exceptions.
+:mod:`lmikit.client._openai` wraps :class:`SageMakerExchange` in an ``httpx`` (or
+``httpx2``) transport. Here: routing ``model=`` to a component (:class:`ModelRouter`), the
+runtime call through boto3, re-framing the stream
+(:class:`~lmikit.client._openai_sse.SseReframer`), and mapping SageMaker's errors to the
+status codes the openai package turns into its exceptions.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from lmikit.client._openai_sse import SseReframer
 from lmikit.names import MODEL_ID_ENV, adapter_component_name, base_component_name
-from lmikit.openai_sse import SseReframer
 
 NEW_SESSION = "NEW_SESSION"  # InvokeEndpoint's SessionId that opens a session
 # Where the base component names its model: lmikit's own record of the spec's model.id (in

@@ -4,8 +4,8 @@ The client's HTTP transport turns each OpenAI API call into a SageMaker runtime 
 through boto3 (so credentials, regions, retries, the fake and the sandbox work as for the
 rest of lmikit): ``InvokeEndpoint`` for a plain request, ``InvokeEndpointWithResponseStream``
 for ``stream=True``, whose LMI output is re-framed as server-sent events
-(:mod:`lmikit.openai_sse`). ``chat.completions.create`` and ``completions.create`` work
-unchanged; ``models.list`` names what ``model=`` accepts.
+(:class:`~lmikit.client._openai_sse.SseReframer`). ``chat.completions.create`` and
+``completions.create`` work unchanged; ``models.list`` names what ``model=`` accepts.
 
 >>> import lmikit
 >>> client = lmikit.openai_client("docqa-qwen7b", region="us-east-1")  # doctest: +SKIP
@@ -33,7 +33,7 @@ from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from lmikit._openai_exchange import (
+from lmikit.client._openai_exchange import (
     HttpReply,
     ModelRouter,
     SageMakerExchange,
@@ -96,7 +96,8 @@ def transport_class(http: ModuleType) -> type:
                 self._reply.close()
 
     class SageMakerTransport(http.BaseTransport):  # type: ignore[name-defined]
-        """Sends each request to SageMaker through boto3 (see :mod:`lmikit.openai_compat`)."""
+        """Sends each request to SageMaker through boto3
+        (:class:`~lmikit.client._openai_exchange.SageMakerExchange`)."""
 
         def __init__(self, exchange: SageMakerExchange) -> None:
             self.exchange = exchange
