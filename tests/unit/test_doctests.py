@@ -15,7 +15,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.errors", "lmikit.accept", "lmikit.whatif_args",
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
-           "lmikit.bench_target",
+           "lmikit.bench._long_doc_qa", "lmikit.bench._target",
            "lmikit.catalog.prices", "lmikit.catalog.price_list", "lmikit.testing._pricing",
            "lmikit.catalog.instances", "lmikit.catalog.offers",
            "lmikit.formatters._pyast", "lmikit.sim",

@@ -12,8 +12,7 @@ import click
 from lmikit.cli._common import check_writable, echo_json, spec_or_endpoint
 
 if TYPE_CHECKING:
-    from lmikit.bench import BenchResult, LongDocQA, Measurement
-    from lmikit.bench_target import Identity
+    from lmikit.bench import BenchResult, Identity, LongDocQA, Measurement
     from lmikit.client import Endpoint, Session
 
 
@@ -196,7 +195,7 @@ def _serving_copies(ep: Endpoint, sm: Any) -> int | None:
 
 def _identity(ep: Endpoint, sm: Any) -> Identity:
     """What the endpoint's base component runs, with a warning for what cannot be read."""
-    from lmikit.bench_target import endpoint_identity
+    from lmikit.bench import endpoint_identity
 
     identity = endpoint_identity(sm, ep.name, ep.component)
     for problem in identity.problems:
