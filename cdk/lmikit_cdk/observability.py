@@ -1,6 +1,6 @@
 """``LmiObservability``: the deployment's CloudWatch dashboard and default alarms as L1s.
 
-Built from the SAME renderer output the SDK deploys (:mod:`lmikit.observability`):
+Built from the SAME renderer output the SDK deploys (:mod:`lmikit.deploy`):
 
 * ``AWS::CloudWatch::Dashboard``: ``DashboardName`` and ``DashboardBody`` are
   :func:`lmikit.render.cloudwatch.put_dashboard_kwargs` verbatim, the exact string

@@ -1,7 +1,7 @@
 """Application Auto Scaling of the base component's copy count, including scale from zero.
 
 The L1 properties are :func:`lmikit.render.scaling.render_scaling`'s request dicts, the ones
-:func:`lmikit.scaling.apply_scaling` sends with boto3, re-cased for jsii only:
+:func:`lmikit.deploy.apply_scaling` sends with boto3, re-cased for jsii only:
 
 * ``AWS::ApplicationAutoScaling::ScalableTarget`` = ``RegisterScalableTarget`` (its ``Tags``
   map becomes CloudFormation's tag list; ``RoleARN`` is the service-linked role's ARN);

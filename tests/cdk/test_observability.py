@@ -1,7 +1,7 @@
 """The dashboard and alarms in each template equal the SDK renderer's output, field by field.
 
 The expected side comes from the SDK alone (``dashboard_body``, ``put_dashboard_kwargs``,
-``alarm_definitions`` for the same spec and plan): what ``lmikit.observability`` sends to
+``alarm_definitions`` for the same spec and plan): what ``lmikit.deploy._observability`` sends to
 PutDashboard / PutMetricAlarm is what CloudFormation gets.
 """
 

@@ -113,7 +113,7 @@ def test_describe_training_plan_answers_as_the_service_model_says(fake: FakeSage
 def _capacity(spec_text: str, session: Any, clock: VirtualClock, tmp_path: Path):
     import datetime as dt
 
-    from lmikit.doctor import Doctor
+    from lmikit.deploy._doctor import Doctor
 
     spec = load_spec_text(spec_text, source=str(tmp_path / "spec.yaml"))
     now = dt.datetime.fromtimestamp(clock.time(), tz=dt.timezone.utc)
@@ -125,7 +125,7 @@ def test_doctor_reads_the_plan_a_deployment_runs_in(fake: FakeSageMaker, session
                                                     tmp_path: Path) -> None:
     import datetime as dt
 
-    from lmikit.doctor import doctor
+    from lmikit.deploy._doctor import doctor
 
     arn = fake.add_training_plan("p4d-endpoints", "ml.p4d.24xlarge", hours=24 * 30)
     spec = load_spec_text(SPEC.format(arn=arn), source=str(tmp_path / "spec.yaml"))
@@ -140,7 +140,7 @@ def test_doctor_reads_the_plan_a_deployment_runs_in(fake: FakeSageMaker, session
 
 def test_doctor_warns_before_the_plan_ends_and_fails_once_it_has(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
-    from lmikit.doctor import PLAN_ENDING_S
+    from lmikit.deploy._doctor import PLAN_ENDING_S
 
     # the rule: a plan with less than 7 days left warns (the endpoint stops serving then)
     assert PLAN_ENDING_S == 7 * 86400

@@ -1,4 +1,4 @@
-"""``lmikit.doctor`` end to end against the fake SageMaker (with its cache model) and moto:
+"""``lmikit.deploy._doctor`` end to end against the fake SageMaker (with its cache model) and moto:
 a healthy deployment passes; each way of being unhealthy fails with the reason."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from lmikit.bench import LongDocQA
 from lmikit.deploy import Deployment
-from lmikit.doctor import Report, doctor
+from lmikit.deploy._doctor import Report, doctor
 from lmikit.loader import load_spec_text
 from lmikit.render.alarms import alarm_prefix
 from lmikit.testing import (

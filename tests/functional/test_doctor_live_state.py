@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lmikit.client._endpoint import Endpoint
-from lmikit.doctor import Doctor, Report, doctor
+from lmikit.deploy._doctor import Doctor, Report, doctor
 from lmikit.errors import AwsError
 from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec

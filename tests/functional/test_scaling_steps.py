@@ -9,6 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from lmikit.deploy._scaling import apply_scaling, remove_scaling
 from lmikit.errors import AwsError, DeployError
 from lmikit.render.scaling import (
     SCALABLE_DIMENSION,
@@ -16,7 +17,6 @@ from lmikit.render.scaling import (
     render_scaling,
     service_linked_role_arn,
 )
-from lmikit.scaling import apply_scaling, remove_scaling
 from lmikit.spec import DeploymentSpec
 from tests.moto_autoscaling import inference_component_dimension
 

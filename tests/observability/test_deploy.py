@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from lmikit.errors import AwsError, DeployError
-from lmikit.observability import (
+from lmikit.deploy._observability import (
     apply_observability,
     deploy_alarms,
     deploy_dashboard,
     remove_observability,
 )
+from lmikit.errors import AwsError, DeployError
 from lmikit.render.alarms import alarm_definitions
 from lmikit.render.cloudwatch import dashboard_body
 

@@ -48,8 +48,6 @@ LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until
     "lmikit.model_artifact": "render",
     "lmikit.packaging": "lora", "lmikit.lora_weights": "lora", "lmikit._adapter_files": "lora",
     "lmikit.adapters": "lora", "lmikit.accept": "accept", "lmikit.accept_files": "accept",
-    "lmikit.change": None, "lmikit._cloudwatch": None, "lmikit.observability": None,
-    "lmikit.scaling": None, "lmikit.doctor": None,
 }
 
 Climbs = dict[tuple[str, str], set[str]]

@@ -26,7 +26,7 @@ MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmik
            "lmikit.sim.gpu_calibration",
            "lmikit.client._endpoint", "lmikit.client._stream", "lmikit.client._openai_sse",
            "lmikit.client._openai",
-           "lmikit.names", "lmikit.change", "lmikit.render.scaling", "lmikit.render.iam",
+           "lmikit.names", "lmikit.deploy._change", "lmikit.render.scaling", "lmikit.render.iam",
            "lmikit.testing._iam", "lmikit.testing._validate",
            "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
            "lmikit.deploy._interrupt", "lmikit.deploy._hooks", "lmikit.cli.simulate_cmd",

@@ -23,9 +23,9 @@ CDK = ROOT / "cdk" / "lmikit_cdk"
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [
     ["lmikit.lmi_versions", "lmikit.lora_isolation", "lmikit.plan", "lmikit.render", "lmikit.sim",
      "lmikit.spec", "lmikit.startup", "lmikit.whatif_args"]]
-ROOT_MODULES_AT_MOST = 31  # the .py files at the root of sdk/lmikit; only ever lowered
+ROOT_MODULES_AT_MOST = 26  # the .py files at the root of sdk/lmikit; only ever lowered
 # packages whose modules are private behind a face (grows to every package)
-FACED = {"lmikit.bench", "lmikit.client"}
+FACED = {"lmikit.bench", "lmikit.client", "lmikit.deploy"}
 
 
 def _module_name(path: Path, root: Path) -> str:

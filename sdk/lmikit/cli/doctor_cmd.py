@@ -58,7 +58,7 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
       3  doctor could not read the account (credentials, permissions, network,
          throttling): nothing was judged
     """
-    from lmikit.doctor import doctor
+    from lmikit.deploy import doctor
     from lmikit.errors import AwsError
 
     window = parse_since(since)

@@ -5,7 +5,7 @@ of them.
 Each step runs under the deployment's lease as part of the run: it snapshots what it may
 touch, registers "put the snapshot back" as its undo *before* its first write
 (:mod:`lmikit.deploy._restore`), then applies (:func:`lmikit.deploy.apply_execution_role`,
-:func:`lmikit.scaling.apply_scaling`, :func:`lmikit.observability.apply_observability`).
+:func:`lmikit.deploy.apply_scaling`, :func:`lmikit.deploy.apply_observability`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from lmikit.aws import Clients, call
-from lmikit.change import Change
+from lmikit.deploy._change import Change
+from lmikit.deploy._observability import apply_observability, remove_observability
 from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
 from lmikit.deploy._result import ResourceState
 from lmikit.deploy._role import (
@@ -24,11 +25,10 @@ from lmikit.deploy._role import (
     remove_execution_role,
 )
 from lmikit.deploy._run import Run, Undo
+from lmikit.deploy._scaling import apply_scaling, remove_scaling
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
-from lmikit.observability import apply_observability, remove_observability
 from lmikit.render.container import ImageKind
 from lmikit.render.scaling import resource_id
-from lmikit.scaling import apply_scaling, remove_scaling
 from lmikit.spec import DeploymentSpec
 
 
@@ -154,12 +154,12 @@ def remove_rest_step(d: Target, run: Run) -> None:
 def delete_rollback_alarm(clients: Clients, deployment: str, run: Run | None = None
                           ) -> Change | None:
     """Delete ``<base>-update-5xx`` when its tags say it is ``deployment``'s."""
-    from lmikit import _cloudwatch
+    from lmikit.deploy import _alarm_writes
 
     cw = clients.cloudwatch
     name = rollback_alarm_name(deployment)
-    found = _cloudwatch.describe(cw, names=[name])
-    if not found or _cloudwatch.alarm_owner(cw, found[name]) != deployment:
+    found = _alarm_writes.describe(cw, names=[name])
+    if not found or _alarm_writes.alarm_owner(cw, found[name]) != deployment:
         return None
     if run is not None:
         call(cw, "delete_alarms", AlarmNames=[name])

@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from lmikit import _cloudwatch
 from lmikit.aws import Clients, call, describe_or_none, paginate
-from lmikit.change import Change
-from lmikit.deploy import _role
+from lmikit.deploy import _alarm_writes, _role
+from lmikit.deploy._change import Change
+from lmikit.deploy._scaling import our_policy_names, scalable_target, scaling_policies
 from lmikit.errors import DeployError
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
 from lmikit.render.scaling import target_key
-from lmikit.scaling import our_policy_names, scalable_target, scaling_policies
 from lmikit.spec import DeploymentSpec
 
 _POLICY_FIELDS = ("PolicyType", "TargetTrackingScalingPolicyConfiguration",
@@ -61,8 +60,8 @@ class Alarms:
     def read(cls, cw: Any, *, names: list[str] | None = None, prefix: str | None = None
              ) -> Alarms:
         out = cls(names, prefix)
-        for name, alarm in _cloudwatch.describe(cw, names=names, prefix=prefix).items():
-            out.found[name] = (alarm, _cloudwatch.alarm_tags(cw, alarm))
+        for name, alarm in _alarm_writes.describe(cw, names=names, prefix=prefix).items():
+            out.found[name] = (alarm, _alarm_writes.alarm_tags(cw, alarm))
         return out
 
     def restore(self, cw: Any, deployment: str, arns: dict[str, str] | None = None
@@ -82,7 +81,7 @@ class Alarms:
                 if request.get(key) and arns:
                     request[key] = [arns.get(a, a) for a in request[key]]
             current = now.found.get(name)
-            if current is None or _cloudwatch.differences(request, current[0]):
+            if current is None or _alarm_writes.differences(request, current[0]):
                 call(cw, "put_metric_alarm", **request)
                 done.append(f"alarm {name} restored")
                 # PutMetricAlarm tags only an alarm it creates: an update ignores Tags

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lmikit.change import Change, summary_lines
+from lmikit.deploy._change import Change, summary_lines
 
 __all__ = ["Change", "DeployResult", "ResourceState"]
 

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from lmikit.aws import Clients, call, describe_or_none, owner_of, paginate, tag_dict
-from lmikit.change import Change
+from lmikit.deploy._change import Change
 from lmikit.errors import AwsError, DeployError
 from lmikit.names import DEPLOYMENT_TAG, artifact_prefix, execution_role_name
 from lmikit.render.iam import (

@@ -1,6 +1,6 @@
 """The CloudWatch dashboard of one deployment: a pure function of (spec, plan).
 
-The same body goes to ``PutDashboard`` (:func:`lmikit.observability.deploy_dashboard`), to
+The same body goes to ``PutDashboard`` (:func:`lmikit.deploy.deploy_dashboard`), to
 CDK (``cloudwatch.CfnDashboard(dashboard_body=json.dumps(body))``) and to
 ``lmikit render SPEC --target cloudwatch``.
 

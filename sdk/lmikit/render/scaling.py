@@ -1,6 +1,6 @@
 """Application Auto Scaling of the base component's copy count, as request dicts.
 
-Rendered once, used twice: :mod:`lmikit.scaling` sends them with boto3 and
+Rendered once, used twice: :mod:`lmikit.deploy` sends them with boto3 and
 :class:`lmikit_cdk.scaling.CopyCountScaling` passes the same dicts to the L1 resources
 (``AWS::ApplicationAutoScaling::ScalableTarget`` / ``ScalingPolicy``, ``AWS::CloudWatch::Alarm``;
 the same PascalCase names, re-cased for jsii only).

@@ -7,7 +7,7 @@ renders for this deployment (alarms earlier lmikit versions created without tags
 Deleting never touches an alarm without this deployment's tag.
 
 Every writer takes ``dry_run``: it then reads as usual and returns the same
-:class:`~lmikit.change.Change` records without writing anything (``lmikit deploy --dry-run``).
+:class:`~lmikit.deploy.Change` records without writing anything (``lmikit deploy --dry-run``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lmikit.aws import call, owner_of, paginate, tag_dict
-from lmikit.change import Change
+from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
 from lmikit.names import DEPLOYMENT_TAG
 

@@ -13,7 +13,7 @@ touch only lmikit's own: the policies lmikit names (:mod:`lmikit.names`), the al
 (Application Auto Scaling checks that the component exists) and ``remove_scaling`` before it
 deletes the component. ``dry_run=True`` reads and reports without writing.
 
->>> from lmikit.scaling import apply_scaling  # doctest: +SKIP
+>>> from lmikit.deploy import apply_scaling  # doctest: +SKIP
 >>> [c.line() for c in apply_scaling(spec)]  # doctest: +SKIP
 ['create scalable-target inference-component/chat-small-base', ...]
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmikit import _cloudwatch
 from lmikit.aws import Clients, call, paginate
-from lmikit.change import Change
+from lmikit.deploy import _alarm_writes
+from lmikit.deploy._change import Change
 from lmikit.names import scale_from_zero_name, target_tracking_policy_name
 from lmikit.render.iam import partition_of
 from lmikit.render.scaling import (
@@ -85,7 +85,7 @@ def apply_scaling(spec: DeploymentSpec, *, session: Any = None, account: str | N
     :param session: boto3 session (one for ``spec.region`` if None); or pass ``clients``.
     :param account: the account id for the service-linked role's ARN (read with STS if None).
     :param dry_run: read only; return what would change.
-    :returns: one :class:`lmikit.change.Change` per scalable target, policy and alarm.
+    :returns: one :class:`lmikit.deploy.Change` per scalable target, policy and alarm.
     """
     c = _clients(spec, session, clients)
     aas, cw = c.autoscaling, c.cloudwatch
@@ -120,14 +120,14 @@ def apply_scaling(spec: DeploymentSpec, *, session: Any = None, account: str | N
             aas, request, policies.get(request["PolicyName"]), dry_run)
         changes.append(change)
     alarm_name = scale_from_zero_name(spec.name)
-    alarms = _cloudwatch.describe(cw, names=[alarm_name])
+    alarms = _alarm_writes.describe(cw, names=[alarm_name])
     if req.scale_from_zero is not None:
         alarm = no_capacity_alarm(spec, arns[req.scale_from_zero["PolicyName"]])
-        changes.append(_cloudwatch.put(cw, alarm, spec.name, alarms.get(alarm_name),
+        changes.append(_alarm_writes.put(cw, alarm, spec.name, alarms.get(alarm_name),
                                        dry_run=dry_run))
     else:
         # No longer scales to zero: the wake-up alarm and policy go.
-        changes += _cloudwatch.delete_ours(cw, alarms.values(), spec.name, dry_run=dry_run)
+        changes += _alarm_writes.delete_ours(cw, alarms.values(), spec.name, dry_run=dry_run)
         if alarm_name in policies:
             changes.append(_delete_policy(aas, spec, alarm_name, dry_run))
     return changes
@@ -160,15 +160,15 @@ def remove_scaling(spec: DeploymentSpec, *, session: Any = None,
                    clients: Clients | None = None, dry_run: bool = False) -> list[Change]:
     """Delete lmikit's scaling of the base component (idempotent; see the module doc).
 
-    :returns: one :class:`lmikit.change.Change` per alarm, policy and the target
+    :returns: one :class:`lmikit.deploy.Change` per alarm, policy and the target
         (``delete``, ``absent``, or ``kept`` with the reason).
     """
     c = _clients(spec, session, clients)
     aas, cw = c.autoscaling, c.cloudwatch
     key = target_key(spec)
     alarm_name = scale_from_zero_name(spec.name)
-    alarms = _cloudwatch.describe(cw, names=[alarm_name])
-    changes = _cloudwatch.delete_ours(cw, alarms.values(), spec.name, dry_run=dry_run) or [
+    alarms = _alarm_writes.describe(cw, names=[alarm_name])
+    changes = _alarm_writes.delete_ours(cw, alarms.values(), spec.name, dry_run=dry_run) or [
         Change("alarm", alarm_name, "absent")]
     policies = scaling_policies(aas, spec)
     ours = our_policy_names(spec)

@@ -324,7 +324,7 @@ class Doctor:
 
     def deployment(self, endpoint: dict[str, Any]) -> Any:
         from lmikit.aws import call
-        from lmikit.deploy import Deployment
+        from lmikit.deploy._deployment import Deployment
 
         sm = self.clients.sagemaker
         role = self.role_arn

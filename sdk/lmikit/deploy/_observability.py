@@ -6,15 +6,15 @@ dashboard), and every alarm of :func:`lmikit.render.alarms.alarm_definitions` (t
 ``PutMetricAlarm`` dicts the stack's ``AWS::CloudWatch::Alarm`` resources carry), deleting
 this deployment's alarms the spec no longer renders. :func:`remove_observability` deletes them
 all. Both are idempotent and touch only lmikit's own: alarms tagged
-``lmikit:deployment=<name>`` (see :mod:`lmikit._cloudwatch`), and the dashboard of that name
-whose title widget is lmikit's (dashboards take no tags).
+``lmikit:deployment=<name>`` (see :mod:`lmikit.deploy._alarm_writes`), and the dashboard of
+that name whose title widget is lmikit's (dashboards take no tags).
 
 ``deploy_dashboard`` / ``deploy_alarms`` are the single-purpose calls these build on. Each
 takes ``image``, the image the base component runs (``stock`` by default, as
 :class:`lmikit.deploy.Deployment`): the cache panels and alarms need lmikit's image, the only
 one that publishes the container's vLLM and LMCache metrics.
 
->>> from lmikit.observability import apply_observability  # doctest: +SKIP
+>>> from lmikit.deploy import apply_observability  # doctest: +SKIP
 >>> [c.line() for c in apply_observability(spec, plan)]  # doctest: +SKIP
 ['create dashboard docqa-qwen7b-lmikit', 'create alarm docqa-qwen7b-lmikit-5xx-rate', ...]
 """
@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lmikit import _cloudwatch
 from lmikit.aws import Clients, call, describe_or_none
-from lmikit.change import Change
+from lmikit.deploy import _alarm_writes
+from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
 from lmikit.plan import Plan
 from lmikit.render.alarms import alarm_definitions, alarm_prefix
@@ -92,16 +92,16 @@ def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | Non
 
 def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
                   dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
-    stored = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
+    stored = _alarm_writes.describe(cw, prefix=alarm_prefix(spec))
     changes = []
     rendered = alarm_definitions(spec, plan, image=image)
     for alarm in rendered:
-        changes.append(_cloudwatch.put(cw, alarm.request(), spec.name, stored.get(alarm.name),
+        changes.append(_alarm_writes.put(cw, alarm.request(), spec.name, stored.get(alarm.name),
                                        dry_run=dry_run))
     if prune:
         names = {a.name for a in rendered}
         stale = [a for n, a in sorted(stored.items()) if n not in names]
-        changes += _cloudwatch.delete_ours(cw, stale, spec.name, dry_run=dry_run)
+        changes += _alarm_writes.delete_ours(cw, stale, spec.name, dry_run=dry_run)
     return changes
 
 
@@ -110,7 +110,7 @@ def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None
                         dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
     """Make the dashboard and the default alarms what the spec renders (idempotent).
 
-    Returns one :class:`lmikit.change.Change` per dashboard and alarm (``create``,
+    Returns one :class:`lmikit.deploy.Change` per dashboard and alarm (``create``,
     ``update``, ``unchanged``, ``delete`` for what the spec no longer renders, ``kept`` for a
     same-prefixed alarm that is not this deployment's). ``dry_run``: read only.
     """
@@ -162,6 +162,6 @@ def remove_observability(spec: DeploymentSpec, *, session: Any = None,
         if not dry_run:
             call(cw, "delete_dashboards", DashboardNames=[name])
         changes.append(Change("dashboard", name, "delete"))
-    alarms = _cloudwatch.describe(cw, prefix=alarm_prefix(spec))
-    return changes + _cloudwatch.delete_ours(cw, [alarms[n] for n in sorted(alarms)], spec.name,
+    alarms = _alarm_writes.describe(cw, prefix=alarm_prefix(spec))
+    return changes + _alarm_writes.delete_ours(cw, [alarms[n] for n in sorted(alarms)], spec.name,
                                              dry_run=dry_run)
