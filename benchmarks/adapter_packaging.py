@@ -81,7 +81,7 @@ def in_memory(path: Path) -> str:
 
 
 def streamed(path: Path) -> str:
-    from lmikit.packaging import package_adapter
+    from lmikit.lora._packaging import package_adapter
 
     package = package_adapter(path, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=512)
     digest = package.sha256
@@ -90,7 +90,7 @@ def streamed(path: Path) -> str:
 
 
 def child(mode: str, path: Path) -> None:
-    import lmikit.packaging  # noqa: F401  (imports are not what is measured)
+    import lmikit.lora._packaging  # noqa: F401  (imports are not what is measured)
 
     base = peak_rss_kib()
     start = time.perf_counter()

@@ -75,12 +75,12 @@ def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,
                      base_dir: str | Path = ".", plan: Plan | None = None) -> bytes:
     """The adapter directory (weights, adapter_config.json[, model.py]) as a tarball.
 
-    Packaged by :func:`lmikit.adapters.package_spec_adapter`, the function ``lmikit deploy``
+    Packaged by :func:`lmikit.lora.package_spec_adapter`, the function ``lmikit deploy``
     uses, so the SDK and CDK paths ship the same bytes and check the same things (config,
     base model, rank within the endpoint's OPTION_MAX_LORA_RANK, weights, formatter, and the
     cache-isolating model.py while LMCache is on).
     """
-    from lmikit.adapters import package_spec_adapter
+    from lmikit.lora import package_spec_adapter
     from lmikit.plan import plan_spec
 
     return package_spec_adapter(spec, plan or plan_spec(spec, base_dir), adapter,

@@ -1,7 +1,7 @@
 """The files a spec names, checked as ``lmikit deploy`` would use them, without AWS.
 
 Each local adapter (``adapters[].source``) goes through the packager's own checks in check-only
-mode (:func:`lmikit.packaging.check_spec_adapter`: bounded reads, nothing written): the
+mode (:func:`lmikit.lora.check_spec_adapter`: bounded reads, nothing written): the
 directory and its entries, ``adapter_config.json`` (base model, rank against the endpoint's
 ``OPTION_MAX_LORA_RANK``, the fields vLLM requires), the safetensors header against the base
 model's shapes, and the adapter's formatter. The base model's formatters
@@ -73,7 +73,7 @@ def _line(lines: Lines, *path: str | int) -> int | None:
 
 def _adapter_problems(spec: DeploymentSpec, plan: Plan, i: int, base_dir: str | Path,
                       lines: Lines) -> list[Problem]:
-    from lmikit.packaging import FORMATTER, check_spec_adapter
+    from lmikit.lora import FORMATTER_FIELD, check_spec_adapter
 
     adapter = spec.adapters[i]
     try:
@@ -81,7 +81,7 @@ def _adapter_problems(spec: DeploymentSpec, plan: Plan, i: int, base_dir: str | 
     except AdapterError as exc:
         out = []
         for field, message in exc.problems or (("source", str(exc)),):
-            name = "formatter" if field == FORMATTER and adapter.formatter else "source"
+            name = "formatter" if field == FORMATTER_FIELD and adapter.formatter else "source"
             out.append(Problem(f"adapters.{i}.{name}", message, getattr(adapter, name),
                                _line(lines, "adapters", i, name)))
         return out

@@ -5,7 +5,7 @@ options that are not in the container's environment), the LMCache config
 (OPTION_LMCACHE_CONFIG_FILE is relative to the model dir) and the base model's formatters as
 ``model.py`` (built by :func:`lmikit.formatters.build_model_py`: validated, self-contained,
 raises :class:`lmikit.errors.AdapterError` on a bad formatter file). With LoRA and LMCache both
-on, that ``model.py`` also drops client cache tags (:mod:`lmikit.lora_isolation`), so it is
+on, that ``model.py`` also drops client cache tags (:mod:`lmikit.lora`), so it is
 written even without formatters.
 
 There is no artifact when SageMaker copies the S3 weights into /opt/ml/model (network
@@ -21,8 +21,7 @@ from pathlib import Path
 
 from lmikit.artifact import deterministic_tar
 from lmikit.formatters import build_model_py
-from lmikit.lora_isolation import isolates_base
-from lmikit.plan import Plan
+from lmikit.plan import Plan, isolates_base
 from lmikit.render.container import ImageKind
 from lmikit.render.env import SERVING_PROPERTIES, serving_properties
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml

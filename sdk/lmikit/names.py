@@ -13,7 +13,7 @@ or deletes what the operator manages.
 
 Each adapter component also says who manages it, in ``lmikit:managed-by``: ``spec`` (listed
 in the spec: ``lmikit deploy`` and the CDK stack create, update and remove it) or ``adapters``
-(registered with ``lmikit adapters`` / :class:`lmikit.adapters.AdapterRegistry`: a deploy
+(registered with ``lmikit adapters`` / :class:`lmikit.lora.AdapterRegistry`: a deploy
 keeps it). :func:`adapter_manager` reads it, with a default for components made before it.
 
 >>> hyperpod_endpoint_name("DocQA")

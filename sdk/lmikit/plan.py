@@ -19,7 +19,6 @@ from lmikit.catalog.context import max_model_len_problem
 from lmikit.catalog.instances import InstanceType, get_instance
 from lmikit.catalog.models import ModelGeometry, get_model
 from lmikit.errors import PlanError
-from lmikit.lora_isolation import check_adapter_sources
 
 if TYPE_CHECKING:
     from lmikit.sim.coefficients import Coefficients
@@ -156,6 +155,25 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
     check_lmi_version(spec, uses_lmcache=result.uses_lmcache,
                       architectures=model_architectures(spec.model.id, config_path))
     return result
+
+
+def isolates_base(spec: DeploymentSpec, uses_lmcache: bool) -> bool:
+    """Whether the base's model.py must drop client cache tags and adapter picks."""
+    return spec.lora_enabled and uses_lmcache
+
+
+def check_adapter_sources(spec: DeploymentSpec, uses_lmcache: bool) -> None:
+    """Refuse ``s3://`` adapter artifacts while LMCache is on (lmikit cannot tag them)."""
+    if not uses_lmcache:
+        return
+    remote = [a.name for a in spec.adapters if a.source.startswith("s3://")]
+    if remote:
+        raise PlanError(
+            f"adapters {', '.join(map(repr, remote))}: an s3:// source cannot be used while "
+            "the KV cache (LMCache) is on. LMCache's cache key does not include the LoRA "
+            "adapter, so lmikit packages each adapter itself with a model.py that tags its "
+            "requests; an uploaded artifact would share KV with the base model. Give a local "
+            "adapter directory as adapters[].source, or set kv_cache.mode: \"off\"")
 
 
 def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,

@@ -1,5 +1,5 @@
 """Synthesizing a stack does not load the boto3 deployer: the CDK path packages adapters
-with lmikit.adapters, which does not import lmikit.deploy (nor boto3)."""
+with lmikit.lora, which does not import lmikit.deploy (nor boto3)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ app = cdk.App(outdir=sys.argv[2], context={"spec": sys.argv[1], "lmikit:nag": Fa
 build_app(app, build_context=sys.argv[3])
 app.synth()
 loaded = sorted(m for m in sys.modules if m.startswith(("lmikit.deploy", "boto3")))
-assert "lmikit.adapters" in sys.modules, "the adapter was not packaged"
+assert "lmikit.lora._packaging" in sys.modules, "the adapter was not packaged"
 print(loaded)
 sys.exit(1 if loaded else 0)
 """

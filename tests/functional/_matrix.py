@@ -39,10 +39,10 @@ import boto3
 from moto import mock_aws
 
 import lmikit.deploy
-from lmikit.adapters import AdapterRegistry
 from lmikit.deploy import Deployment
 from lmikit.errors import LmikitError
 from lmikit.loader import load_spec_text
+from lmikit.lora import AdapterRegistry
 from lmikit.spec import DeploymentSpec
 from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
 from lmikit.testing._adapters import write_lora_adapter

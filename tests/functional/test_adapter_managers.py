@@ -13,8 +13,8 @@ import boto3
 import pytest
 from click.testing import Result
 
-from lmikit.adapters import AdapterRegistry
 from lmikit.errors import DeployError
+from lmikit.lora import AdapterRegistry
 from lmikit.names import (
     ADAPTER_TAG,
     MANAGED_BY_ADAPTERS,

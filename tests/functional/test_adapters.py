@@ -12,9 +12,9 @@ from typing import Any
 import boto3
 import pytest
 
-from lmikit.adapters import AdapterRegistry, package_adapter
 from lmikit.deploy import Deployment
 from lmikit.errors import AdapterError
+from lmikit.lora import AdapterRegistry, package_adapter
 from lmikit.testing import (
     FakeSageMaker,
     SystemClock,

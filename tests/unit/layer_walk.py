@@ -44,10 +44,9 @@ LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until
     "lmikit.loader": "spec", "lmikit.spec": "spec", "lmikit._credentials": "spec",
     "lmikit.whatif_args": "spec", "lmikit.schema": "spec",
     "lmikit.plan": "planner", "lmikit.fit": "planner", "lmikit.startup": "planner",
-    "lmikit.lmi_versions": "planner", "lmikit.lora_isolation": "planner",
+    "lmikit.lmi_versions": "planner",
     "lmikit.model_artifact": "render",
-    "lmikit.packaging": "lora", "lmikit.lora_weights": "lora", "lmikit._adapter_files": "lora",
-    "lmikit.adapters": "lora", "lmikit.accept": "accept", "lmikit.accept_files": "accept",
+    "lmikit.accept": "accept", "lmikit.accept_files": "accept",
 }
 
 Climbs = dict[tuple[str, str], set[str]]

@@ -147,16 +147,16 @@ def test_an_adapter_source_outside_the_specs_folder_is_refused_before_it_is_walk
         tmp_path, monkeypatch, source):
     """The spec's folder is the one root a spec's adapters come from: a source that climbs
     out (or names the folder itself) is refused on its name; nothing under it is listed."""
-    import lmikit.packaging
+    import lmikit.lora._packaging
 
     walked: list[Path] = []
-    real = lmikit.packaging.scan_adapter_dir
+    real = lmikit.lora._packaging.scan_adapter_dir
 
     def scan(root, include=()):
         walked.append(Path(root))
         return real(root, include)
 
-    monkeypatch.setattr(lmikit.packaging, "scan_adapter_dir", scan)
+    monkeypatch.setattr(lmikit.lora._packaging, "scan_adapter_dir", scan)
     folder = tmp_path / "deep" / "specs"
     folder.mkdir(parents=True)
     write_lora_adapter(folder / "adapters" / "legal")
@@ -188,11 +188,11 @@ def test_an_adapter_behind_a_symlink_inside_the_specs_folder_is_packaged(tmp_pat
 
 def test_validate_of_64_climbing_adapters_lists_the_first_twenty_problems_and_a_count(
         tmp_path, monkeypatch):
-    import lmikit.packaging
+    import lmikit.lora._packaging
     from lmikit.errors import MAX_LISTED_PROBLEMS
 
     assert MAX_LISTED_PROBLEMS == 20
-    monkeypatch.setattr(lmikit.packaging, "scan_adapter_dir",
+    monkeypatch.setattr(lmikit.lora._packaging, "scan_adapter_dir",
                         lambda *a, **k: pytest.fail("a refused source was walked"))
     folder = tmp_path / "a" / "b"
     folder.mkdir(parents=True)

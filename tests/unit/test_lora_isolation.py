@@ -8,7 +8,7 @@ import pytest
 
 from lmikit.errors import AdapterError, PlanError
 from lmikit.formatters import build_model_py
-from lmikit.lora_isolation import adapter_cache_tag, lmcache_in_environment
+from lmikit.lora._isolation import adapter_cache_tag, lmcache_in_environment
 from lmikit.model_artifact import model_artifact_files
 from lmikit.plan import plan_spec
 from lmikit.render.env import container_environment

@@ -15,8 +15,8 @@ from safetensors import safe_open
 from safetensors.numpy import save
 
 from lmikit.errors import AdapterError
-from lmikit.lora_weights import HeaderError, lora_config, parse_header
-from lmikit.packaging import check_adapter
+from lmikit.lora._packaging import check_adapter
+from lmikit.lora._weights import HeaderError, lora_config, parse_header
 from lmikit.testing import lora_tensors, safetensors_bytes, write_lora_adapter
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"  # hidden 3584, 28 heads x 128, 4 KV heads, 28 layers

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lmikit.artifact import ArtifactFile, TarMember, deterministic_tar
 from lmikit.errors import AdapterError
-from lmikit.packaging import check_adapter, package_adapter
+from lmikit.lora._packaging import check_adapter, package_adapter
 from lmikit.testing import write_lora_adapter
 from tests.conftest import deadline
 
@@ -210,7 +210,7 @@ def test_packaging_missing_directory_is_one_clear_problem(tmp_path):
 def test_packaging_changed_file_during_packaging_is_refused(tmp_path, monkeypatch):
     """The cache tag digests each file before the archive is written; a file that changes
     in between would ship bytes the tag does not describe."""
-    import lmikit.packaging as packaging
+    import lmikit.lora._packaging as packaging
 
     d = write_lora_adapter(tmp_path / "a")
     real = packaging._digest

@@ -1,4 +1,4 @@
-"""lmikit's AWS edge, shared by :mod:`lmikit.deploy` and :mod:`lmikit.adapters`.
+"""lmikit's AWS edge, shared by :mod:`lmikit.deploy` and :mod:`lmikit.lora`.
 
 One client factory with one retry policy (:class:`Clients`), one error mapper that turns
 every botocore error into :class:`lmikit.errors.AwsError` (:func:`call`, :func:`paginate`),

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmikit.errors import LmikitError
-from lmikit.lora_isolation import lmcache_in_environment
+from lmikit.lora import lmcache_in_environment
 from lmikit.names import MODEL_ID_ENV
 
 

@@ -61,7 +61,7 @@ def upload_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
               bucket: str | None = None, kms_key_arn: str | None = None) -> Any:
-    from lmikit.adapters import AdapterRegistry
+    from lmikit.lora import AdapterRegistry
 
     options: dict[str, Any] = {"bucket": bucket, "poll_seconds": POLL,
                                "progress": _progress}

@@ -184,7 +184,7 @@ class Deployment:
     def desired(self) -> Desired:
         """Package every artifact (content-addressed, nothing uploaded) and render every
         request."""
-        from lmikit.adapters import package_spec_adapter
+        from lmikit.lora import package_spec_adapter
         from lmikit.model_artifact import model_artifact
         from lmikit.render.sagemaker import render_requests
 

@@ -309,7 +309,7 @@ ENV_ROWS: tuple[LmiOption, ...] = (
     _e("LMIKIT_HF_TOKEN_SECRET_ARN", Accepts(pattern=r"arn:aws[a-z-]*:secretsmanager:\S+"),
        "unset", f"{LMIKIT}/secrets.py fetch_hf_token", "lmikit's image only"),
     _e("LMIKIT_MODEL_ID", HUB_OR_S3, "unset",
-       "lmikit sdk/lmikit/adapters.py (the adapter registry checks an adapter's base model)",
+       "lmikit sdk/lmikit/lora/_registry.py (the adapter registry checks an adapter's base model)",
        "read back from the component; no container reads it"),
 )
 

@@ -51,9 +51,9 @@ def lora_tensors(base_model: str = DEFAULT_BASE, rank: int = 8,
                  ) -> dict[str, tuple[str, list[int]]]:
     """PEFT's tensor names and shapes for a Llama-style base (lmikit's catalog entry for
     ``base_model``; 64-wide layers for a model outside it)."""
-    from lmikit.packaging import _catalog_shape
+    from lmikit.lora import catalog_shape
 
-    shape = _catalog_shape(base_model)
+    shape = catalog_shape(base_model)
     if shape is None:
         hidden, q, kv, inter = 64, 64, 64, 128
     else:

@@ -2,14 +2,12 @@
 
 LMCache's cache key does not name the LoRA adapter, so lmikit tags every adapter request
 from the adapter's ``model.py`` (:mod:`lmikit.formatters.isolation` explains the path a
-tag takes to LMCache's key). This module holds the packaging-side decisions:
+tag takes to LMCache's key). This module holds the packaging-side decisions (the planner
+decides the deployment-wide ones: whether the base isolates, and that ``s3://`` adapters are
+refused while LMCache is on):
 
 - :func:`adapter_cache_tag`: the tag value, from the adapter's name and a digest of its
   files (weights, config), so two adapters, or two versions of one, never share keys;
-- :func:`isolates_base`: the base model's ``model.py`` drops client cache tags when LoRA and
-  LMCache are both on;
-- :func:`check_adapter_sources`: an ``s3://`` adapter artifact cannot get lmikit's
-  ``model.py``, so it is refused while LMCache is on;
 - :func:`lmcache_in_environment`: whether a deployed base component runs LMCache, read
   from its container environment (for adapters registered on a running endpoint).
 
@@ -22,12 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-from lmikit.errors import PlanError
-
-if TYPE_CHECKING:
-    from lmikit.spec import DeploymentSpec
 
 # Files of an adapter directory that do not change its KV: the formatter (it changes the
 # prompt, and so the tokens, not what a token's KV is).
@@ -50,25 +42,6 @@ def adapter_cache_tag_from_digests(name: str, digests: Mapping[str, bytes]) -> s
             continue
         digest.update(path.encode() + b"\0" + digests[path])
     return f"{name}.{digest.hexdigest()[:TAG_DIGEST_HEX]}"
-
-
-def isolates_base(spec: DeploymentSpec, uses_lmcache: bool) -> bool:
-    """Whether the base's model.py must drop client cache tags and adapter picks."""
-    return spec.lora_enabled and uses_lmcache
-
-
-def check_adapter_sources(spec: DeploymentSpec, uses_lmcache: bool) -> None:
-    """Refuse ``s3://`` adapter artifacts while LMCache is on (lmikit cannot tag them)."""
-    if not uses_lmcache:
-        return
-    remote = [a.name for a in spec.adapters if a.source.startswith("s3://")]
-    if remote:
-        raise PlanError(
-            f"adapters {', '.join(map(repr, remote))}: an s3:// source cannot be used while "
-            "the KV cache (LMCache) is on. LMCache's cache key does not include the LoRA "
-            "adapter, so lmikit packages each adapter itself with a model.py that tags its "
-            "requests; an uploaded artifact would share KV with the base model. Give a local "
-            "adapter directory as adapters[].source, or set kv_cache.mode: \"off\"")
 
 
 def lmcache_in_environment(env: Mapping[str, str]) -> bool:

@@ -1,7 +1,7 @@
 """LoRA adapters: validate, package deterministically, upload content-addressed, and host
 each as an adapter inference component on a running endpoint.
 
->>> from lmikit.adapters import AdapterRegistry  # doctest: +SKIP
+>>> from lmikit.lora import AdapterRegistry  # doctest: +SKIP
 >>> reg = AdapterRegistry("docqa-qwen7b", bucket="my-artifacts")  # doctest: +SKIP
 >>> reg.register("legal", "adapters/legal", formatter="adapters/legal/fmt.py")  # doctest: +SKIP
 AdapterInfo(name='legal', component='docqa-qwen7b-legal', status='InService', ...)
@@ -20,7 +20,7 @@ tagged ``lmikit:managed-by=adapters``: ``lmikit deploy`` keeps it although the s
 list it, until :meth:`AdapterRegistry.adopt` hands it to the spec.
 
 While the endpoint runs LMCache, every adapter gets a ``model.py`` that tags its requests'
-cache keys with its name and a digest of its files (:mod:`lmikit.lora_isolation`), so
+cache keys with its name and a digest of its files (:mod:`lmikit.lora._isolation`), so
 adapters never reuse each other's KV cache.
 """
 
@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from lmikit import aws
 from lmikit.aws import Clients, Clock, ProgressEvent, ProgressFn, RealClock, Waiter, no_progress
 from lmikit.errors import AdapterError, AwsError, Interrupted, LmikitError
-from lmikit.lora_isolation import lmcache_in_environment
+from lmikit.lora._isolation import lmcache_in_environment
+from lmikit.lora._packaging import AdapterPackage, package_adapter
 from lmikit.names import (
     ADAPTER_TAG,
     BUCKET_TAG,
@@ -53,24 +54,9 @@ from lmikit.names import (
     deployment_prefix,
     deployment_tags,
 )
-from lmikit.packaging import (  # re-exported: packaging lives in lmikit.packaging
-    DEFAULT_EXCLUDES,
-    WEIGHT_FILES,
-    AdapterCheck,
-    AdapterPackage,
-    check_adapter,
-    check_formatter_file,
-    check_spec_adapter,
-    package_adapter,
-    package_spec_adapter,
-)
 
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
-
-__all__ = ["DEFAULT_EXCLUDES", "WEIGHT_FILES", "AdapterCheck", "AdapterInfo", "AdapterPackage",
-           "AdapterRegistry", "check_adapter", "check_formatter_file", "check_spec_adapter",
-           "package_adapter", "package_spec_adapter"]
 
 COMPONENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 MAX_COMPONENT_NAME = 63

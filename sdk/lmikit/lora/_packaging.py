@@ -7,7 +7,7 @@ what ``lmikit validate`` runs for each of a spec's adapters. :func:`package_adap
 same checks, then streams the archive to a temporary file while it hashes it
 (:class:`lmikit.artifact.ArtifactFile`), so memory stays flat whatever the adapter's size.
 
-What goes in (see :mod:`lmikit._adapter_files`): regular files, and symlinks to regular files
+What goes in (see :mod:`lmikit.lora._files`): regular files, and symlinks to regular files
 inside the directory (packaged as copies); FIFOs, devices, sockets, links to anything outside
 and hard links shared with files outside are refused. Secrets and clutter (``.git/``, ``.env``,
 keys, ``.aws/``, ``credentials``, ``__pycache__``, ...) are left out and listed in
@@ -32,25 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from lmikit import lora_weights
-from lmikit._adapter_files import DEFAULT_EXCLUDES, AdapterFile, AdapterFiles, scan_adapter_dir
 from lmikit.artifact import CHUNK_BYTES, ArtifactFile, TarMember
 from lmikit.errors import AdapterError, CatalogError, LmikitError
-from lmikit.lora_isolation import TAG_DIGEST_HEX, adapter_cache_tag_from_digests
+from lmikit.lora import _weights as lora_weights
+from lmikit.lora._files import AdapterFile, AdapterFiles, scan_adapter_dir
+from lmikit.lora._isolation import TAG_DIGEST_HEX, adapter_cache_tag_from_digests
 
 if TYPE_CHECKING:
     from lmikit.catalog.model_config import ConfigShape
     from lmikit.plan import Plan
     from lmikit.spec import AdapterSpec, DeploymentSpec
 
-__all__ = ["DEFAULT_EXCLUDES", "WEIGHT_FILES", "AdapterCheck", "AdapterPackage",
-           "check_adapter", "check_formatter_file", "check_spec_adapter", "package_adapter",
-           "package_spec_adapter", "spec_adapter_dir"]
-
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 CONFIG_FILE = "adapter_config.json"
 MAX_CONFIG_BYTES = 1024**2
-SOURCE, FORMATTER = "source", "formatter"  # which spec field a problem belongs to
+SOURCE, FORMATTER_FIELD = "source", "formatter"  # which spec field a problem belongs to
 
 
 @dataclass(frozen=True)
@@ -126,7 +122,7 @@ def _same_model(a: str, b: str) -> bool:
     return x == y or x.endswith("/" + y) or y.endswith("/" + x)
 
 
-def _catalog_shape(model_id: str | None) -> ConfigShape | None:
+def catalog_shape(model_id: str | None) -> ConfigShape | None:
     if not model_id:
         return None
     from lmikit.catalog.model_config import config_shape
@@ -177,7 +173,7 @@ def check_adapter(path: str | Path, *, formatter: str | Path | None = None,
                          "retrain with a smaller rank"))
     if lora and lora.note:
         notes.append(lora.note)
-    shape = None if other_base else base_shape or _catalog_shape(model_id)
+    shape = None if other_base else base_shape or catalog_shape(model_id)
     notes += _check_weights(found, lora, shape, problems)
     formatters, own = _check_formatters(root, found, formatter, problems)
     if cache_tag_name is not None and not problems:
@@ -185,7 +181,7 @@ def check_adapter(path: str | Path, *, formatter: str | Path | None = None,
         try:
             _tagged_model_py(own, f"{cache_tag_name}.{'0' * TAG_DIGEST_HEX}")
         except AdapterError as exc:
-            problems.append((FORMATTER if formatter is not None else SOURCE, str(exc)))
+            problems.append((FORMATTER_FIELD if formatter is not None else SOURCE, str(exc)))
     if problems:
         raise AdapterError(f"adapter {str(root)!r} is not valid:\n"
                            + "\n".join(f"  - {p}" for _, p in problems), problems)
@@ -257,7 +253,7 @@ def _check_formatters(root: Path, found: AdapterFiles, formatter: str | Path | N
         try:
             return check_formatter_file(formatter), Path(formatter)
         except AdapterError as exc:
-            problems.append((FORMATTER, str(exc)))
+            problems.append((FORMATTER_FIELD, str(exc)))
             return [], Path(formatter)
     if found.get("model.py") is not None:
         try:
