@@ -123,7 +123,7 @@ def weights_group() -> None:
 @click.option("--kms-key-id", metavar="KEY", help="KMS key (id, ARN or alias) every object "
               "is encrypted with (SSE-KMS) [default: the bucket's default encryption].")
 @click.option("--workers", type=click.IntRange(1, 64), default=8, show_default=True,
-              help="Files copied at once; memory peaks near 2 x workers x 64 MiB.")
+              help="Files copied at once; memory peaks near 2 x workers x 16 MiB.")
 @click.option("--exclude", multiple=True, metavar="GLOB",
               help="Leave out repo paths matching GLOB, e.g. 'original/*' (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Say what would be copied; write nothing.")

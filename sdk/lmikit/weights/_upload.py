@@ -35,7 +35,7 @@ from lmikit.weights._hub import HubFile
 MIN_PART = 5 * 1024**2
 MAX_PART = 5 * 1024**3
 MAX_PARTS = 10_000
-PART_SIZE = 64 * 1024**2
+PART_SIZE = 16 * 1024**2  # boto3's TransferConfig: 8 MiB; 16 MiB x 10,000 parts = 156 GiB
 SHA256_METADATA = "sha256"  # x-amz-meta-sha256: the content's sha256 (hex)
 BLOB_METADATA = "git-blob"  # x-amz-meta-git-blob: the Hub's git blob id of a file kept in git
 

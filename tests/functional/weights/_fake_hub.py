@@ -175,7 +175,8 @@ class FakeHub:
         path = unquote(parts.path)
         if path.startswith("/api/models/"):
             self._model_info(handler, path[len("/api/models/"):],
-                             parse_qs(parts.query).get("blobs") == ["true"], token)
+                             parse_qs(parts.query).get("blobs", [""])[0].lower() == "true",
+                             token)
         elif "/resolve/" in path:
             self._resolve(handler, method, path[1:], token)
         else:

@@ -364,12 +364,3 @@ def test_bad_options_are_named(hub: FakeHub, s3: Any) -> None:
     with pytest.raises(WeightsError, match=r"workers is 0; give 1 to 64; part_size is 1,024 "
                        r"bytes; S3 parts are 5,242,880 to"):
         _stage(hub, s3=s3, workers=0, part_size=1024)
-
-
-def test_a_large_file_gets_parts_big_enough_for_s3s_10000_part_limit() -> None:
-    from lmikit.weights._upload import MAX_PARTS, part_size_for
-
-    size = 700 * 1024**3  # a 700 GiB file
-    chosen = part_size_for(size, PART)
-    assert -(-size // chosen) <= MAX_PARTS and chosen % (1024 * 1024) == 0
-    assert part_size_for(10 * 1024**3, PART) == PART
