@@ -160,10 +160,11 @@ def stage_cmd(model_id: str, destination: str, revision: str, region: str | None
         for file in result.copied:
             click.echo(f"  {file.path}  {_size(file.size)}")
         return
-    click.echo(f"Staged {what} in {result.uri}: {len(result.copied)} file(s) copied "
-               f"({_size(result.bytes_copied)} in {result.seconds:.0f} s, "
-               f"{_rate(result.bytes_copied, result.seconds)}), {len(result.skipped)} already "
-               "there; manifest written.")
+    copied_text = (f"{len(result.copied)} file(s) copied ({_size(result.bytes_copied)} in "
+                   f"{result.seconds:.0f} s, {_rate(result.bytes_copied, result.seconds)})"
+                   if result.copied else "nothing to copy")
+    click.echo(f"Staged {what} in {result.uri}: {copied_text}, {len(result.skipped)} file(s) "
+               "already there; manifest written.")
     click.echo(f"Use it in a spec as   model.id: {result.uri}")
 
 

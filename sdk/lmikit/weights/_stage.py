@@ -185,6 +185,7 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
     """
     started = time.monotonic()
     emit = on_event or (lambda event: None)
+    exclude = tuple(exclude)
     target_prefix = parse_destination(destination)
     _check_options(workers, part_size, token, token_secret_arn)
     require_hub()
@@ -278,7 +279,7 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
             left=tuple(sorted(f.path for f in to_copy if f.path not in done))) from None
     if failures:
         raise WeightsError(_failure_report(failures, len(files)))
-    manifest = Manifest(model_id, revision, snapshot.commit, tuple(staged), tuple(exclude))
+    manifest = Manifest(model_id, revision, snapshot.commit, tuple(staged), exclude)
     write_manifest(s3, target_prefix, manifest, kms_key_id)
     emit(StageEvent("manifest", target_prefix.manifest_key))
     return result(run.bytes_copied)

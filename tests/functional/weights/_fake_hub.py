@@ -12,10 +12,12 @@ What it serves, and the source each answer copies:
   ETag is: its git-sha1 if stored in git, or its sha256 if stored in git-lfs"). Both carry
   ``X-Repo-Commit``.
 - Errors with the ``X-Error-Code`` / ``X-Error-Message`` headers ``hf_raise_for_status``
-  reads (``utils/_http.py``): RepoNotFound (401 without a token, 404 with one),
-  RevisionNotFound (404), EntryNotFound (404), GatedRepo (401 without a token: "You must
-  have access to it and be authenticated"; 403 with a token not granted: "you are not in
-  the authorized list"), and 401 "Invalid credentials in Authorization header".
+  reads (``utils/_http.py``): RepoNotFound (401 without a token, 404 with one: the comment
+  there), RevisionNotFound (404), EntryNotFound (404), GatedRepo (401 without a token, "You
+  must have access to it and be authenticated to access it. Please log in.", as quoted in
+  users' reports such as ToTheBeginning/PuLID#97; 403 with a token whose account is not in
+  the authorized list, huggingface/huggingface_hub#1225), and 401 "Invalid credentials in
+  Authorization header" (``hf_raise_for_status`` tests for that message).
 - The CDN serves an LFS file by its sha256, with HTTP Range (206), as S3/CloudFront do.
 """
 

@@ -257,6 +257,15 @@ def test_a_gated_repo_without_a_token_names_every_fix_and_writes_nothing(hub: Fa
     assert _keys(s3) == [] and hub.served("cdn") == []
 
 
+def test_a_dry_run_of_a_gated_repo_without_a_token_notes_it(hub: FakeHub, s3: Any) -> None:
+    hub.add_repo("org/gated", FILES, gated="auto")
+    result = _stage(hub, s3=s3, model_id="org/gated", dry_run=True,
+                    exclude=(p for p in ["original/*"]))
+    assert result.notes and result.notes[0].startswith("org/gated is a gated repo and no Hub "
+                                                       "token was given")
+    assert len(result.copied) == len(FILES) - 1 and _keys(s3) == []
+
+
 def test_a_token_not_granted_a_gated_repo_gets_the_hubs_403_in_words(hub: FakeHub,
                                                                     s3: Any) -> None:
     hub.add_repo("org/gated", FILES, gated="auto")
