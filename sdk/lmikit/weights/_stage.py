@@ -18,7 +18,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from lmikit.aws import Clients, call, paginate
+from lmikit.aws import Clients, call, is_not_found, paginate
 from lmikit.errors import AwsError, Interrupted
 from lmikit.weights._destination import (
     Destination,
@@ -138,7 +138,7 @@ class _Run:
         try:
             return call(self.s3, "head_object", Bucket=self.destination.bucket, Key=key)
         except AwsError as exc:
-            if exc.code in ("404", "NoSuchKey", "NotFound"):
+            if is_not_found(exc):
                 return None
             raise
 
@@ -162,6 +162,52 @@ class _Run:
         with closing(self.hub.chunks(self.snapshot, file)) as chunks:
             return copy_file(target, self.destination.key(file.path), file, chunks,
                              self.on_bytes(file.path))
+
+
+    def stored(self, files: list[HubFile], kms_key_id: str | None, workers: int
+               ) -> tuple[dict[str, str | None], tuple[str, ...]]:
+        """Each file's sha256 when S3 already holds it (else None), and the keys under the
+        prefix that are neither a file of the snapshot nor the manifest."""
+        listed = self.listing()
+        candidates = [f for f in files if listed.get(self.destination.key(f.path)) == f.size]
+        with ThreadPoolExecutor(workers) as pool:
+            heads = dict(zip([f.path for f in candidates], pool.map(
+                lambda f: self.head(self.destination.key(f.path)), candidates), strict=True))
+        keys = {self.destination.key(f.path) for f in files} | {self.destination.manifest_key}
+        return ({f.path: stored_sha256(heads.get(f.path), f, kms_key_id) for f in files},
+                tuple(sorted(k for k in listed if k not in keys)))
+
+    def copy_all(self, files: list[HubFile], staged: list[StagedFile],
+                 kms_key_id: str | None, part_size: int, workers: int,
+                 stop: threading.Event) -> dict[str, str]:
+        """Copy ``files``, ``workers`` at a time, adding each to ``staged``; returns why each
+        file that was not copied failed. Ctrl-C sets ``stop`` and waits for the workers."""
+        failures: dict[str, str] = {}
+        with ThreadPoolExecutor(workers, thread_name_prefix="lmikit-file") as file_pool, \
+                ThreadPoolExecutor(workers, thread_name_prefix="lmikit-part") as part_pool:
+            target = Target(self.s3, self.destination.bucket, kms_key_id, part_size, part_pool,
+                            stop)
+            aborted = self.abort_unfinished({self.destination.key(f.path) for f in files},
+                                            target)
+            if aborted:
+                self.emit(StageEvent("cleaned", message=f"aborted {aborted} unfinished "
+                                     "upload(s) an earlier run left"))
+            futures = {file_pool.submit(self.copy, target, f): f for f in files}
+            try:
+                for future in as_completed(futures):
+                    file = futures[future]
+                    try:
+                        staged.append(StagedFile(file.path, file.size, future.result()))
+                        self.emit(StageEvent("copied", file.path, file.size))
+                    except Stopped:
+                        failures[file.path] = "stopped"
+                    except (WeightsError, AwsError) as exc:
+                        failures[file.path] = str(exc)
+                        self.emit(StageEvent("failed", file.path, file.size, str(exc)))
+            except KeyboardInterrupt:
+                stop.set()
+                wait(futures)
+        return failures
 
 
 def stage(model_id: str, destination: str, *, revision: str = "main",
@@ -216,18 +262,9 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
         notes.append(gated_without_token(model_id, hub.page(model_id)))
     run = _Run(s3, target_prefix, hub, snapshot, emit)
 
-    keys = {target_prefix.key(f.path): f for f in files}
-    listed = run.listing()
-    candidates = [f for f in files if listed.get(target_prefix.key(f.path)) == f.size]
-    with ThreadPoolExecutor(workers) as pool:
-        heads = dict(zip([f.path for f in candidates],
-                         pool.map(lambda f: run.head(target_prefix.key(f.path)), candidates),
-                         strict=True))
-    stored = {f.path: stored_sha256(heads.get(f.path), f, kms_key_id) for f in files}
+    stored, extra = run.stored(files, kms_key_id, workers)
     skipped = [f for f in files if stored[f.path]]
     to_copy = sorted((f for f in files if not stored[f.path]), key=lambda f: (-f.size, f.path))
-    extra = tuple(sorted(k for k in listed
-                         if k not in keys and k != target_prefix.manifest_key))
     emit(StageEvent("listed", size=sum(f.size for f in to_copy), count=len(to_copy), message=(
         f"{model_id}@{snapshot.commit[:12]}: {len(files)} files, {len(to_copy)} to copy, "
         f"{len(skipped)} already in S3")))
@@ -248,29 +285,7 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
         emit(StageEvent("cleaned", message=f"removed the manifest of {old.model_id}@"
                         f"{old.commit[:12]} until this copy is complete"))
     stop = stop or threading.Event()
-    failures: dict[str, str] = {}
-    with ThreadPoolExecutor(workers, thread_name_prefix="lmikit-file") as file_pool, \
-            ThreadPoolExecutor(workers, thread_name_prefix="lmikit-part") as part_pool:
-        target = Target(s3, target_prefix.bucket, kms_key_id, part_size, part_pool, stop)
-        aborted = run.abort_unfinished({target_prefix.key(f.path) for f in to_copy}, target)
-        if aborted:
-            emit(StageEvent("cleaned", message=f"aborted {aborted} unfinished upload(s) an "
-                            "earlier run left"))
-        futures = {file_pool.submit(run.copy, target, f): f for f in to_copy}
-        try:
-            for future in as_completed(futures):
-                file = futures[future]
-                try:
-                    staged.append(StagedFile(file.path, file.size, future.result()))
-                    emit(StageEvent("copied", file.path, file.size))
-                except Stopped:
-                    failures[file.path] = "stopped"
-                except (WeightsError, AwsError) as exc:
-                    failures[file.path] = str(exc)
-                    emit(StageEvent("failed", file.path, file.size, str(exc)))
-        except KeyboardInterrupt:
-            stop.set()
-            wait(futures)
+    failures = run.copy_all(to_copy, staged, kms_key_id, part_size, workers, stop)
     if stop.is_set():
         done = {f.path for f in staged}
         raise Interrupted(
