@@ -21,7 +21,8 @@ know, each checked rather than skipped:
 
 The SDK deploys to SageMaker's default bucket, the one ``lmikit adapters register`` uses for
 a stack's endpoint (which carries no ``lmikit:bucket`` tag), so the read on the adapters
-registered later must name the same bucket and prefix on both sides.
+registered later must name the same bucket and prefix on both sides. The fake judges every
+component's artifact download against the role's policy in moto (``iam_role_reads``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ from lmikit.deploy import Deployment
 from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.names import BUCKET_TAG, default_bucket_name
-from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
+from lmikit.testing import (
+    FakeSageMaker,
+    Timings,
+    VirtualClock,
+    iam_role_reads,
+    s3_artifact_exists,
+)
 
 from .conftest import EXAMPLES
 
@@ -109,7 +116,8 @@ def sdk_run(synth: Any) -> SdkRun:
         s3.create_bucket(Bucket=run.bucket, **extra)
         clock = VirtualClock()
         fake = FakeSageMaker(region, clock=clock, timings=Timings(),
-                             artifact_exists=s3_artifact_exists(s3))
+                             artifact_exists=s3_artifact_exists(s3),
+                             role_reads=iam_role_reads(boto3.client("iam", region_name=region)))
         if spec.instance.capacity_reservation_arn:  # the plan the example reserves
             fake.add_training_plan(spec.instance.capacity_reservation_arn, spec.instance.type)
         session = fake.install(boto3.Session(region_name=region))
