@@ -66,7 +66,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmikit.catalog.models import catalog_entry, get_model
+from lmikit.catalog._models import catalog_entry, get_model
 from lmikit.sim.gpu_calibration import (
     KERNELS,
     LAYOUTS,

@@ -70,7 +70,7 @@ def billion_laughs() -> str:
 
 
 def cases(folder: Path) -> dict[str, tuple[str, str]]:
-    from lmikit.catalog.model_config import MAX_CONFIG_BYTES
+    from lmikit.catalog._model_config import MAX_CONFIG_BYTES
     from lmikit.loader import MAX_SPEC_BYTES
 
     spec = (ROOT / "examples" / "docqa-qwen7b.yaml").read_text()

@@ -19,11 +19,10 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from lmikit.catalog.instances import get_instance
+from lmikit.catalog import ImageKind, get_instance
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
 from lmikit.plan import Plan, plan_spec
-from lmikit.render.container import ImageKind
 from lmikit.render.sagemaker import (
     SageMakerRequests,
     capacity_warning,

@@ -1,7 +1,7 @@
 """The LMCache-enabled LMI container image: the stock LMI image, or lmikit's build on top of it.
 
 The stock image (``djl-inference:<version>-lmi...``) is resolved offline from lmikit's copy
-of sagemaker-core's image table (:mod:`lmikit.image`) and pinned to the spec's
+of sagemaker-core's image table (:mod:`lmikit.catalog`) and pinned to the spec's
 ``engine.lmi_version``, never "latest".
 lmikit's own image (``container/Dockerfile``, built FROM the stock image with the repository
 root as the build context) is used when the deployment needs container-side code the stock
@@ -20,8 +20,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
+from lmikit.catalog import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.image import lmi_image_uri
 from lmikit.render.iam import ecr_repository_arn
 from lmikit.spec import DeploymentSpec
 

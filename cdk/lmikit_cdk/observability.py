@@ -29,12 +29,12 @@ from typing import Any
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct, IConstruct
 
+from lmikit.catalog import ImageKind
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_SOURCE
 from lmikit.plan import Plan
 from lmikit.render.alarms import AlarmDef, alarm_definitions
 from lmikit.render.cloudwatch import put_dashboard_kwargs
-from lmikit.render.container import ImageKind
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs

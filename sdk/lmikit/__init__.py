@@ -34,8 +34,8 @@ _EXPORTS = {
     "RenderError": "lmikit.errors",
     "SpecError": "lmikit.errors",
     "WaitTimeout": "lmikit.errors",
-    "get_instance": "lmikit.catalog.instances",
-    "get_model": "lmikit.catalog.models",
+    "get_instance": "lmikit.catalog",
+    "get_model": "lmikit.catalog",
     "lmcache_config": "lmikit.render.lmcache",
     "lmi_environment": "lmikit.render.env",
     "load_spec": "lmikit.loader",
@@ -98,8 +98,7 @@ __getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lmikit.catalog.instances import get_instance
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog import get_instance, get_model
     from lmikit.client import Endpoint, openai_client
     from lmikit.deploy import Deployment
     from lmikit.errors import (

@@ -32,9 +32,8 @@ from typing import TYPE_CHECKING, Any
 from lmikit.errors import RenderError
 
 if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
-    from lmikit.catalog.prices import PriceTable
+    from lmikit.catalog import ImageKind, PriceTable
     from lmikit.plan import Plan
-    from lmikit.render.container import ImageKind
     from lmikit.spec import DeploymentSpec
 
 TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch",
@@ -98,7 +97,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     refusals: dict[str, list[str]] = {}  # message -> targets refusing with it
     image_uri: str | None = None
     if any(t in IMAGE_TARGETS for t in chosen):
-        from lmikit.image import lmi_image_uri
+        from lmikit.catalog import lmi_image_uri
 
         try:
             image_uri = lmi_image_uri(spec.region, spec.engine.lmi_version)

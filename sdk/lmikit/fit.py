@@ -1,13 +1,13 @@
 """Does one model copy fit an instance, and if not, what would.
 
 A copy fits when vLLM has kernels for the model on the instance's GPUs (the hardware rows
-of :mod:`lmikit.catalog.model_options`) and its GPUs hold the weights, the runtime overhead
+of :mod:`lmikit.catalog`) and its GPUs hold the weights, the runtime overhead
 and the KV cache of what it must serve at once: one typical request, or
 ``engine.max_model_len`` tokens when the spec sets it (vLLM refuses to start when the KV
 cache cannot hold one sequence of ``max_model_len``). Pure, standard library only.
 
->>> from lmikit.catalog.instances import get_instance
->>> from lmikit.catalog.models import get_model
+>>> from lmikit.catalog import get_instance
+>>> from lmikit.catalog import get_model
 >>> ds = get_model("deepseek-ai/DeepSeek-V3.2")
 >>> need = Need(tokens=10_000, what="one typical request (workload.typical_request_tokens)")
 >>> [f"{x.instance.name} TP {x.tp}" for x in layouts_that_hold(ds, ds.weight_bytes, need)][:2]
@@ -24,9 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lmikit import sizing
-from lmikit.catalog.instances import INSTANCES, InstanceType
-from lmikit.catalog.model_options import VLLM_VERSION, unsupported_by
-from lmikit.catalog.models import ModelGeometry
+from lmikit.catalog import INSTANCES, VLLM_VERSION, InstanceType, ModelGeometry, unsupported_by
 from lmikit.errors import PlanError
 
 TP_DEGREES = (1, 2, 4, 8)

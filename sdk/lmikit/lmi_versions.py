@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lmikit.catalog import version_tuple
 from lmikit.errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -104,11 +105,6 @@ MODEL_IDS: dict[str, MinVersion] = {
 }
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"0.36.0"`` -> ``(0, 36, 0)``."""
-    return tuple(int(part) for part in version.split("."))
-
-
 def min_version_for(architectures: Iterable[str]) -> tuple[str, str] | None:
     """(version, feature) the newest of ``architectures`` needs, or None if none is known."""
     rows = [ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES]
@@ -164,8 +160,7 @@ def check_lmi_version(spec: DeploymentSpec, *, uses_lmcache: bool,
 def model_architectures(model_id: str, config_path: str | None = None) -> list[str]:
     """``architectures`` of the model's config.json (the file at ``config_path``, else
     lmikit's catalog entry); empty when neither names any."""
-    from lmikit.catalog.model_config import read_config_file
-    from lmikit.catalog.models import catalog_entry
+    from lmikit.catalog import catalog_entry, read_config_file
     from lmikit.errors import CatalogError
 
     try:

@@ -466,14 +466,14 @@ def _meant(loc: Path_, value: str) -> str | None:
         fixed = re.sub(r"[^A-Za-z0-9]+", "-", value).strip("-")
         return fixed if fixed != value and re.match(NAME_PATTERN, fixed) else None
     if field == "instance.type":
-        from lmikit.catalog.instances import INSTANCES, ml_name
+        from lmikit.catalog import INSTANCES, ml_name
 
         close = difflib.get_close_matches(ml_name(value.strip().lower()), list(INSTANCES), n=1)
         return close[0] if close else None
     if field == "kv_cache.disk_path" and re.fullmatch(r"/\S*[^/]", value):
         return value + "/"
     if field == "region":
-        from lmikit.catalog.regions import close_regions
+        from lmikit.catalog import close_regions
 
         regions = close_regions(value.strip().lower())
         return regions[0] if len(regions) == 1 else None

@@ -20,9 +20,9 @@ import tarfile
 from pathlib import Path
 
 from lmikit.artifact import deterministic_tar
+from lmikit.catalog import ImageKind
 from lmikit.formatters import build_model_py
 from lmikit.plan import Plan, isolates_base
-from lmikit.render.container import ImageKind
 from lmikit.render.env import SERVING_PROPERTIES, serving_properties
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec

@@ -15,9 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from lmikit import fit, sizing
 from lmikit import startup as su
-from lmikit.catalog.context import max_model_len_problem
-from lmikit.catalog.instances import InstanceType, get_instance
-from lmikit.catalog.models import ModelGeometry, get_model
+from lmikit.catalog import (
+    InstanceType,
+    ModelGeometry,
+    get_instance,
+    get_model,
+    max_model_len_problem,
+)
 from lmikit.errors import PlanError
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from lmikit._credentials import credential_paths
-from lmikit.render.container import RESERVED_PATHS, reserved_path_problem
+from lmikit.catalog import RESERVED_PATHS, reserved_path_problem
 
 # SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
 # name becomes a prefix of longer names (endpoint config, components), so it is shorter.
@@ -540,7 +540,7 @@ class DeploymentSpec(_Model):
     @field_validator("region")
     @classmethod
     def _known_region(cls, region: str) -> str:
-        from lmikit.catalog.regions import region_problem
+        from lmikit.catalog import region_problem
 
         problem = region_problem(region)
         if problem:
@@ -605,7 +605,7 @@ class DeploymentSpec(_Model):
 
     def _reservation_problems(self) -> list[tuple[str, str]]:
         """A training plan is regional and reserves only some types (botocore's enum)."""
-        from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+        from lmikit.catalog import TRAINING_PLAN_TYPES
 
         arn = self.instance.capacity_reservation_arn
         if not arn:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lmikit.image import lmi_image_uri
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests

@@ -38,8 +38,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.deploy import Deployment
-from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.names import BUCKET_TAG, default_bucket_name
 from lmikit.testing import (

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.cli import main
 from lmikit.deploy import (
     Deployment,
@@ -26,7 +27,6 @@ from lmikit.deploy import (
     remove_execution_role,
 )
 from lmikit.errors import DeployError
-from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.render.iam import TRUST_POLICY, partition_of
 from lmikit.spec import DeploymentSpec

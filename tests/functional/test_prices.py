@@ -14,8 +14,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from click.testing import CliRunner, Result
 
-from lmikit.catalog.price_list import MAX_PAGES, PAGE_SIZE, fetch_hosting_prices
-from lmikit.catalog.prices import (
+from lmikit.catalog._price_list import MAX_PAGES, PAGE_SIZE, fetch_hosting_prices
+from lmikit.catalog._prices import (
     MAX_PRICE_FILE_BYTES,
     PRICE_LIST_SOURCE,
     PRICES,
@@ -159,7 +159,7 @@ def test_fetch_reads_every_page(fake: FakePriceList, session: Any) -> None:
 
 def test_fetch_stops_at_the_page_limit(monkeypatch: pytest.MonkeyPatch, fake: FakePriceList,
                                        session: Any) -> None:
-    monkeypatch.setattr("lmikit.catalog.price_list.MAX_PAGES", 2)
+    monkeypatch.setattr("lmikit.catalog._price_list.MAX_PAGES", 2)
     for i in range(2 * PAGE_SIZE):
         fake.add_hosting_price("eu-west-1", f"ml.c{i}.xlarge", 0.2)
     with pytest.raises(CatalogError, match="more than 200 SageMaker Hosting products for "
@@ -326,7 +326,7 @@ def test_a_price_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path: P
 
 
 def test_a_product_the_price_list_garbles_is_refused_or_dated_as_read() -> None:
-    from lmikit.catalog.price_list import _offer
+    from lmikit.catalog._price_list import _offer
 
     fake = FakePriceList(publication="2026-11-20T12:00:00Z")
     fake.add_hosting_price("eu-west-1", "ml.g5.xlarge", 1.58)
@@ -529,7 +529,7 @@ def test_shipped_table_is_what_docs_planner_says() -> None:
     assert {name for _, name in PRICES} == g5 | g6 | g6e | {"ml.p4d.24xlarge", "ml.p5.48xlarge"}
     assert all(p.source and p.as_of for p in PRICES.values())
     # the catalog's types the module docstring names as unpriced
-    from lmikit.catalog.instances import INSTANCES
+    from lmikit.catalog._instances import INSTANCES
     assert set(INSTANCES) - {name for _, name in PRICES} == {
         "ml.g5.16xlarge", "ml.g6.4xlarge", "ml.g6.8xlarge", "ml.g6e.16xlarge", "ml.g6e.24xlarge",
         "ml.g6e.48xlarge", "ml.p4de.24xlarge", "ml.p5.4xlarge", "ml.p5e.48xlarge",
@@ -555,7 +555,7 @@ def test_cli_reads_the_price_file_named_by_lmikit_prices(cli: Any, tmp_path: Pat
 
 
 def test_api_regions_are_the_ones_botocore_serves_the_price_list_from() -> None:
-    from lmikit.catalog.price_list import API_REGIONS
+    from lmikit.catalog._price_list import API_REGIONS
     from lmikit.testing._pricing import API_REGIONS as FAKE_REGIONS
 
     served = set(boto3.Session().get_available_regions("pricing"))  # endpoints.json

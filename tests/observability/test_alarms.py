@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from lmikit.catalog._containers import ImageKind
 from lmikit.render.alarms import (
     HIT_RATE_MIN_REQUESTS,
     HIT_RATE_WINDOW_S,
@@ -14,7 +15,6 @@ from lmikit.render.alarms import (
     default_p90_model_latency_ms,
     put_metric_alarm_requests,
 )
-from lmikit.render.container import ImageKind
 
 from ._metric_math import alarm_state
 from ._service_model import problems

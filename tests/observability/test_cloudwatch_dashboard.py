@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from lmikit.catalog._containers import ImageKind
 from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
-from lmikit.render.container import ImageKind
 
 from ._metric_math import evaluate
 from ._service_model import problems

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 
-from lmikit.catalog.prices import PRICES
-from lmikit.render.container import ImageKind
+from lmikit.catalog._containers import ImageKind
+from lmikit.catalog._prices import PRICES
 from lmikit.render.grafana import (
     grafana_dashboard,
     plan_cost,

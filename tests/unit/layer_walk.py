@@ -38,9 +38,9 @@ PACKAGES = {  # package -> stage; None: not on the validate walk, a call into it
     "lmikit.lora": "lora", "lmikit.accept": "accept", "lmikit.cli": "cli",
     "lmikit.formatters": None, "lmikit.aws": None, "lmikit.deploy": None,
     "lmikit.client": None, "lmikit.bench": None, "lmikit.testing": None,
+    "lmikit.weights": None,
 }
 LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until it moves
-    "lmikit.image": "catalog", "lmikit.render.container": "catalog",
     "lmikit.loader": "spec", "lmikit.spec": "spec", "lmikit._credentials": "spec",
     "lmikit.whatif_args": "spec", "lmikit.schema": "spec",
     "lmikit.plan": "planner", "lmikit.fit": "planner", "lmikit.startup": "planner",

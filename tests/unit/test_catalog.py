@@ -5,8 +5,8 @@ import json
 import botocore.session
 import pytest
 
-from lmikit.catalog.instances import INSTANCES, get_instance
-from lmikit.catalog.models import CATALOG_DIR, catalog_ids, get_model
+from lmikit.catalog._instances import INSTANCES, get_instance
+from lmikit.catalog._models import CATALOG_DIR, catalog_ids, get_model
 from lmikit.errors import CatalogError
 
 KIB = 1024

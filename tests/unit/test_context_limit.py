@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from lmikit.catalog.context import context_limit
+from lmikit.catalog._context import context_limit
 from lmikit.cli import main
 from lmikit.errors import PlanError
 from lmikit.plan import plan

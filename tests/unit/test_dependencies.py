@@ -33,7 +33,7 @@ SOURCES = [p for folder in ("sdk/lmikit", "cdk/lmikit_cdk") for p in (ROOT / fol
 FIRST_PARTY = {"lmikit", "lmikit_cdk", "__future__"}
 # imported only by a maintainer's command (``main`` of the module named) that regenerates a
 # shipped table from the package's data; the package is a dev dependency
-MAINTAINER_ONLY = {"cfnlint": "lmikit.catalog.offers", "sagemaker": "lmikit.image"}
+MAINTAINER_ONLY = {"cfnlint": "lmikit.catalog._offers", "sagemaker": "lmikit.catalog._images"}
 EVERY_SPEC = sorted(EXAMPLES.glob("*.yaml")) + sorted(EXAMPLES.glob("models/*.yaml"))
 
 

@@ -10,14 +10,14 @@ import pytest
 from tests.conftest import compiled_by_mypyc
 
 MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
-           "lmikit.catalog.models", "lmikit.catalog.model_options", "lmikit.fit",
-           "lmikit.catalog.model_config", "lmikit._files", "lmikit._credentials",
+           "lmikit.catalog._models", "lmikit.catalog._model_options", "lmikit.fit",
+           "lmikit.catalog._model_config", "lmikit._files", "lmikit._credentials",
            "lmikit.errors", "lmikit.accept", "lmikit.whatif_args",
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.bench._long_doc_qa", "lmikit.bench._target",
-           "lmikit.catalog.prices", "lmikit.catalog.price_list", "lmikit.testing._pricing",
-           "lmikit.catalog.instances", "lmikit.catalog.offers",
+           "lmikit.catalog._prices", "lmikit.catalog._price_list", "lmikit.testing._pricing",
+           "lmikit.catalog._instances", "lmikit.catalog._offers",
            "lmikit.formatters._pyast", "lmikit.sim",
            "lmikit.sim.coefficients",
            "lmikit.sim.engine", "lmikit.sim.tiers", "lmikit.sim.routers",

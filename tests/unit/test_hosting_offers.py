@@ -12,9 +12,9 @@ import cfnlint
 import pytest
 
 from lmikit.accept import accept_spec
-from lmikit.catalog import offers
-from lmikit.catalog.instances import INSTANCES
-from lmikit.catalog.prices import price_or_reason
+from lmikit.catalog import _offers as offers
+from lmikit.catalog._instances import INSTANCES
+from lmikit.catalog._prices import price_or_reason
 from lmikit.errors import SpecError
 from lmikit.loader import load_spec_text
 from tests.conftest import ROOT
@@ -40,7 +40,7 @@ def test_the_table_is_cfn_lints_price_list_copy_cut_to_the_catalog() -> None:
     table = json.loads((ROOT / "sdk/lmikit/catalog/hosting_offers.json").read_text())
     assert table["cfn_lint_version"] == version("cfn-lint"), (
         "pyproject pins the cfn-lint the table was cut from: regenerate the table with "
-        "`python -m lmikit.catalog.offers > sdk/lmikit/catalog/hosting_offers.json` when "
+        "`python -m lmikit.catalog._offers > sdk/lmikit/catalog/hosting_offers.json` when "
         "the pin moves")
     assert table["regions"] == offers.from_cfn_lint(_cfn_lint_file(), INSTANCES)
 

@@ -14,9 +14,9 @@ import botocore.loaders
 import botocore.regions
 import pytest
 
-from lmikit import image
+from lmikit.catalog import _images as image
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.image import lmi_image_uri
 from lmikit.lmi_versions import ASYNC_SERVICE, version_tuple
 from tests.conftest import ROOT
 
@@ -34,8 +34,9 @@ def _shipped() -> dict:
 def test_the_table_is_sagemaker_cores_cut_to_the_versions_lmikit_serves() -> None:
     shipped = _shipped()
     assert shipped["sagemaker_core_version"] == version("sagemaker-core"), (
-        "pyproject pins the sagemaker-core the table was cut from: regenerate it with "
-        "`python -m lmikit.image > sdk/lmikit/catalog/lmi_images.json` when the pin moves")
+        "pyproject pins the sagemaker-core the table was cut from: regenerate it "
+        f"with `python -m lmikit.catalog._images {ASYNC_SERVICE.version} > "
+        "sdk/lmikit/catalog/lmi_images.json` when the pin moves")
     resolver = botocore.regions.EndpointResolver(
         botocore.loaders.create_loader().load_data("endpoints"))
 
@@ -79,7 +80,7 @@ def test_every_uri_equals_sagemaker_cores_retrieve(monkeypatch: pytest.MonkeyPat
 def test_lookup_imports_no_sagemaker_package_and_works_without_it() -> None:
     # sys.modules["sagemaker"] = None makes any import of it fail, as when it is absent
     code = ("import sys; sys.modules['sagemaker'] = None;"
-            "from lmikit.image import lmi_image_uri;"
+            "from lmikit.catalog._images import lmi_image_uri;"
             "print(lmi_image_uri('us-west-2', '0.38.0'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=False)

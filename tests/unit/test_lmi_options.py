@@ -149,7 +149,7 @@ def test_row_lookup_by_any_name():
     ("localhost:5000/lmikit-lmi", "lmikit"),
 ])
 def test_image_kind_is_read_from_the_repository(uri, kind):
-    from lmikit.render.container import image_kind_of
+    from lmikit.catalog._containers import image_kind_of
 
     assert image_kind_of(uri) == kind
 

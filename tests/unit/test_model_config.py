@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lmikit.catalog.model_config import LIMITS, MAX_CONFIG_BYTES, MAX_JSON_DEPTH
-from lmikit.catalog.models import get_model
+from lmikit.catalog._model_config import LIMITS, MAX_CONFIG_BYTES, MAX_JSON_DEPTH
+from lmikit.catalog._models import get_model
 from lmikit.errors import CatalogError
 from lmikit.plan import plan
 from tests.conftest import EXAMPLES, deadline

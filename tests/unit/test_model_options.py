@@ -1,4 +1,4 @@
-"""Model-specific LMI options and hardware rules (lmikit.catalog.model_options, lmikit.fit).
+"""Model-specific LMI options and hardware rules (lmikit.catalog._model_options, lmikit.fit).
 
 Option names and values are checked against vLLM 0.23.0's own ``EngineArgs`` (the vLLM LMI
 0.38 ships), vendored as facts in tests/unit/data/vllm-0.23.0-engine-args.json with the file
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lmikit.catalog.instances import get_instance
-from lmikit.catalog.model_options import (
+from lmikit.catalog._instances import get_instance
+from lmikit.catalog._model_options import (
     DEEPSEEK_V32,
     HARDWARE_ROWS,
     MINISTRAL_3_8B,
@@ -24,7 +24,7 @@ from lmikit.catalog.model_options import (
     lmi_options,
     option_rows,
 )
-from lmikit.catalog.models import get_model
+from lmikit.catalog._models import get_model
 from lmikit.errors import PlanError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan, plan_spec
@@ -208,7 +208,7 @@ def test_planner_rule_one_copy_must_hold_one_typical_request():
 
 @pytest.mark.parametrize("model_id", sorted(MODEL_SPECS))
 def test_model_spec_requests_pass_botocore_model(model_id):
-    from lmikit.image import lmi_image_uri
+    from lmikit.catalog._images import lmi_image_uri
     from tests.unit.test_render_sagemaker import _all_errors, _render
 
     spec = load_spec(MODEL_SPECS[model_id])

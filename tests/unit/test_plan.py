@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmikit.catalog.instances import INSTANCES
+from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import PlanError
 from lmikit.loader import load_spec
 from lmikit.plan import plan, plan_spec
@@ -272,7 +272,7 @@ def test_mla_at_tensor_parallel_stores_from_the_first_rank_with_the_copys_cpu_sh
     extra_config.first_rank_max_local_cpu_size (local_cpu_backend.py); the other ranks build
     no storage. So the first rank gets TP x the per-worker share, a token costs its latent
     once, and the disk tier (no such key) is one worker's share."""
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog._models import get_model
 
     p = plan(MISTRAL_LARGE_3, "ml.p5e.48xlarge", tp=8, context_tokens=10**9)
     assert p.tier == "cpu+disk"

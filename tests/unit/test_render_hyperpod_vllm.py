@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from lmikit.catalog.model_options import OPTION_ROWS
+from lmikit.catalog._model_options import OPTION_ROWS
 from lmikit.errors import RenderError
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.deploy import execution_role_policy
 from lmikit.errors import RenderError
-from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
 from lmikit.render.iam import (
     TRUST_POLICY,

@@ -8,8 +8,8 @@ import json
 import botocore.session
 import pytest
 
+from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests

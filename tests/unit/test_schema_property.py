@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from lmikit.accept import TARGETS, accept_spec
-from lmikit.catalog.instances import INSTANCES
-from lmikit.catalog.models import catalog_ids
+from lmikit.catalog._instances import INSTANCES
+from lmikit.catalog._models import catalog_ids
 from lmikit.errors import AdapterError, CatalogError, PlanError, RenderError, SpecError
 from lmikit.loader import load_spec_text
 from lmikit.render.sagemaker import render_requests

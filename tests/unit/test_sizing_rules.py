@@ -10,7 +10,7 @@ import botocore.session
 import pytest
 
 from lmikit import sizing
-from lmikit.catalog.instances import get_instance
+from lmikit.catalog._instances import get_instance
 from lmikit.loader import load_spec_text
 from lmikit.plan import plan, plan_spec
 from lmikit.render.sagemaker import render_requests
@@ -72,7 +72,7 @@ def test_ebs_volume_size_reaches_the_request_and_passes_botocore():
 
 def test_catalog_instances_all_have_nvme():
     """So every plan today uses the instance store (no VolumeSizeInGB is rendered)."""
-    from lmikit.catalog.instances import INSTANCES
+    from lmikit.catalog._instances import INSTANCES
 
     assert all(get_instance(name).has_nvme for name in INSTANCES)
 

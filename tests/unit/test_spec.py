@@ -330,7 +330,7 @@ def test_the_regions_are_those_of_botocores_loader():
     tenth of a second); it must be the data botocore's own loader gives."""
     from botocore.loaders import create_loader
 
-    from lmikit.catalog.regions import aws_regions
+    from lmikit.catalog._regions import aws_regions
 
     data = create_loader().load_data("partitions")
     regions = {r for p in data["partitions"] for r in p["regions"]}

@@ -114,7 +114,7 @@ def test_lmi_version_refuses_a_model_newer_than_the_image():
 
 def test_lmi_version_pinned_default_serves_every_catalog_model():
     """No catalog model needs more than the pinned 0.38.0."""
-    from lmikit.catalog.models import catalog_ids
+    from lmikit.catalog._models import catalog_ids
     from lmikit.spec import DEFAULT_LMI_VERSION
 
     for model in catalog_ids():

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lmikit.catalog.price_list import API_REGIONS
+from lmikit.catalog import API_REGIONS
 from lmikit.cli._common import check_writable, echo_json
 
 if TYPE_CHECKING:
-    from lmikit.catalog.price_list import Fetched
+    from lmikit.catalog import Fetched
 
 
 @click.group("prices")
@@ -45,8 +45,7 @@ def fetch_cmd(regions: tuple[str, ...], instances: tuple[str, ...], output: Path
     """
     import boto3
 
-    from lmikit.catalog.price_list import fetch_hosting_prices
-    from lmikit.catalog.prices import load_prices
+    from lmikit.catalog import fetch_hosting_prices, load_prices
 
     if output is not None:  # checked before asking AWS, not after
         check_writable(output, "--output")
@@ -117,8 +116,7 @@ def _print_fetched(got: Fetched, output: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show_cmd(prices_path: Path | None, regions: tuple[str, ...], as_json: bool) -> None:
     """Every price lmikit would use, with its source and date."""
-    from lmikit.catalog.price_list import check_regions
-    from lmikit.catalog.prices import listed, load_prices
+    from lmikit.catalog import check_regions, listed, load_prices
 
     check_regions(regions)
     table = None if prices_path is None else load_prices(prices_path)

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import click
 
 from lmikit.accept import TARGETS
-from lmikit.catalog.prices import MAX_USD_PER_HOUR
+from lmikit.catalog import MAX_USD_PER_HOUR
 from lmikit.cli._common import image_option, spec_argument
 
 if TYPE_CHECKING:
-    from lmikit.render.container import ImageKind
+    from lmikit.catalog import ImageKind
 
 
 @click.command("render")
@@ -43,7 +43,7 @@ def render_cmd(spec: Path, target: str, output: Path | None, namespace: str,
                image_kind: str) -> None:
     """Print the TARGET rendered from SPEC (what `lmikit validate --target TARGET` checks)."""
     from lmikit.accept import RenderOptions, accept_spec
-    from lmikit.catalog.prices import load_prices
+    from lmikit.catalog import load_prices
 
     # only the dashboard has a price (LMIKIT_PRICES may name a file for every command)
     prices = load_prices(prices_path) if prices_path is not None and target == "grafana" \

@@ -58,7 +58,7 @@ def parse_training_plan(value: str, param: click.Parameter | None = None) -> tup
     """
     import re
 
-    from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+    from lmikit.catalog import TRAINING_PLAN_TYPES
     from lmikit.spec import INSTANCE_TYPE_PATTERN, RESERVATION_ARN_PATTERN
 
     arn, sep, instance_type = value.rpartition("=")

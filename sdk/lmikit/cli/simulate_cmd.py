@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from lmikit.catalog.prices import MAX_USD_PER_HOUR
+from lmikit.catalog import MAX_USD_PER_HOUR
 from lmikit.cli._common import calibrate_anyway_option, check_writable, echo_json
 
 if TYPE_CHECKING:
-    from lmikit.catalog.prices import PriceTable
+    from lmikit.catalog import PriceTable
     from lmikit.sim.scenario import Deployment, ScenarioResult
     from lmikit.sim.workloads import Workload
 
@@ -157,7 +157,7 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
         raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
     prices = None
     if prices_path is not None:
-        from lmikit.catalog.prices import load_prices
+        from lmikit.catalog import load_prices
 
         prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
@@ -215,7 +215,7 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
         return dep, loaded.routing.strategy, mode
     if not (model_id and instance_type):
         raise click.UsageError("give a SPEC file, or both --model and --instance")
-    from lmikit.catalog.prices import REGION_RE
+    from lmikit.catalog import REGION_RE
 
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
@@ -287,7 +287,7 @@ def _print(results: list[ScenarioResult], dep: Deployment, work: Workload,
     from rich.console import Console
     from rich.table import Table
 
-    from lmikit.catalog.prices import usd_text
+    from lmikit.catalog import usd_text
 
     console = Console()
     if not console.is_terminal:  # a pipe or file: do not squeeze the table to 80 columns

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from lmikit.aws import Clients, call
+from lmikit.catalog import ImageKind
 from lmikit.deploy._change import Change
 from lmikit.deploy._observability import apply_observability, remove_observability
 from lmikit.deploy._restore import ObservabilitySnapshot, RoleSnapshot, ScalingSnapshot
@@ -27,7 +28,6 @@ from lmikit.deploy._role import (
 from lmikit.deploy._run import Run, Undo
 from lmikit.deploy._scaling import apply_scaling, remove_scaling
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
-from lmikit.render.container import ImageKind
 from lmikit.render.scaling import resource_id
 from lmikit.spec import DeploymentSpec
 

@@ -33,6 +33,7 @@ from lmikit.aws import (
     tags_of,
 )
 from lmikit.aws._lease import LEASE_SECONDS
+from lmikit.catalog import ImageKind, image_kind_of
 from lmikit.deploy import _builtin, _destroy
 from lmikit.deploy._apply import Applier, change_list
 from lmikit.deploy._gc import Collection, Usage, collect, garbage, replaced_by
@@ -51,7 +52,6 @@ from lmikit.deploy._rollback import roll_back
 from lmikit.deploy._run import Run, Undo
 from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
 from lmikit.names import BUCKET_TAG, artifact_prefix, base_component_name
-from lmikit.render.container import ImageKind, image_kind_of
 from lmikit.spec import DeploymentSpec
 
 
@@ -139,7 +139,7 @@ class Deployment:
     @property
     def image_uri(self) -> str:
         if self._image_uri is None:
-            from lmikit.image import lmi_image_uri
+            from lmikit.catalog import lmi_image_uri
 
             self._image_uri = lmi_image_uri(self.spec.region, self.spec.engine.lmi_version)
         return self._image_uri

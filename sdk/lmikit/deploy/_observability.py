@@ -25,13 +25,13 @@ import json
 from typing import Any
 
 from lmikit.aws import Clients, call, describe_or_none
+from lmikit.catalog import ImageKind
 from lmikit.deploy import _alarm_writes
 from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
 from lmikit.plan import Plan
 from lmikit.render.alarms import alarm_definitions, alarm_prefix
 from lmikit.render.cloudwatch import dashboard_name, put_dashboard_kwargs
-from lmikit.render.container import ImageKind
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]

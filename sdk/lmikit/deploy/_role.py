@@ -92,7 +92,7 @@ def execution_role_policy(spec: DeploymentSpec, bucket: str, *, account: str,
     """
     partition = partition or partition_of(spec.region)
     if image_uri is None:
-        from lmikit.image import lmi_image_uri
+        from lmikit.catalog import lmi_image_uri
 
         image_uri = lmi_image_uri(spec.region, spec.engine.lmi_version)
     return execution_policy_document(

@@ -39,7 +39,7 @@ from lmikit.lora._files import AdapterFile, AdapterFiles, scan_adapter_dir
 from lmikit.lora._isolation import TAG_DIGEST_HEX, adapter_cache_tag_from_digests
 
 if TYPE_CHECKING:
-    from lmikit.catalog.model_config import ConfigShape
+    from lmikit.catalog import ConfigShape
     from lmikit.plan import Plan
     from lmikit.spec import AdapterSpec, DeploymentSpec
 
@@ -125,8 +125,7 @@ def _same_model(a: str, b: str) -> bool:
 def catalog_shape(model_id: str | None) -> ConfigShape | None:
     if not model_id:
         return None
-    from lmikit.catalog.model_config import config_shape
-    from lmikit.catalog.models import catalog_entry
+    from lmikit.catalog import catalog_entry, config_shape
 
     try:
         entry = catalog_entry(model_id)
@@ -351,7 +350,7 @@ def _spec_inputs(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
     env = lmi_environment(spec, plan)
     shape = None
     if spec.model.config_path:
-        from lmikit.catalog.model_config import config_shape, read_config_file
+        from lmikit.catalog import config_shape, read_config_file
 
         config_path = Path(spec.model.config_path)
         raw = read_config_file(config_path if config_path.is_absolute() else base / config_path)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lmikit.catalog.model_config import ConfigShape
+from lmikit.catalog import ConfigShape
 
 # safetensors' own limit is 100,000,000 bytes; an adapter's header is kilobytes (a tensor
 # costs ~150 bytes: 7 modules x 80 layers x 2 = 1,120 tensors is ~170 KB).

@@ -65,9 +65,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lmikit import metric_catalog as mc
+from lmikit.catalog import ImageKind, publishes_cache_metrics
 from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
 from lmikit.plan import Plan
-from lmikit.render.container import ImageKind, publishes_cache_metrics
 from lmikit.render.env import EMF_MIN_INTERVAL_S
 from lmikit.spec import DeploymentSpec
 

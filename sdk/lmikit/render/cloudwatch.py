@@ -31,6 +31,7 @@ import json
 from typing import Any
 
 from lmikit import metric_catalog as mc
+from lmikit.catalog import ImageKind, cache_metrics_absent_reason
 from lmikit.names import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.plan import Plan
 from lmikit.render.alarms import (
@@ -39,7 +40,6 @@ from lmikit.render.alarms import (
     default_p90_model_latency_ms,
     emf_period,
 )
-from lmikit.render.container import ImageKind, cache_metrics_absent_reason
 from lmikit.render.promql import PromQuery, container_queries, selector
 from lmikit.spec import DeploymentSpec
 

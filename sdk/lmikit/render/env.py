@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import json
 
-from lmikit.catalog import model_options as catalog_model_options
+from lmikit.catalog import (
+    MODEL_DIR,
+    ImageKind,
+    metrics_endpoint,
+    option_rows,
+    publishes_cache_metrics,
+)
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import MODEL_ID_ENV, base_component_name
 from lmikit.plan import Plan
-from lmikit.render.container import (
-    MODEL_DIR,
-    ImageKind,
-    metrics_endpoint,
-    publishes_cache_metrics,
-)
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
 from lmikit.render.lmi_options import row
 from lmikit.spec import DeploymentSpec
@@ -149,8 +149,8 @@ def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
             "method": e.speculative.method, "model": draft_model_location(spec),
             "num_speculative_tokens": e.speculative.num_speculative_tokens})
     # What this model needs (tokenizer/config/load format, multimodal limits, ...): rows of
-    # lmikit.catalog.model_options, each with its source.
-    opts |= {r.option: r.value for r in catalog_model_options.option_rows(
+    # lmikit.catalog._model_options, each with its source.
+    opts |= {r.option: r.value for r in option_rows(
         spec.model.id, e.tensor_parallel_degree)}
     return opts
 

@@ -6,7 +6,7 @@ CloudWatch dashboard) and ``prometheus`` (the container's LMCache/vLLM series th
 CloudWatch's PromQL endpoint, ``https://monitoring.<region>.amazonaws.com``, SigV4 service
 ``monitoring``). Extra panels: hit tokens by tier and a cost-per-1K-tokens estimate.
 
-Cost is an ESTIMATE: list on-demand prices (:mod:`lmikit.catalog.prices`, with their
+Cost is an ESTIMATE: list on-demand prices (:mod:`lmikit.catalog`, with their
 sources) times instances, divided by token throughput. The live panel divides by measured
 vLLM tokens/s; the plan panel uses the planned concurrency and predicted TTFT with a stated
 decode-speed assumption. Prices change and differ by region, savings plan and discount; pass
@@ -32,10 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog.prices import PriceTable, price_or_reason, usd_decimals, usd_text
+from lmikit.catalog import (
+    ImageKind,
+    PriceTable,
+    cache_metrics_absent_reason,
+    price_or_reason,
+    usd_decimals,
+    usd_text,
+)
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.plan import Plan
-from lmikit.render.container import ImageKind, cache_metrics_absent_reason
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 

@@ -25,8 +25,8 @@ import math
 import re
 from typing import Any
 
-from lmikit.catalog import model_options
-from lmikit.catalog.model_options import option_rows
+from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
+from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import Plan
@@ -382,7 +382,7 @@ def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
     if rows:
         names = ", ".join(r.option for r in rows)
         notes.append(f"{spec.model.id}'s options ({names}) were checked against vLLM "
-                     f"{model_options.VLLM_VERSION}, LMI's; with the operator's KV cache or "
+                     f"{LMI_VLLM_VERSION}, LMI's; with the operator's KV cache or "
                      f"routing the worker runs the vLLM image instead (default: vLLM "
                      f"{VLLM_VERSION}): pass a --vllm-image whose vLLM serves this model with "
                      "them")

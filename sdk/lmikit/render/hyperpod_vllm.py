@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lmikit.catalog import model_options
-from lmikit.catalog.model_options import option_rows
+from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
+from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
@@ -135,7 +135,7 @@ VLLM_FLAGS: dict[str, str] = {
     "OPTION_SPECULATIVE_CONFIG": "--speculative-config",
 }
 BOOLEAN_FLAGS = frozenset({"OPTION_ENABLE_LORA"})
-# Flags of the model options (lmikit.catalog.model_options) whose value vLLM 0.11.1, the
+# Flags of the model options (lmikit.catalog._model_options) whose value vLLM 0.11.1, the
 # default image's, takes from a fixed list: argparse choices built from a Literal type (FACTS,
 # "model option values the default image's vLLM accepts"). The server exits at argument
 # parsing on any other value.
@@ -201,7 +201,7 @@ def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
 
 
 def model_option_args(spec: DeploymentSpec) -> list[str]:
-    """The model's own options (:mod:`lmikit.catalog.model_options`). Each is named after a
+    """The model's own options (:mod:`lmikit.catalog`). Each is named after a
     vLLM ``EngineArgs`` field, which vLLM's server takes as ``--<name with dashes>``."""
     args: list[str] = []
     for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
@@ -223,7 +223,7 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
         if allowed is not None and row.value not in allowed:
             raise RenderError(
                 f"model.id {spec.model.id!r} needs {flag} {row.value} (vLLM "
-                f"{model_options.VLLM_VERSION}, as LMI ships it, accepts it), but the default "
+                f"{LMI_VLLM_VERSION}, as LMI ships it, accepts it), but the default "
                 f"vLLM image runs vLLM {VLLM_VERSION}, whose {flag} accepts only "
                 f"{', '.join(allowed)}: the worker would exit at start. Pass --vllm-image "
                 "(vllm_image=) with a vLLM that accepts it, or use neither an LMCache tier nor "

@@ -230,7 +230,7 @@ VLLM_ROWS: tuple[LmiOption, ...] = (
        f"{PASSTHROUGH}; vllm/config/lora.py (must be >= max_loras)"),
 )
 
-# --- model-specific vLLM arguments (rendered from lmikit.catalog.model_options) -------------
+# --- model-specific vLLM arguments (rendered from lmikit.catalog._model_options) -------------
 VLLM23 = "vllm-project/vllm 0.23.0 (the wheel LMI master's lmi-container-requirements.txt pins)"
 MODEL_SPECIFIC_ROWS: tuple[LmiOption, ...] = (
     _o("tokenizer_mode", Accepts(values=("auto", "hf", "slow", "mistral", "deepseek_v32",

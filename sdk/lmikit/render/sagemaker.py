@@ -13,7 +13,7 @@ The base component runs one of two ways:
   with ``Specification.ModelName``, every option in the Model's environment.
 
 ``image_kind`` says which image runs (``stock`` LMI or ``lmikit``'s): the metrics path
-scraped is one that image serves (:func:`lmikit.render.container.metrics_endpoint`).
+scraped is one that image serves (:func:`lmikit.catalog.metrics_endpoint`).
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.plan import plan_spec
@@ -35,8 +35,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmikit.catalog.instances import get_instance
-from lmikit.catalog.offers import on_demand_problem
+from lmikit.catalog import (
+    DJL_METRICS_PATH,
+    SCRAPE_DEFAULT_PATH,
+    ImageKind,
+    get_instance,
+    metrics_endpoint,
+    on_demand_problem,
+)
 from lmikit.errors import RenderError
 from lmikit.names import (
     DEPLOYMENT_TAG,
@@ -48,12 +54,6 @@ from lmikit.names import (
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
 from lmikit.plan import Plan
-from lmikit.render.container import (
-    DJL_METRICS_PATH,
-    SCRAPE_DEFAULT_PATH,
-    ImageKind,
-    metrics_endpoint,
-)
 from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.spec import DeploymentSpec
 from lmikit.startup import estimate_startup, weights_source
@@ -176,7 +176,7 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
 def stock_image_note(spec: DeploymentSpec) -> str | None:
     """What AWS's stock LMI image leaves out of this spec's deployment, in one line that
     says what to change; None where ``observability.detailed_metrics`` is off. The stock
-    image serves only DJL's server metrics (:func:`lmikit.render.container.metrics_endpoint`)
+    image serves only DJL's server metrics (:func:`lmikit.catalog.metrics_endpoint`)
     and cannot be scraped at all where SageMaker copies the weights."""
     if not spec.observability.detailed_metrics:
         return None
@@ -191,7 +191,7 @@ def stock_image_note(spec: DeploymentSpec) -> str | None:
 
 def capacity_warning(spec: DeploymentSpec) -> str | None:
     """Why the spec's instances may not start: its type has no on-demand hosting in its region
-    and it names no reservation (:func:`lmikit.catalog.offers.on_demand_problem`). The render,
+    and it names no reservation (:func:`lmikit.catalog.on_demand_problem`). The render,
     ``lmikit deploy`` and the CDK construct all say it."""
     if spec.instance.capacity_reservation_arn:
         return None

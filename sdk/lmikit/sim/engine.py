@@ -217,8 +217,7 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
                config_path: str | None = None,
                coeff: Coefficients | None = None) -> EngineModel:
     """The engine model of ``model_id`` on ``instance_type`` from lmikit's catalogs."""
-    from lmikit.catalog.instances import get_instance
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog import get_instance, get_model
 
     inst = get_instance(instance_type)
     geo = get_model(model_id, config_path) if config_path else get_model(model_id)

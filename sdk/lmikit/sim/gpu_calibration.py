@@ -169,7 +169,7 @@ class GpuCalibration:
 
 def prefill_mfu(point: PrefillPoint, peak_tflops: float) -> float:
     """The ``prefill_mfu`` that makes the engine model's prefill take ``point.seconds``."""
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog import get_model
 
     geo = get_model(point.model_id)
     flops = sizing.prefill_flops(geo.active_params, geo.num_layers, geo.attention_dim,
@@ -188,7 +188,7 @@ def suffix_modelled_seconds(point: SuffixPoint, catalog_gpu: str,
     ``catalog_gpu`` (default coefficients unless given): the same rank share, no all-reduce,
     bf16 weights as the script builds them. The engine is :func:`~lmikit.sim.engine.engine_for`
     on a catalog instance with that GPU; a prefill does not depend on which one."""
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog import get_model
     from lmikit.sim.engine import engine_for
 
     instance = _catalog_instance(catalog_gpu)
@@ -207,7 +207,7 @@ def copy_gbps(point: CopyPoint) -> float:
 
 def kv_chunk_bytes(model_id: str, chunk_tokens: int = LMCACHE_CHUNK_TOKENS) -> int:
     """Bytes of one LMCache chunk of ``model_id``'s bf16 KV on one GPU (tensor parallel 1)."""
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog import get_model
 
     return get_model(model_id).kv_bytes_per_token(2) * chunk_tokens
 
@@ -246,14 +246,14 @@ def catalog_gpu_for(device_name: str, memory_mib: int) -> str:
 
 def _catalog_instance(catalog_gpu: str) -> str | None:
     """The first catalog instance type whose GPU is ``catalog_gpu``, or None."""
-    from lmikit.catalog.instances import INSTANCES
+    from lmikit.catalog import INSTANCES
 
     return next((name for name, inst in INSTANCES.items() if inst.gpu.name == catalog_gpu),
                 None)
 
 
 def _peak_tflops(catalog_gpu: str) -> float | None:
-    from lmikit.catalog.instances import get_instance
+    from lmikit.catalog import get_instance
 
     instance = _catalog_instance(catalog_gpu)
     return None if instance is None else get_instance(instance).gpu.bf16_dense_tflops
@@ -389,7 +389,7 @@ def _seconds(value: Any, at: str) -> float:
 
 
 def _model(row: dict[str, Any], at: str) -> str:
-    from lmikit.catalog.models import catalog_ids
+    from lmikit.catalog import catalog_ids
 
     model = row.get("model_id")
     if model not in catalog_ids():

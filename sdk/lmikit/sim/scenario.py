@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmikit.catalog.instances import get_instance
-from lmikit.catalog.prices import PriceTable, price_or_reason
+from lmikit.catalog import PriceTable, get_instance, price_or_reason
 from lmikit.errors import PlanError, SimulationError
 from lmikit.sim.coefficients import Coefficients
 from lmikit.sim.engine import EngineModel, engine_for
@@ -117,7 +116,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     as in the pinned LMI image); pass False to simulate an older vLLM, which admits a
     request once its next chunk fits.
     """
-    from lmikit.catalog.prices import REGION_RE
+    from lmikit.catalog import REGION_RE
     from lmikit.errors import safe_repr
     from lmikit.plan import plan
     from lmikit.render.sagemaker import DEFAULT_PREFIX_LENGTH  # what an endpoint is given
@@ -352,7 +351,7 @@ def simulate(dep: Deployment, workload: Workload, routings: list[str] | tuple[st
 def _check_simulate_args(dep: object, workload: object, routings: object, kv_modes: object,
                          seed: object, hourly_price_usd: object, prices: object) -> None:
     """Arguments of the wrong kind are refused by name, before anything runs."""
-    from lmikit.catalog.prices import MAX_USD_PER_HOUR, is_hourly_usd
+    from lmikit.catalog import MAX_USD_PER_HOUR, is_hourly_usd
     from lmikit.errors import safe_repr
 
     if not isinstance(dep, Deployment):
@@ -374,7 +373,7 @@ def _check_simulate_args(dep: object, workload: object, routings: object, kv_mod
                         f"dollars above 0 and at most {MAX_USD_PER_HOUR:,.0f}, or None")
     if prices is not None and not isinstance(prices, PriceTable):
         raise PlanError(f"prices is {safe_repr(prices)}; expected a PriceTable from "
-                        "lmikit.catalog.prices.load_prices(path), or None")
+                        "lmikit.catalog._prices.load_prices(path), or None")
 
 
 def repeated_tokens(work: Workload) -> int:

@@ -222,7 +222,7 @@ class FakeSageMaker:
         the fake's clock) for ``hours``; returns its ARN, for a spec's
         ``instance.capacity_reservation_arn``. ``name`` may be a whole ARN (a spec's), whose
         region then picks the plane."""
-        from lmikit.catalog.offers import TRAINING_PLAN_TYPES
+        from lmikit.catalog import TRAINING_PLAN_TYPES
         from lmikit.testing._plans import TrainingPlan
 
         if instance_type not in TRAINING_PLAN_TYPES:

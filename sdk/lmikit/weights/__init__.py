@@ -11,19 +11,37 @@ whether a prefix holds a finished copy. Reaching the Hub needs ``pip install
 >>> check_staged("s3://my-models/qwen2.5-7b/", region="us-east-1")  # doctest: +SKIP
 """
 
-from lmikit.weights._destination import MANIFEST_NAME, Destination, WeightsError, parse_destination
-from lmikit.weights._hub import HubFile, Snapshot
-from lmikit.weights._manifest import Manifest, StagedFile, StagedWeights, check_staged
-from lmikit.weights._stage import StageEvent, StageResult, stage
-from lmikit.weights._upload import PART_SIZE, ChecksumMismatch
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lmikit import _lazy_face
+
+_EXPORTS = {
+    "ChecksumMismatch": "lmikit.weights._upload",
+    "Destination": "lmikit.weights._destination",
+    "HubFile": "lmikit.weights._hub",
+    "MANIFEST_NAME": "lmikit.weights._destination",
+    "Manifest": "lmikit.weights._manifest",
+    "PART_SIZE": "lmikit.weights._upload",
+    "Snapshot": "lmikit.weights._hub",
+    "StageEvent": "lmikit.weights._stage",
+    "StageResult": "lmikit.weights._stage",
+    "StagedFile": "lmikit.weights._manifest",
+    "StagedWeights": "lmikit.weights._manifest",
+    "WeightsError": "lmikit.weights._destination",
+    "check_staged": "lmikit.weights._manifest",
+    "parse_destination": "lmikit.weights._destination",
+    "stage": "lmikit.weights._stage",
+}
 
 __all__ = [
-    "MANIFEST_NAME",
-    "PART_SIZE",
     "ChecksumMismatch",
     "Destination",
     "HubFile",
+    "MANIFEST_NAME",
     "Manifest",
+    "PART_SIZE",
     "Snapshot",
     "StageEvent",
     "StageResult",
@@ -34,3 +52,17 @@ __all__ = [
     "parse_destination",
     "stage",
 ]
+
+__getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lmikit.weights._destination import (
+        MANIFEST_NAME,
+        Destination,
+        WeightsError,
+        parse_destination,
+    )
+    from lmikit.weights._hub import HubFile, Snapshot
+    from lmikit.weights._manifest import Manifest, StagedFile, StagedWeights, check_staged
+    from lmikit.weights._stage import StageEvent, StageResult, stage
+    from lmikit.weights._upload import PART_SIZE, ChecksumMismatch

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmikit import sizing
-from lmikit.catalog.instances import INSTANCES
+from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import CatalogError, PlanError
 from lmikit.plan import plan
 from lmikit.sim.coefficients import HBM_GBPS, PROVENANCE, Coefficients, hbm_gbps
@@ -161,7 +161,7 @@ def test_mla_at_tensor_parallel_reads_its_latent_once_from_disk_and_remote() -> 
     """LMCache stores an MLA model's KV from the first rank only and broadcasts a hit to the
     others (save_only_first_rank, lmcache/v1/cache_engine.py): a disk or remote hit reads
     the latent once, though every GPU holds it."""
-    from lmikit.catalog.models import get_model
+    from lmikit.catalog._models import get_model
 
     model = "mistralai/Mistral-Large-3-675B-Instruct-2512"
     m = engine_for(model, "ml.p5e.48xlarge", tp=8,

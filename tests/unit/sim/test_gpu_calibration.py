@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from lmikit import sizing
-from lmikit.catalog.instances import INSTANCES
-from lmikit.catalog.models import get_model
+from lmikit.catalog._instances import INSTANCES
+from lmikit.catalog._models import get_model
 from lmikit.errors import SimulationError
 from lmikit.sim import gpu_calibration as gc
 from lmikit.sim.coefficients import Coefficients

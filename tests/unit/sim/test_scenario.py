@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmikit.catalog.prices import PRICES, hourly_price
+from lmikit.catalog._prices import PRICES, hourly_price
 from lmikit.errors import PlanError, SimulationError
 from lmikit.plan import plan
 from lmikit.sim.scenario import deployment, percentile, simulate

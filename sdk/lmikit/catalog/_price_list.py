@@ -1,9 +1,9 @@
 """Current SageMaker hosting prices, read from AWS's own price list.
 
-lmikit's shipped table (:mod:`lmikit.catalog.prices`) is dated and covers only the types and
+lmikit's shipped table (:mod:`lmikit.catalog`) is dated and covers only the types and
 region a public source lists. :func:`fetch_hosting_prices` reads the on-demand price of each
 instance type for real-time endpoints in any region from the AWS Price List Query API
-(``pricing:GetProducts``) and returns a :class:`~lmikit.catalog.prices.PriceTable` that
+(``pricing:GetProducts``) and returns a :class:`~lmikit.catalog.PriceTable` that
 ``lmikit prices fetch`` saves as a price file.
 
 What this relies on, and where it is stated:
@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmikit.catalog.instances import ml_name
-from lmikit.catalog.prices import (
+from lmikit.catalog._instances import ml_name
+from lmikit.catalog._prices import (
     INSTANCE_RE,
     REGION_RE,
     Price,
@@ -187,7 +187,7 @@ def _offer(item: Any, region: str, read_on: str) -> tuple[str, float, str, str, 
 
 def _instance_types(given: Iterable[str] | None) -> set[str]:
     if given is None:
-        from lmikit.catalog.instances import INSTANCES
+        from lmikit.catalog._instances import INSTANCES
 
         return set(INSTANCES)
     out = set()

@@ -2,7 +2,7 @@
 
 ``catalog/lmi_images.json`` is the sagemaker-core package's image table for ``djl-lmi``
 (``sagemaker/core/image_uri_config/djl-lmi.json``, of the version the file records) cut to
-the LMI versions lmikit can serve (from :data:`lmikit.lmi_versions.ASYNC_SERVICE` on),
+the LMI versions lmikit can serve (the planner's oldest, which the maintainer passes),
 with the ECR host of each region as sagemaker-core resolves it (botocore's endpoint data).
 lmikit reads it without sagemaker-core, which is a development dependency only: the test
 suite rebuilds the slice from the installed sagemaker-core (:func:`from_sagemaker_core`),
@@ -26,6 +26,11 @@ FRAMEWORK = "djl-lmi"
 SOURCE_PACKAGE = "sagemaker-core"
 SOURCE_FILE = f"core/image_uri_config/{FRAMEWORK}.json"  # inside the ``sagemaker`` package
 TABLE_FILE = "lmi_images.json"  # in lmikit.catalog
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"0.36.0"`` -> ``(0, 36, 0)``."""
+    return tuple(int(part) for part in version.split("."))
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,8 +66,6 @@ def from_sagemaker_core(data: Mapping[str, Any], oldest: str,
     """lmikit's table from sagemaker-core's ``djl-lmi.json`` ``data``: the versions from
     ``oldest`` on, the aliases that name one of them, and ``ecr_host(region)`` for every
     region they list."""
-    from lmikit.lmi_versions import version_tuple
-
     versions = {v: {k: entry[k] for k in ("registries", "repository", "tag_prefix")}
                 for v, entry in data["versions"].items()
                 if version_tuple(v) >= version_tuple(oldest)}
@@ -73,16 +76,15 @@ def from_sagemaker_core(data: Mapping[str, Any], oldest: str,
             "versions": versions}
 
 
-def main() -> None:  # pragma: no cover - a maintainer's command, run by hand
-    """Print the table from the installed sagemaker-core: ``python -m lmikit.image >
+def main(oldest: str) -> None:  # pragma: no cover - a maintainer's command, run by hand
+    """Print the table from the installed sagemaker-core, from LMI ``oldest`` on (the planner's
+    ``ASYNC_SERVICE.version``): ``python -m lmikit.catalog._images 0.33.0 >
     sdk/lmikit/catalog/lmi_images.json``."""
     from importlib.metadata import version
 
     import botocore.loaders
     import botocore.regions
     import sagemaker
-
-    from lmikit.lmi_versions import ASYNC_SERVICE
 
     data = json.loads(resources.files(sagemaker).joinpath(SOURCE_FILE).read_text())
     # sagemaker.core.image_uris.retrieve's host: botocore's "ecr" endpoint for the region
@@ -93,10 +95,12 @@ def main() -> None:  # pragma: no cover - a maintainer's command, run by hand
         endpoint = resolver.construct_endpoint("ecr", region)
         return str(endpoint["hostname"]) if endpoint else f"ecr.{region}.amazonaws.com"
 
-    table = from_sagemaker_core(data, ASYNC_SERVICE.version, ecr_host)
+    table = from_sagemaker_core(data, oldest, ecr_host)
     print(json.dumps({"sagemaker_core_version": version(SOURCE_PACKAGE), **table}, indent=1,
                      sort_keys=True))
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    import sys
+
+    main(sys.argv[1])

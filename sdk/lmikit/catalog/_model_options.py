@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lmikit.catalog.instances import Gpu
-    from lmikit.catalog.models import ModelGeometry
+    from lmikit.catalog._instances import Gpu
+    from lmikit.catalog._models import ModelGeometry
 
 VLLM_VERSION = "0.23.0"
 

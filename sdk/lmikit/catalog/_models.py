@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmikit.catalog.context import context_limit
-from lmikit.catalog.model_config import DTYPE_BYTES, ConfigShape, config_shape, read_config_file
+from lmikit.catalog._context import context_limit
+from lmikit.catalog._model_config import DTYPE_BYTES, ConfigShape, config_shape, read_config_file
 from lmikit.errors import CatalogError
 
 __all__ = ["CATALOG_DIR", "DTYPE_BYTES", "ModelGeometry", "catalog_entry", "catalog_ids",
@@ -60,7 +60,7 @@ class ModelGeometry:
     index_kv_bytes_per_layer: int = 0  # the indexer's key cache, bytes per token per layer
     source: str = ""
     notes: tuple[str, ...] = field(default=())
-    context_limit: int = 0  # longest sequence vLLM serves (lmikit.catalog.context); 0: unknown
+    context_limit: int = 0  # longest sequence vLLM serves (lmikit.catalog._context); 0: unknown
     context_limit_key: str = ""  # the config key (and RoPE scaling) it comes from
 
     @property
@@ -153,7 +153,7 @@ class ModelGeometry:
 def get_model(model_id: str, config_path: str | Path | None = None) -> ModelGeometry:
     """Geometry for a model id: from ``config_path`` if given, else lmikit's catalog.
 
-    ``config_path`` is read with the checks of :mod:`lmikit.catalog.model_config`: a regular
+    ``config_path`` is read with the checks of :mod:`lmikit.catalog`: a regular
     file of bounded size, and every value the planner uses typed and in range.
     """
     if config_path is not None:

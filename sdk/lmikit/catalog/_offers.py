@@ -104,13 +104,13 @@ def from_cfn_lint(data: Mapping[str, Any], types: Iterable[str]) -> dict[str, li
 
 
 def main() -> None:  # pragma: no cover - a maintainer's command, run by hand
-    """Print the table from the installed cfn-lint: ``python -m lmikit.catalog.offers >
+    """Print the table from the installed cfn-lint: ``python -m lmikit.catalog._offers >
     sdk/lmikit/catalog/hosting_offers.json``."""
     from importlib.metadata import version
 
     import cfnlint
 
-    from lmikit.catalog.instances import INSTANCES
+    from lmikit.catalog._instances import INSTANCES
 
     path = resources.files(cfnlint).joinpath(SOURCE_FILE)
     data = json.loads(path.read_text())

@@ -7,7 +7,7 @@ ml.p4de, ml.p5e, ml.p5en, ml.p5.4xlarge or ml.p6-b200, nor for any region other 
 us-east-1: those stay unpriced here (``test_prices.py`` holds this list to the catalog).
 
 For every other type and region, ``lmikit prices fetch`` reads AWS's own price list
-(:mod:`lmikit.catalog.price_list`) into a *price file*, a :class:`PriceTable` that
+(:mod:`lmikit.catalog`) into a *price file*, a :class:`PriceTable` that
 :func:`hourly_price` consults before this table (``--prices FILE``); ``--hourly-price`` sets
 one price by hand. Prices change and differ by region, savings plan and discount: these are
 list prices, not a bill.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from lmikit.catalog.instances import ml_name
+from lmikit.catalog._instances import ml_name
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,7 @@ def price_or_reason(instance_type: str, region: str, hourly_price_usd: float | N
     found = hourly_price(instance_type, region, table)
     if found is not None:
         return found
-    from lmikit.catalog.offers import elsewhere, offered
+    from lmikit.catalog._offers import elsewhere, offered
 
     name = ml_name(instance_type)
     if offered(region, name) is False:  # AWS lists no on-demand hosting price to fetch
