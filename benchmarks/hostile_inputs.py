@@ -35,14 +35,14 @@ TARGET_MB = 100.0
 
 CHILD = textwrap.dedent("""
     import json, resource, sys, time, tracemalloc
-    import lmikit.accept, lmikit.loader, lmikit.plan  # imports are not what is measured
+    import lmikit.accept, lmikit.spec._loader, lmikit.plan  # imports are not what is measured
     from lmikit.errors import LmikitError
     kind, arg = sys.argv[1], sys.argv[2]
 
     def call():
         try:
             if kind == "spec":
-                lmikit.loader.load_spec(arg)
+                lmikit.spec._loader.load_spec(arg)
                 return "loaded"
             if kind == "config":
                 p = lmikit.plan.plan("acme/model", "ml.p4de.24xlarge", config_path=arg)
@@ -71,7 +71,7 @@ def billion_laughs() -> str:
 
 def cases(folder: Path) -> dict[str, tuple[str, str]]:
     from lmikit.catalog._model_config import MAX_CONFIG_BYTES
-    from lmikit.loader import MAX_SPEC_BYTES
+    from lmikit.spec._loader import MAX_SPEC_BYTES
 
     spec = (ROOT / "examples" / "docqa-qwen7b.yaml").read_text()
     out: dict[str, tuple[str, str]] = {"imports only (floor)": ("none", "-")}

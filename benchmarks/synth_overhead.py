@@ -40,7 +40,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 import aws_cdk as cdk  # noqa: E402
 
-from lmikit.loader import load_spec  # noqa: E402
+from lmikit.spec._loader import load_spec  # noqa: E402
 from lmikit_cdk.nag import nag_packs  # noqa: E402
 from lmikit_cdk.stack import LmiStack  # noqa: E402
 

@@ -8,8 +8,7 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from lmikit.loader import load_spec
-from lmikit.spec import DeploymentSpec
+from lmikit.spec import DeploymentSpec, load_spec
 from lmikit_cdk.endpoint import LmiEndpoint
 from lmikit_cdk.image import ImageMode
 

@@ -38,8 +38,8 @@ _EXPORTS = {
     "get_model": "lmikit.catalog",
     "lmcache_config": "lmikit.render.lmcache",
     "lmi_environment": "lmikit.render.env",
-    "load_spec": "lmikit.loader",
-    "load_spec_text": "lmikit.loader",
+    "load_spec": "lmikit.spec",
+    "load_spec_text": "lmikit.spec",
     "openai_client": "lmikit.client",
     "plan": "lmikit.plan",
     "plan_spec": "lmikit.plan",
@@ -112,9 +112,8 @@ if TYPE_CHECKING:  # pragma: no cover
         SpecError,
         WaitTimeout,
     )
-    from lmikit.loader import load_spec, load_spec_text
     from lmikit.plan import Plan, plan, plan_spec
     from lmikit.render.env import lmi_environment
     from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml
     from lmikit.render.sagemaker import render_requests
-    from lmikit.spec import DeploymentSpec
+    from lmikit.spec import DeploymentSpec, load_spec, load_spec_text

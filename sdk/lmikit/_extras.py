@@ -36,7 +36,7 @@ OPTIONAL: dict[str, tuple[str, str]] = {
     "cdk_nag": ("cdk-nag", "lmikit[cdk]"),
     "constructs": ("constructs", "lmikit[cdk]"),
     "huggingface_hub": ("huggingface_hub", "lmikit[weights]"),
-    "jsonschema": ("jsonschema", "jsonschema"),  # lmikit.schema.validate_file only
+    "jsonschema": ("jsonschema", "jsonschema"),  # lmikit.spec._schema.validate_file only
     "matplotlib": ("matplotlib", "lmikit[plot]"),
     "moto": ("moto", "lmikit[sandbox]"),
     "openai": ("openai", "lmikit[openai]"),

@@ -85,8 +85,8 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if unknown:
         raise ValueError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
     from lmikit.accept_files import check_spec_files
-    from lmikit.loader import parse_yaml, read_spec_text, validate_data
     from lmikit.plan import plan_spec
+    from lmikit.spec import parse_yaml, read_spec_text, validate_data
 
     source = str(path)
     data, lines = parse_yaml(read_spec_text(path), source)

@@ -11,7 +11,7 @@ Every problem is collected, one per line, each naming its spec field, the spec f
 the value and what is wrong, and raised once as an :class:`~lmikit.errors.AdapterError`.
 
 >>> import pathlib, tempfile
->>> from lmikit.loader import parse_yaml, validate_data
+>>> from lmikit.spec import parse_yaml, validate_data
 >>> from lmikit.plan import plan_spec
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> text = ("api_version: v1\\nname: d\\nregion: us-east-1\\n"

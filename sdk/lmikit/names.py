@@ -108,7 +108,7 @@ def hyperpod_endpoint_name(deployment: str) -> str:
     deployment's own SageMaker endpoint, which is the deployment name itself (SageMaker
     endpoint names are unique per account and region regardless of case: botocore's
     CreateEndpoint documentation). A deployment name is at most 40 characters of
-    ``[a-zA-Z0-9-]`` (:data:`lmikit.spec.NAME_MAX`), so the result, at most 49, fits the
+    ``[a-zA-Z0-9-]`` (:data:`lmikit.spec._model.NAME_MAX`), so the result, at most 49, fits the
     63 characters and the pattern of both SageMaker's ``EndpointName`` and the CRD's
     ``endpointName``.
     """

@@ -184,14 +184,14 @@ def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,
          context_tokens: int = 0, request_tokens: int = 10_000, **kwargs: Any) -> Plan:
     """What-if planning without a spec; ``kwargs`` are :class:`PlanInputs` fields
     (``costs=Costs(...)`` predicts TTFT with fitted coefficients)."""
-    from lmikit.whatif_args import check_all
+    from lmikit.spec import check_arguments
 
     for name, value, low in (("tp", tp, 1), ("copies", copies, 1),
                              ("context_tokens", context_tokens, 0),
                              ("request_tokens", request_tokens, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise PlanError(f"{name} must be a whole number >= {low} (got {value!r})")
-    check_all({"tp": tp, "copies": copies, **kwargs})  # as the spec's fields are checked
+    check_arguments({"tp": tp, "copies": copies, **kwargs})  # as the spec's fields are checked
     kwargs.setdefault("suffix_tokens", min(100, request_tokens))
     return _plan(PlanInputs(model_id, instance_type, tp, copies, context_tokens,
                             request_tokens, **kwargs))

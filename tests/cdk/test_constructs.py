@@ -153,7 +153,7 @@ def test_stock_image_pull_is_limited_to_the_djl_inference_repository() -> None:
 
 
 def test_adapter_artifact_is_byte_identical_across_calls(adapter_spec_path: Path) -> None:
-    from lmikit.loader import load_spec
+    from lmikit.spec._loader import load_spec
 
     spec = load_spec(adapter_spec_path)
     first = adapter_artifact(spec, spec.adapters[0], adapter_spec_path.parent)

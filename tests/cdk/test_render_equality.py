@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lmikit.catalog._images import lmi_image_uri
-from lmikit.loader import load_spec
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests
+from lmikit.spec._loader import load_spec
 
 from .conftest import EXAMPLES
 

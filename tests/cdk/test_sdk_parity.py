@@ -40,8 +40,8 @@ from moto import mock_aws
 
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.deploy import Deployment
-from lmikit.loader import load_spec
 from lmikit.names import BUCKET_TAG, default_bucket_name
+from lmikit.spec._loader import load_spec
 from lmikit.testing import (
     FakeSageMaker,
     Timings,

@@ -20,14 +20,14 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from lmikit._credentials import url_credentials
 from lmikit.accept import TARGETS, RenderOptions, render_target
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec
 from lmikit.model_artifact import model_artifact
 from lmikit.plan import plan_spec
 from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._credentials import url_credentials
+from lmikit.spec._loader import load_spec
 from lmikit_cdk.endpoint import LmiEndpoint
 from lmikit_cdk.image import container_code_reasons
 from tests.cdk.conftest import KMS_KEY, KV_SECRET, Synth

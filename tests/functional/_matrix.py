@@ -41,9 +41,9 @@ from moto import mock_aws
 import lmikit.deploy
 from lmikit.deploy import Deployment
 from lmikit.errors import LmikitError
-from lmikit.loader import load_spec_text
 from lmikit.lora import AdapterRegistry
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
 from lmikit.testing._adapters import write_lora_adapter
 from tests.functional._account import extras

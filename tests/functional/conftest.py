@@ -12,8 +12,8 @@ from click.testing import CliRunner, Result
 from moto import mock_aws
 
 from lmikit.deploy import Deployment
-from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import (
     FakeSageMaker,
     SystemClock,

@@ -254,7 +254,7 @@ def test_remove_refuses_the_base_component(registry: AdapterRegistry,
 def neighbour(fake: FakeSageMaker, session: Any, clock: VirtualClock, registry: AdapterRegistry,
               tmp_path: Path) -> None:
     """A second deployment, docqa-v2, whose names start with docqa's."""
-    from lmikit.loader import load_spec_text
+    from lmikit.spec._loader import load_spec_text
 
     from .conftest import SPEC_YAML
 
@@ -285,7 +285,7 @@ def test_registry_takes_region_and_bucket_from_the_deployment(
     """A spec in eu-west-1, a shell whose default region is us-east-1: the registry of the
     spec acts in eu-west-1, on the bucket the endpoint records; the registry of the bare
     endpoint name looks in us-east-1 and says it is not there."""
-    from lmikit.loader import load_spec_text
+    from lmikit.spec._loader import load_spec_text
 
     from .conftest import SPEC_YAML
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lmikit.errors import DeployError
-from lmikit.loader import load_spec_text
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import REGION, ROLE, deployment, live

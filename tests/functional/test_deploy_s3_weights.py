@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lmikit.errors import DeployError
-from lmikit.loader import load_spec_text
 from lmikit.lora import AdapterRegistry
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 from tests.conftest import ROOT
 

@@ -15,11 +15,11 @@ import pytest
 from lmikit.deploy import Deployment, StepContext
 from lmikit.deploy._role import IAM_PROPAGATION_S
 from lmikit.errors import DeployError, DeployFailed
-from lmikit.loader import load_spec_text
 from lmikit.names import DEPLOYMENT_TAG
 from lmikit.render.alarms import alarm_definitions
 from lmikit.render.cloudwatch import dashboard_body
 from lmikit.render.scaling import no_capacity_alarm, render_scaling, service_linked_role_arn
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from ._account import extras, nothing

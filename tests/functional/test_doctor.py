@@ -13,8 +13,8 @@ import pytest
 from lmikit.bench import LongDocQA
 from lmikit.deploy import Deployment
 from lmikit.deploy._doctor import Report, doctor
-from lmikit.loader import load_spec_text
 from lmikit.render.alarms import alarm_prefix
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import (
     FakeSageMaker,
     VirtualClock,

@@ -14,8 +14,8 @@ import pytest
 from lmikit.client._endpoint import Endpoint
 from lmikit.deploy._doctor import Doctor, Report, doctor
 from lmikit.errors import AwsError
-from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 from tests.conftest import deadline
 

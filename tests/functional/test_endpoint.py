@@ -10,7 +10,7 @@ import pytest
 from lmikit.client._endpoint import Endpoint
 from lmikit.client._stream import StreamParser
 from lmikit.errors import InvokeError
-from lmikit.loader import load_spec_text
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import SPEC_YAML, deployment

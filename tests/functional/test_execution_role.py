@@ -27,9 +27,9 @@ from lmikit.deploy import (
     remove_execution_role,
 )
 from lmikit.errors import DeployError
-from lmikit.loader import load_spec
 from lmikit.render.iam import TRUST_POLICY, partition_of
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "lmikit-test-artifacts"

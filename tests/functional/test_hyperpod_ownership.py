@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from lmikit.errors import DeployError
-from lmikit.loader import load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 
 from .conftest import IMAGE, SPEC_YAML, deployment, live

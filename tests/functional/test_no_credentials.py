@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from lmikit.cli import main
 from lmikit.deploy import Deployment
 from lmikit.errors import DeployError
-from lmikit.loader import load_spec
+from lmikit.spec._loader import load_spec
 from tests.conftest import DEFAULT_SPEC
 
 

@@ -23,7 +23,7 @@ def pair(fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path)
     """docqa and docqa-v2, both deployed, sharing one bucket."""
     make_adapter(tmp_path / "adapters", "legal")
     docqa = deployment(spec_with(tmp_path, ADAPTERS), session, clock, tmp_path)
-    from lmikit.loader import load_spec_text
+    from lmikit.spec._loader import load_spec_text
 
     v2_spec = load_spec_text(SPEC_YAML.replace("name: docqa", "name: docqa-v2") + ADAPTERS,
                              source=str(tmp_path / "v2.yaml"))

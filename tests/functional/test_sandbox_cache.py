@@ -8,7 +8,7 @@ from typing import Any
 import boto3
 
 from lmikit.deploy import Deployment
-from lmikit.loader import load_spec_text
+from lmikit.spec._loader import load_spec_text
 from lmikit.testing import (
     FakeSageMaker,
     VirtualClock,

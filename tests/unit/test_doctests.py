@@ -9,10 +9,11 @@ import pytest
 
 from tests.conftest import compiled_by_mypyc
 
-MODULES = ["lmikit.spec", "lmikit.loader", "lmikit.plan", "lmikit.sizing", "lmikit.artifact",
+MODULES = ["lmikit.spec._model", "lmikit.spec._loader", "lmikit.plan", "lmikit.sizing",
+           "lmikit.artifact",
            "lmikit.catalog._models", "lmikit.catalog._model_options", "lmikit.fit",
-           "lmikit.catalog._model_config", "lmikit._files", "lmikit._credentials",
-           "lmikit.errors", "lmikit.accept", "lmikit.whatif_args",
+           "lmikit.catalog._model_config", "lmikit._files", "lmikit.spec._credentials",
+           "lmikit.errors", "lmikit.accept", "lmikit.spec._arguments",
            "lmikit.render.env", "lmikit.render.lmcache",
            "lmikit.render.sagemaker", "lmikit.render.hyperpod", "lmikit.bench",
            "lmikit.bench._long_doc_qa", "lmikit.bench._target",

@@ -16,7 +16,7 @@ from lmikit.catalog import _offers as offers
 from lmikit.catalog._instances import INSTANCES
 from lmikit.catalog._prices import price_or_reason
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec_text
+from lmikit.spec._loader import load_spec_text
 from tests.conftest import ROOT
 
 SPEC = """

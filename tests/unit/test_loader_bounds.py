@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lmikit.errors import SpecError
-from lmikit.loader import (
+from lmikit.spec._loader import (
     MAX_NUMBER_CHARS,
     MAX_SPEC_BYTES,
     MAX_SPEC_DEPTH,
@@ -49,7 +49,7 @@ def test_load_spec_alias_bomb_is_refused_under_a_memory_limit(tmp_path):
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 1 GiB of address space
         from lmikit.errors import SpecError
-        from lmikit.loader import load_spec
+        from lmikit.spec._loader import load_spec
         try:
             load_spec({str(bomb)!r})
         except SpecError as exc:

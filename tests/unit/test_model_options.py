@@ -26,9 +26,9 @@ from lmikit.catalog._model_options import (
 )
 from lmikit.catalog._models import get_model
 from lmikit.errors import PlanError
-from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan, plan_spec
 from lmikit.render.env import lmi_environment, serving_properties
+from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 from tests.unit.test_render_hyperpod import crd_validator  # noqa: F401  (fixture)

@@ -94,7 +94,7 @@ def test_unknown_attribute_raises_attribute_error():
 
 def test_sdk_path_imports_no_cdk_or_boto3():
     code = ("import sys, lmikit, lmikit.cli, lmikit.plan, lmikit.render.env, "
-            "lmikit.render.lmcache, lmikit.render.sagemaker, lmikit.loader;"
+            "lmikit.render.lmcache, lmikit.render.sagemaker, lmikit.spec._loader;"
             "bad = [m for m in ('aws_cdk', 'jsii', 'boto3', 'sagemaker') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -4,8 +4,8 @@ import pytest
 
 from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import PlanError
-from lmikit.loader import load_spec
 from lmikit.plan import plan, plan_spec
+from lmikit.spec._loader import load_spec
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 
 P4DE = "ml.p4de.24xlarge"

@@ -6,7 +6,6 @@ import os
 import pytest
 
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.env import (
     CFN_ENVIRONMENT_MAX,
@@ -19,6 +18,7 @@ from lmikit.render.env import (
     serving_properties,
 )
 from lmikit.render.lmi_options import row
+from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE

@@ -14,7 +14,6 @@ import yaml
 
 from lmikit.aws import owner_of
 from lmikit.errors import RenderError, SpecError
-from lmikit.loader import load_spec, load_spec_text
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import plan_spec
 from lmikit.render.hyperpod import (
@@ -23,7 +22,8 @@ from lmikit.render.hyperpod import (
     max_deploy_time_s,
     rfc1123,
 )
-from lmikit.spec import NAME_MAX
+from lmikit.spec._loader import load_spec, load_spec_text
+from lmikit.spec._model import NAME_MAX
 from lmikit.startup import estimate_startup
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE

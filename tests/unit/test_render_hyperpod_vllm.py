@@ -16,7 +16,6 @@ import yaml
 
 from lmikit.catalog._model_options import OPTION_ROWS
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.env import lmi_environment
 from lmikit.render.hyperpod import (
@@ -35,6 +34,7 @@ from lmikit.render.hyperpod_vllm import (
     VLLM_FLAGS,
     VLLM_VERSION,
 )
+from lmikit.spec._loader import load_spec, load_spec_text
 from tests.conftest import EXAMPLE_SPECS, ROOT
 from tests.unit.test_render_hyperpod import CRD_CANDIDATES
 from tests.unit.test_spec import BASE

@@ -15,7 +15,6 @@ import pytest
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.deploy import execution_role_policy
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec
 from lmikit.render.iam import (
     TRUST_POLICY,
     ecr_repository_arn,
@@ -23,6 +22,7 @@ from lmikit.render.iam import (
     partition_of,
 )
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec
 from lmikit.testing import iam_policy_problems, unknown_actions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ import logging
 import pytest
 import yaml
 
-from lmikit.loader import load_spec
 from lmikit.plan import plan, plan_spec
 from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml
+from lmikit.spec._loader import load_spec
 from tests.conftest import EXAMPLE_SPECS, assert_golden
 
 lmcache_config_module = pytest.importorskip("lmcache.v1.config")

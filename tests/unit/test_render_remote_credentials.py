@@ -8,12 +8,12 @@ import pytest
 import yaml
 
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV, container_environment, lmi_environment
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.render.lmcache import render_lmcache_yaml
 from lmikit.render.sagemaker import render_requests
+from lmikit.spec._loader import load_spec_text
 from tests.unit.test_render_hyperpod import CRD_CANDIDATES, IMAGE
 from tests.unit.test_spec import BASE
 

@@ -10,9 +10,9 @@ import pytest
 
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import render_requests
+from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.testing import ShapeValidator
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_render_env import ISOLATED as ISOLATED_ENV

@@ -13,7 +13,6 @@ from typing import Any
 import botocore.session
 import pytest
 
-from lmikit.loader import load_spec
 from lmikit.render.scaling import (
     SCALABLE_DIMENSION,
     SERVICE_LINKED_ROLE,
@@ -24,6 +23,7 @@ from lmikit.render.scaling import (
     service_linked_role_arn,
 )
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec
 from lmikit.testing import ShapeValidator
 
 ROOT = Path(__file__).resolve().parents[2]

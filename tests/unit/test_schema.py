@@ -7,15 +7,15 @@ import pytest
 import yaml
 
 from lmikit.errors import SpecError
-from lmikit.schema import SCHEMA_FILE, spec_json_schema, validate_file
+from lmikit.spec._schema import SCHEMA_FILE, spec_json_schema, validate_file
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 
 
 def test_committed_schema_is_in_sync():
     committed = json.loads(SCHEMA_FILE.read_text())
     assert committed == spec_json_schema(), (
-        "sdk/lmikit/schema/deployment-spec.schema.json is stale; regenerate it with "
-        "`lmikit schema > sdk/lmikit/schema/deployment-spec.schema.json`")
+        "sdk/lmikit/spec/deployment-spec.schema.json is stale; regenerate it with "
+        "`lmikit schema > sdk/lmikit/spec/deployment-spec.schema.json`")
 
 
 @pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
@@ -50,7 +50,7 @@ def test_validate_file_keeps_schema_messages_the_model_lacks(tmp_path):
 
 
 def test_spec_reference_doc_is_in_sync():
-    from lmikit.schema import spec_reference_markdown
+    from lmikit.spec._schema import spec_reference_markdown
     from tests.conftest import ROOT
 
     assert (ROOT / "docs" / "spec.md").read_text() == spec_reference_markdown(), (

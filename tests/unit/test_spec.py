@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec, load_spec_text
-from lmikit.spec import RESERVED_METRICS_PATHS, DeploymentSpec
+from lmikit.spec._loader import load_spec, load_spec_text
+from lmikit.spec._model import RESERVED_METRICS_PATHS, DeploymentSpec
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 
 BASE = """\
@@ -247,8 +247,8 @@ def _schema_patterns(node, path=()):
 def test_every_pattern_the_spec_enforces_is_described_in_words():
     """The loader says what a field takes in words; a pattern without words would print
     its regular expression. model.id's schema pattern is checked by its own validator."""
-    from lmikit.schema import spec_json_schema
-    from lmikit.spec import HF_ID_PATTERN, PATTERN_WORDS
+    from lmikit.spec._model import HF_ID_PATTERN, PATTERN_WORDS
+    from lmikit.spec._schema import spec_json_schema
 
     found = {pattern for path, pattern in _schema_patterns(spec_json_schema())
              if HF_ID_PATTERN not in pattern}

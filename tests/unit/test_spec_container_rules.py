@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from lmikit import lmi_versions as lv
 from lmikit.cli import main
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec_text
 from lmikit.plan import plan_spec
+from lmikit.spec._loader import load_spec_text
 from tests.unit.test_render_env import ISOLATED, S3
 from tests.unit.test_spec import BASE
 

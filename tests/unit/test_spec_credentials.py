@@ -13,12 +13,12 @@ import yaml
 from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError
 
-from lmikit._credentials import mask_credentials, url_credentials
 from lmikit.cli import main
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec_text, validate_data
-from lmikit.schema import validate_file
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._credentials import mask_credentials, url_credentials
+from lmikit.spec._loader import load_spec_text, validate_data
+from lmikit.spec._schema import validate_file
 from tests.unit.test_render_env import ISOLATED
 from tests.unit.test_spec import BASE
 

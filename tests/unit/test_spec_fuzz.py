@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec_text
 from lmikit.spec import DeploymentSpec
+from lmikit.spec._loader import load_spec_text
 from tests.conftest import EXAMPLE_SPECS
 
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in EXAMPLE_SPECS]

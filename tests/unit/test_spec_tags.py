@@ -9,8 +9,8 @@ import botocore.session
 import pytest
 
 from lmikit.errors import SpecError
-from lmikit.loader import load_spec_text
-from lmikit.spec import TAG_TEXT
+from lmikit.spec._loader import load_spec_text
+from lmikit.spec._model import TAG_TEXT
 from tests.unit.test_spec import BASE
 
 ALLOWED_PUNCTUATION = "_.:/=+-@"

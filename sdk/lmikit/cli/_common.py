@@ -72,7 +72,7 @@ def spec_or_endpoint(target: str, region: str | None, spec: Any = None,
                 "with a letter or digit)", param_hint=param_hint)
         return Deployed(target, region)
     if spec is None:
-        from lmikit.loader import load_spec
+        from lmikit.spec import load_spec
 
         spec = load_spec(path)
     from click.core import ParameterSource

@@ -68,7 +68,7 @@ def _registry(spec_path: Path | None, endpoint: str | None, region: str | None,
     if kms_key_arn:
         options["kms_key_arn"] = kms_key_arn
     if spec_path is not None:
-        from lmikit.loader import load_spec
+        from lmikit.spec import load_spec
 
         spec = load_spec(spec_path)
         if endpoint and endpoint != spec.name:
@@ -196,7 +196,7 @@ def adopt_cmd(name: str, spec_path: Path) -> None:
 
     Add NAME to the spec's adapters first. From then on `lmikit deploy SPEC` manages it
     (updating it to the spec's source where that differs); before, deploy keeps it."""
-    from lmikit.loader import load_spec
+    from lmikit.spec import load_spec
 
     spec = load_spec(spec_path)
     registry = _registry(spec_path, None, None)

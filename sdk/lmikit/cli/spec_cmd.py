@@ -13,7 +13,7 @@ from lmikit.cli._common import image_option, spec_argument, targets_option
 @click.command("schema")
 def schema_cmd() -> None:
     """Print the JSON Schema of the deployment spec."""
-    from lmikit.schema import spec_json_schema
+    from lmikit.spec import spec_json_schema
 
     click.echo(json.dumps(spec_json_schema(), indent=2, sort_keys=True))
 

@@ -68,7 +68,6 @@ ROUTING = {
     "prefix_aware": "PREFIX_AWARE",
     "kv_aware": "KV_AWARE",
 }
-DEFAULT_PREFIX_LENGTH = 4096
 
 
 @dataclass(frozen=True)
@@ -121,20 +120,11 @@ def startup_timeouts(spec: DeploymentSpec, plan: Plan) -> dict[str, int]:
             "ContainerStartupHealthCheckTimeoutInSeconds": start.health_check_timeout_s}
 
 
-def prefix_aware_settings(spec: DeploymentSpec) -> tuple[int, int]:
-    """(PrefixLength, ConcurrencyThreshold) that a ``prefix_aware`` endpoint gets: the spec's,
-    else 4,096 bytes and twice the workload's concurrency (at most the API's 1,024). The
-    simulator routes a spec's copies with the same two (``deployment_from_spec``)."""
-    r = spec.routing
-    return (r.prefix_length or DEFAULT_PREFIX_LENGTH,
-            r.concurrency_threshold or min(1024, max(1, 2 * spec.workload.concurrency)))
-
-
 def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
     r = spec.routing
     out: dict[str, Any] = {"RoutingStrategy": ROUTING[r.strategy]}
     if r.strategy == "prefix_aware":
-        length, threshold = prefix_aware_settings(spec)
+        length, threshold = spec.prefix_aware_settings
         out["PrefixAwareRoutingConfig"] = {"PrefixLength": length,
                                            "ConcurrencyThreshold": threshold}
     return out

@@ -119,10 +119,9 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     from lmikit.catalog import REGION_RE
     from lmikit.errors import safe_repr
     from lmikit.plan import plan
-    from lmikit.render.sagemaker import DEFAULT_PREFIX_LENGTH  # what an endpoint is given
-    from lmikit.whatif_args import check_all
+    from lmikit.spec import DEFAULT_PREFIX_LENGTH, check_arguments  # what an endpoint is given
 
-    check_all({"tp": tp, "copies": copies, "chunk_size": chunk_size,
+    check_arguments({"tp": tp, "copies": copies, "chunk_size": chunk_size,
                "max_batch_size": max_batch_size,
                "gpu_memory_utilization": gpu_memory_utilization,
                "kv_cache_dtype": kv_cache_dtype, "weight_dtype": weight_dtype,
@@ -176,11 +175,9 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
-    from lmikit.render.sagemaker import prefix_aware_settings
-
     kv = spec.kv_cache
     copies = spec.instance.copies_per_instance
-    prefix_length, threshold = prefix_aware_settings(spec)  # what the endpoint is given
+    prefix_length, threshold = spec.prefix_aware_settings  # what the endpoint is given
     return deployment(
         spec.model.id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
         copies=copies,

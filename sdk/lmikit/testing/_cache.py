@@ -38,10 +38,10 @@ from typing import Any
 import yaml
 
 from lmikit.model_artifact import parse_properties
-from lmikit.render.sagemaker import DEFAULT_PREFIX_LENGTH
 from lmikit.sim.loop import LMCACHE_TIERS
 from lmikit.sim.routers import Router, make_router
 from lmikit.sim.tiers import LruTier, UnboundedTier, stable_id, token_chunk_keys
+from lmikit.spec import DEFAULT_PREFIX_LENGTH
 
 GIB = 1024**3
 ROUTING = {"RANDOM": "random", "LEAST_OUTSTANDING_REQUESTS": "least_outstanding",

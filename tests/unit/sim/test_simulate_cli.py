@@ -304,9 +304,9 @@ def test_plan_of_a_remote_tier_spec_prints_the_remote_hit(tmp_path: Path) -> Non
 def test_calibrated_spec_plan_costs_the_spec_with_the_fitted_engine(tmp_path: Path) -> None:
     """``plan SPEC --calibrate`` prices the spec's own request (its typical tokens and
     suffix) with the simulator's engine for that spec, fitted coefficients in."""
-    from lmikit.loader import load_spec
     from lmikit.sim.engine import single_request
     from lmikit.sim.scenario import deployment_from_spec
+    from lmikit.spec._loader import load_spec
 
     spec = load_spec(DEFAULT_SPEC)
     dep = deployment_from_spec(spec, DEFAULT_SPEC.parent)

@@ -24,10 +24,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from lmikit._credentials import mask_credentials
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import Problem, SpecError, safe_repr
-from lmikit.spec import FIELD_MARK, DeploymentSpec
+from lmikit.spec._credentials import mask_credentials
+from lmikit.spec._model import FIELD_MARK, DeploymentSpec
 
 Path_ = tuple[str | int, ...]
 # A spec is a few kilobytes; these limits sit far above any real one and far below what would
@@ -448,9 +448,9 @@ _YAML_BOOL_WORDS = {True: {"on", "yes", "y", "true"}, False: {"off", "no", "n", 
 
 
 def _pattern_message(loc: Path_, pattern: str, value: Any) -> str:
-    """What a field with ``pattern`` takes, in words (:data:`lmikit.spec.PATTERN_WORDS`),
+    """What a field with ``pattern`` takes, in words (:data:`lmikit.spec._model.PATTERN_WORDS`),
     and the valid value the given one was probably meant to be."""
-    from lmikit.spec import PATTERN_WORDS
+    from lmikit.spec._model import PATTERN_WORDS
 
     words = PATTERN_WORDS.get(pattern, f"text matching {pattern}")
     close = _meant(loc, value) if isinstance(value, str) else None
@@ -461,7 +461,7 @@ def _meant(loc: Path_, value: str) -> str | None:
     """The value a misspelt name, instance type or region was meant to be, if one is near."""
     field = ".".join(p for p in map(str, loc) if not p.isdigit())
     if field in ("name", "adapters.name"):  # the name with every other character a hyphen
-        from lmikit.spec import NAME_PATTERN
+        from lmikit.spec._model import NAME_PATTERN
 
         fixed = re.sub(r"[^A-Za-z0-9]+", "-", value).strip("-")
         return fixed if fixed != value and re.match(NAME_PATTERN, fixed) else None

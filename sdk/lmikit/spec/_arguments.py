@@ -45,7 +45,7 @@ FIELDS = {
 def _adapter(section: str, name: str) -> Any:
     from pydantic import TypeAdapter
 
-    from lmikit.spec import DeploymentSpec
+    from lmikit.spec._model import DeploymentSpec
 
     model = DeploymentSpec.model_fields[section].annotation
     info = model.model_fields[name]  # type: ignore[union-attr]
@@ -70,7 +70,7 @@ def check(argument: str, value: Any) -> None:
                         f"{section}.{name})") from None
 
 
-def check_all(arguments: dict[str, Any]) -> None:
+def check_arguments(arguments: dict[str, Any]) -> None:
     """:func:`check` each argument that stands for a spec field."""
     for argument, value in arguments.items():
         if argument in FIELDS:

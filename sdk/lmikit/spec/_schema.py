@@ -1,7 +1,7 @@
 """The spec's JSON Schema, and validation of a file against it.
 
 The schema is generated from the pydantic model; a committed copy
-(``sdk/lmikit/schema/deployment-spec.schema.json``) is kept in sync by a test so editors
+(``sdk/lmikit/spec/deployment-spec.schema.json``) is kept in sync by a test so editors
 and CI can use it without installing lmikit.
 """
 
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from lmikit.errors import Problem, SpecError
-from lmikit.spec import DeploymentSpec
+from lmikit.spec._model import DeploymentSpec
 
 SCHEMA_ID = "https://lmikit.dev/schemas/deployment-spec.v1.json"
-SCHEMA_FILE = Path(__file__).parent / "schema" / "deployment-spec.schema.json"
+SCHEMA_FILE = Path(__file__).parent / "deployment-spec.schema.json"
 
 
 def spec_json_schema() -> dict[str, Any]:
@@ -32,9 +32,9 @@ def validate_file(path: str | Path) -> DeploymentSpec:
     (with the value); schema messages are kept for paths the model did not flag.
     """
     from lmikit._extras import require
-    from lmikit.loader import parse_yaml, read_spec_text, validate_data
+    from lmikit.spec._loader import parse_yaml, read_spec_text, validate_data
 
-    jsonschema = require("jsonschema", "lmikit.schema.validate_file")
+    jsonschema = require("jsonschema", "lmikit.spec._schema.validate_file")
 
     source = str(path)
     data, lines = parse_yaml(read_spec_text(path), source)
@@ -67,11 +67,11 @@ def spec_reference_markdown() -> str:
     """docs/spec.md: every field with its type, default and description, from the model."""
     from pydantic import BaseModel
 
-    from lmikit.loader import _unwrap
+    from lmikit.spec._loader import _unwrap
 
     lines = ["# Spec reference", "",
              "Generated from `lmikit.spec.DeploymentSpec` (a test keeps it in sync; "
-             "regenerate with `python -c \"from lmikit.schema import spec_reference_markdown as m;"
+             "regenerate with `python -c \"from lmikit.spec import spec_reference_markdown as m;"
              " print(m(), end='')\" > docs/spec.md`).", ""]
 
     def walk(model: type[BaseModel], prefix: str) -> None:

@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from lmikit._credentials import credential_paths
 from lmikit.catalog import RESERVED_PATHS, reserved_path_problem
+from lmikit.spec._credentials import credential_paths
 
 # SageMaker resource names: ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, at most 63 characters. The spec
 # name becomes a prefix of longer names (endpoint config, components), so it is shorter.
@@ -51,6 +51,7 @@ METRICS_PATH_PATTERN = r"^/[A-Za-z0-9/_.-]+$"
 SUBNET_PATTERN = r"^subnet-[0-9a-f]{8,17}$"
 SECURITY_GROUP_PATTERN = r"^sg-[0-9a-f]{8,17}$"
 DEFAULT_LMI_VERSION = "0.38.0"
+DEFAULT_PREFIX_LENGTH = 4096  # bytes; routing.prefix_length when the spec leaves it out
 # What each pattern accepts, in words: a spec error says this, never the regular expression.
 PATTERN_WORDS = {
     NAME_PATTERN: "letters, digits and hyphens, starting and ending with a letter or digit "
@@ -116,7 +117,7 @@ class _Model(BaseModel):
     # strict: YAML already gives typed values, so no coercion ("2" is not 2, true is not 1),
     # as in the committed JSON Schema's types.
     # hide_input_in_errors: a ValidationError's text never repeats what was given (a URL
-    # with a password, for one); lmikit.loader shows values itself, masked.
+    # with a password, for one); lmikit.spec._loader shows values itself, masked.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True,
                               hide_input_in_errors=True)
 
@@ -674,6 +675,15 @@ class DeploymentSpec(_Model):
         if self.sessions.enabled is None:
             return self.routing.strategy == "sticky_session"
         return self.sessions.enabled
+
+    @property
+    def prefix_aware_settings(self) -> tuple[int, int]:
+        """(PrefixLength, ConcurrencyThreshold) that a ``prefix_aware`` endpoint gets: the
+        spec's, else 4,096 bytes and twice the workload's concurrency (at most the API's
+        1,024). The simulator routes a spec's copies with the same two."""
+        r = self.routing
+        return (r.prefix_length or DEFAULT_PREFIX_LENGTH,
+                r.concurrency_threshold or min(1024, max(1, 2 * self.workload.concurrency)))
 
 
 PUBLISHED = ("the container environment, the CloudFormation template, the model artifact, "
