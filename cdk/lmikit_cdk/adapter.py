@@ -13,7 +13,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from lmikit.errors import AdapterError
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.sagemaker import SageMakerRequests
 from lmikit.spec import AdapterSpec, DeploymentSpec
 from lmikit_cdk._cfn import l1_kwargs

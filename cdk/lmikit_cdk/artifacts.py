@@ -21,7 +21,7 @@ import aws_cdk as cdk
 from constructs import Construct, IConstruct
 
 from lmikit.artifact import sha256_hex
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.spec import AdapterSpec, DeploymentSpec
 
 
@@ -81,7 +81,7 @@ def adapter_artifact(spec: DeploymentSpec, adapter: AdapterSpec,
     cache-isolating model.py while LMCache is on).
     """
     from lmikit.lora import package_spec_adapter
-    from lmikit.plan import plan_spec
+    from lmikit.planner import plan_spec
 
     return package_spec_adapter(spec, plan or plan_spec(spec, base_dir), adapter,
                                 base_dir).data

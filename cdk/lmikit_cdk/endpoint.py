@@ -22,7 +22,7 @@ from constructs import Construct
 from lmikit.catalog import ImageKind, get_instance
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
-from lmikit.plan import Plan, plan_spec
+from lmikit.planner import Plan, plan_spec
 from lmikit.render.sagemaker import (
     SageMakerRequests,
     capacity_warning,

@@ -32,7 +32,7 @@ from constructs import Construct, IConstruct
 from lmikit.catalog import ImageKind
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_SOURCE
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.alarms import AlarmDef, alarm_definitions
 from lmikit.render.cloudwatch import put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec

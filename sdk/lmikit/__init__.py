@@ -29,7 +29,7 @@ _EXPORTS = {
     "Endpoint": "lmikit.client",
     "InvokeError": "lmikit.errors",
     "LmikitError": "lmikit.errors",
-    "Plan": "lmikit.plan",
+    "Plan": "lmikit.planner",
     "PlanError": "lmikit.errors",
     "RenderError": "lmikit.errors",
     "SpecError": "lmikit.errors",
@@ -41,8 +41,8 @@ _EXPORTS = {
     "load_spec": "lmikit.spec",
     "load_spec_text": "lmikit.spec",
     "openai_client": "lmikit.client",
-    "plan": "lmikit.plan",
-    "plan_spec": "lmikit.plan",
+    "plan": "lmikit.planner",
+    "plan_spec": "lmikit.planner",
     "render_lmcache_yaml": "lmikit.render.lmcache",
     "render_requests": "lmikit.render.sagemaker",
 }
@@ -112,7 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover
         SpecError,
         WaitTimeout,
     )
-    from lmikit.plan import Plan, plan, plan_spec
+    from lmikit.planner import Plan, plan, plan_spec
     from lmikit.render.env import lmi_environment
     from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml
     from lmikit.render.sagemaker import render_requests

@@ -33,7 +33,7 @@ from lmikit.errors import RenderError
 
 if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
     from lmikit.catalog import ImageKind, PriceTable
-    from lmikit.plan import Plan
+    from lmikit.planner import Plan
     from lmikit.spec import DeploymentSpec
 
 TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch",
@@ -85,7 +85,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if unknown:
         raise ValueError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
     from lmikit.accept_files import check_spec_files
-    from lmikit.plan import plan_spec
+    from lmikit.planner import plan_spec
     from lmikit.spec import parse_yaml, read_spec_text, validate_data
 
     source = str(path)
@@ -147,8 +147,8 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
 
         return _json(lmi_environment(spec, plan, image=options.image))
     if target == "serving-properties":
+        from lmikit.planner import weights_source
         from lmikit.render.env import serving_properties
-        from lmikit.startup import weights_source
 
         if weights_source(spec) == "s3-sagemaker":  # no model artifact: nothing to render
             return ("# no serving.properties: SageMaker copies the S3 weights into "

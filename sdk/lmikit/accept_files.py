@@ -12,7 +12,7 @@ the value and what is wrong, and raised once as an :class:`~lmikit.errors.Adapte
 
 >>> import pathlib, tempfile
 >>> from lmikit.spec import parse_yaml, validate_data
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> text = ("api_version: v1\\nname: d\\nregion: us-east-1\\n"
 ...         "model: {id: Qwen/Qwen2.5-7B-Instruct}\\ninstance: {type: ml.g6e.2xlarge}\\n"
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from lmikit.errors import AdapterError, Problem, problem_list
 
 if TYPE_CHECKING:
-    from lmikit.plan import Plan
+    from lmikit.planner import Plan
     from lmikit.spec import DeploymentSpec
 
 Lines = Mapping[tuple[str | int, ...], int]

@@ -22,11 +22,10 @@ from pathlib import Path
 from lmikit.artifact import deterministic_tar
 from lmikit.catalog import ImageKind
 from lmikit.formatters import build_model_py
-from lmikit.plan import Plan, isolates_base
+from lmikit.planner import Plan, isolates_base, weights_source
 from lmikit.render.env import SERVING_PROPERTIES, serving_properties
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec
-from lmikit.startup import weights_source
 
 
 def model_artifact_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,

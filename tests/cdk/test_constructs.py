@@ -166,7 +166,7 @@ def test_adapter_artifact_is_the_sdks_with_the_cache_tag(tmp_path: Path) -> None
     """With LMCache on, the CDK ships the bytes ``lmikit deploy`` ships: the adapter plus a
     model.py that tags its requests' cache keys."""
     from lmikit.lora import package_spec_adapter
-    from lmikit.plan import plan_spec
+    from lmikit.planner._planner import plan_spec
 
     spec = _spec(kv_cache={"mode": "cpu"}, workload={"reused_context_tokens": 460000},
                  adapters=[{"name": "a", "source": _local_adapter(tmp_path)}])

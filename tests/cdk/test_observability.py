@@ -15,7 +15,7 @@ import aws_cdk as cdk
 import pytest
 
 from lmikit.errors import RenderError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.alarms import alarm_definitions
 from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lmikit.catalog._images import lmi_image_uri
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.sagemaker import render_requests
 from lmikit.spec._loader import load_spec
 

@@ -23,7 +23,7 @@ import pytest
 from lmikit.accept import TARGETS, RenderOptions, render_target
 from lmikit.errors import RenderError
 from lmikit.model_artifact import model_artifact
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._credentials import url_credentials

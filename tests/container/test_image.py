@@ -68,7 +68,7 @@ def test_dockerfile_every_copy_source_exists_and_is_in_context() -> None:
 
 
 def test_dockerignore_keeps_the_context_small() -> None:
-    for rel in ("README.md", "sdk/lmikit/plan.py", "tests/container/test_image.py",
+    for rel in ("README.md", "sdk/lmikit/planner/_planner.py", "tests/container/test_image.py",
                 "cdk/lmikit_cdk/__init__.py", ".venv/bin/python", "container/Dockerfile"):
         assert _ignored(rel), rel
     assert not _ignored("container/lmikit_runtime/start.py")

@@ -10,7 +10,7 @@ import pytest
 
 from lmikit.errors import AdapterError
 from lmikit.model_artifact import model_artifact, model_artifact_files
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.spec import DeploymentSpec
 
 ROOT = Path(__file__).resolve().parents[2]

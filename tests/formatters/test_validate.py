@@ -117,8 +117,8 @@ def test_validate_rejects_relative_import(tmp_path: Path) -> None:
 
 
 def test_validate_rejects_other_lmikit_modules(tmp_path: Path) -> None:
-    path = _write(tmp_path, GOOD.replace("import json", "from lmikit.plan import plan"))
-    with pytest.raises(AdapterError, match="'lmikit.plan' is not available in the image"):
+    path = _write(tmp_path, GOOD.replace("import json", "from lmikit.planner import plan"))
+    with pytest.raises(AdapterError, match="'lmikit.planner' is not available in the image"):
         validate_formatter_file(path)
 
 

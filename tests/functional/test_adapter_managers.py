@@ -22,7 +22,7 @@ from lmikit.names import (
     MANAGED_BY_TAG,
     deployment_tags,
 )
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.sagemaker import render_requests
 from lmikit.testing import FakeSageMaker, VirtualClock, write_lora_adapter
 from lmikit.testing._fake import service_model

@@ -22,7 +22,7 @@ ARTIFACT_KEY = "lmikit/docqa/model/abc.tar.gz"
 def requests(spec: Any, fake: FakeSageMaker) -> Any:
     import boto3
 
-    from lmikit.plan import plan_spec
+    from lmikit.planner._planner import plan_spec
 
     boto3.client("s3", region_name="us-east-1").put_object(Bucket=BUCKET, Key=ARTIFACT_KEY,
                                                             Body=b"model")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lmikit.errors import DeployError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec_text

@@ -17,7 +17,7 @@ GOLDEN_SPECS = ("docqa-qwen7b", "rag-qwen72b-nvme")
 
 
 def load_example(stem: str):  # type: ignore[no-untyped-def]
-    from lmikit.plan import plan_spec
+    from lmikit.planner._planner import plan_spec
     from lmikit.spec._loader import load_spec
 
     spec = load_spec(EXAMPLES / f"{stem}.yaml")

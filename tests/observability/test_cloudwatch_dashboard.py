@@ -164,7 +164,7 @@ def test_hit_rate_panel_counts_misses(request_: dict[str, int], want: dict[str, 
 
 
 def _remote(spec, plan):  # type: ignore[no-untyped-def]
-    from lmikit.plan import plan_spec
+    from lmikit.planner._planner import plan_spec
 
     remote = spec.model_copy(update={"kv_cache": spec.kv_cache.model_copy(update={
         "mode": "remote", "remote_url": "redis://cache.internal:6379"})})

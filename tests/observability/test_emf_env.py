@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lmikit import metric_catalog as mc
+from lmikit.planner._startup import weights_source
 from lmikit.render.env import (
     CFN_ENVIRONMENT_MAX,
     container_environment,
@@ -19,7 +20,6 @@ from lmikit.render.env import (
 )
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.render.sagemaker import base_component_name
-from lmikit.startup import weights_source
 
 from .conftest import load_example
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from lmikit.catalog._context import context_limit
 from lmikit.cli import main
 from lmikit.errors import PlanError
-from lmikit.plan import plan
+from lmikit.planner._planner import plan
 from tests.conftest import DEFAULT_SPEC
 
 LLAMA = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,

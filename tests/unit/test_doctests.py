@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import compiled_by_mypyc
 
-MODULES = ["lmikit.spec._model", "lmikit.spec._loader", "lmikit.plan", "lmikit.sizing",
+MODULES = ["lmikit.spec._model", "lmikit.spec._loader", "lmikit.planner._planner", "lmikit.sizing",
            "lmikit.artifact",
-           "lmikit.catalog._models", "lmikit.catalog._model_options", "lmikit.fit",
+           "lmikit.catalog._models", "lmikit.catalog._model_options", "lmikit.planner._fit",
            "lmikit.catalog._model_config", "lmikit._files", "lmikit.spec._credentials",
            "lmikit.errors", "lmikit.accept", "lmikit.spec._arguments",
            "lmikit.render.env", "lmikit.render.lmcache",

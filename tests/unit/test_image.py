@@ -17,7 +17,7 @@ import pytest
 from lmikit.catalog import _images as image
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.lmi_versions import ASYNC_SERVICE, version_tuple
+from lmikit.planner._versions import ASYNC_SERVICE, version_tuple
 from tests.conftest import ROOT
 
 

@@ -20,11 +20,11 @@ from tests.conftest import ROOT
 SDK = Path(lmikit.__file__).parent
 CDK = ROOT / "cdk" / "lmikit_cdk"
 # package cycles of lmikit still to break: only ever shrinks
-KNOWN_PACKAGE_CYCLES: list[list[str]] = [["lmikit.plan", "lmikit.sim"]]
-ROOT_MODULES_AT_MOST = 15  # the .py files at the root of sdk/lmikit; only ever lowered
+KNOWN_PACKAGE_CYCLES: list[list[str]] = [["lmikit.planner", "lmikit.sim"]]
+ROOT_MODULES_AT_MOST = 11  # the .py files at the root of sdk/lmikit; only ever lowered
 # packages whose modules are private behind a face (grows to every package)
 FACED = {"lmikit.bench", "lmikit.catalog", "lmikit.client", "lmikit.deploy", "lmikit.lora",
-         "lmikit.spec", "lmikit.weights"}
+         "lmikit.planner", "lmikit.spec", "lmikit.weights"}
 
 
 def _module_name(path: Path, root: Path) -> str:

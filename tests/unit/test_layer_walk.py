@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lmikit import load_spec
-from lmikit.startup import weights_source
+from lmikit.planner._startup import weights_source
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 from tests.unit.layer_walk import count, listing, trace, walk
 

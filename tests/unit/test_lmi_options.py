@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
+from lmikit.planner._startup import weights_source
 from lmikit.render.env import container_environment, model_environment, serving_properties
 from lmikit.render.lmi_options import ROWS, check_rendered, env_to_property, row
 from lmikit.spec._loader import load_spec_text
-from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, ROOT
 from tests.unit.test_render_env import ISOLATED, S3, parse_properties
 from tests.unit.test_spec import BASE

@@ -13,7 +13,7 @@ import pytest
 from lmikit.catalog._model_config import LIMITS, MAX_CONFIG_BYTES, MAX_JSON_DEPTH
 from lmikit.catalog._models import get_model
 from lmikit.errors import CatalogError
-from lmikit.plan import plan
+from lmikit.planner._planner import plan
 from tests.conftest import EXAMPLES, deadline
 
 LLAMA = json.loads((EXAMPLES / "models" / "llama-3.1-8b-config.json").read_text())

@@ -1,4 +1,5 @@
-"""Model-specific LMI options and hardware rules (lmikit.catalog._model_options, lmikit.fit).
+"""Model-specific LMI options and hardware rules (lmikit.catalog._model_options,
+lmikit.planner._fit).
 
 Option names and values are checked against vLLM 0.23.0's own ``EngineArgs`` (the vLLM LMI
 0.38 ships), vendored as facts in tests/unit/data/vllm-0.23.0-engine-args.json with the file
@@ -26,10 +27,10 @@ from lmikit.catalog._model_options import (
 )
 from lmikit.catalog._models import get_model
 from lmikit.errors import PlanError
-from lmikit.plan import plan, plan_spec
+from lmikit.planner._planner import plan, plan_spec
+from lmikit.planner._startup import weights_source
 from lmikit.render.env import lmi_environment, serving_properties
 from lmikit.spec._loader import load_spec, load_spec_text
-from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 from tests.unit.test_render_hyperpod import crd_validator  # noqa: F401  (fixture)
 

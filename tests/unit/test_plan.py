@@ -4,7 +4,7 @@ import pytest
 
 from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import PlanError
-from lmikit.plan import plan, plan_spec
+from lmikit.planner._planner import plan, plan_spec
 from lmikit.spec._loader import load_spec
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 
@@ -170,7 +170,7 @@ def test_example_tiers_are_as_documented():
 def test_fitted_costs_reprice_the_ttft_block_and_are_stated() -> None:
     """Prefill time is FLOPs / (peak x MFU): halving ``prefill_mfu`` doubles what a miss
     spends prefilling and leaves the per-request overhead and tokenizing as they were."""
-    from lmikit.plan import Costs
+    from lmikit.planner._planner import Costs
     from lmikit.sim.coefficients import Coefficients
 
     default = Coefficients()

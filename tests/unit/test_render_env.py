@@ -6,7 +6,8 @@ import os
 import pytest
 
 from lmikit.errors import RenderError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
+from lmikit.planner._startup import weights_source
 from lmikit.render.env import (
     CFN_ENVIRONMENT_MAX,
     MODEL_ID_ENV,
@@ -19,7 +20,6 @@ from lmikit.render.env import (
 )
 from lmikit.render.lmi_options import row
 from lmikit.spec._loader import load_spec, load_spec_text
-from lmikit.startup import weights_source
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE
 

@@ -15,7 +15,8 @@ import yaml
 from lmikit.aws import owner_of
 from lmikit.errors import RenderError, SpecError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
+from lmikit.planner._startup import estimate_startup
 from lmikit.render.hyperpod import (
     hyperpod_manifest,
     hyperpod_notes,
@@ -24,7 +25,6 @@ from lmikit.render.hyperpod import (
 )
 from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.spec._model import NAME_MAX
-from lmikit.startup import estimate_startup
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE
 
@@ -227,7 +227,7 @@ MODEL_EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.yaml"))
 @pytest.mark.parametrize("path", EXAMPLE_SPECS + MODEL_EXAMPLES, ids=lambda p: p.name)
 def test_hyperpod_max_deploy_time_is_the_startup_estimate_with_margin(crd_validator, path):
     """maxDeployTimeInSeconds (CRD: default 3600, int32) = the plan's expected download +
-    load + warm-up x 1.5 (lmikit.startup.MARGIN, as for SageMaker's start-up timeouts),
+    load + warm-up x 1.5 (lmikit.planner._startup.MARGIN, as for SageMaker's start-up timeouts),
     rounded up to a minute, at least the operator's 3600 s default."""
     spec = load_spec(path)
     plan = plan_spec(spec, base_dir=path.parent)

@@ -16,7 +16,7 @@ import yaml
 
 from lmikit.catalog._model_options import OPTION_ROWS
 from lmikit.errors import RenderError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.env import lmi_environment
 from lmikit.render.hyperpod import (
     LMI_METRICS_PATH,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from lmikit.errors import RenderError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV, container_environment, lmi_environment
 from lmikit.render.hyperpod import hyperpod_manifest
 from lmikit.render.lmcache import render_lmcache_yaml

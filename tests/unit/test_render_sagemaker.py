@@ -10,7 +10,7 @@ import pytest
 
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.plan import plan_spec
+from lmikit.planner._planner import plan_spec
 from lmikit.render.sagemaker import render_requests
 from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.testing import ShapeValidator

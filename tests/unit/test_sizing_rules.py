@@ -11,10 +11,10 @@ import pytest
 
 from lmikit import sizing
 from lmikit.catalog._instances import get_instance
-from lmikit.plan import plan, plan_spec
+from lmikit.planner._planner import plan, plan_spec
+from lmikit.planner._startup import instance_volume
 from lmikit.render.sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
-from lmikit.startup import instance_volume
 from lmikit.testing import ShapeValidator
 from tests.unit.test_spec import BASE
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from lmikit import lmi_versions as lv
 from lmikit.cli import main
 from lmikit.errors import SpecError
-from lmikit.plan import plan_spec
+from lmikit.planner import _versions as lv
+from lmikit.planner._planner import plan_spec
 from lmikit.spec._loader import load_spec_text
 from tests.unit.test_render_env import ISOLATED, S3
 from tests.unit.test_spec import BASE

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from lmikit import startup as st
-from lmikit.plan import plan
+from lmikit.planner import _startup as st
+from lmikit.planner._planner import plan
 
 GB = 10**9
 

@@ -50,7 +50,7 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     A SPEC is accepted as `lmikit validate` accepts it: it must also render to every target
     (or each --target).
     """
-    from lmikit.plan import plan
+    from lmikit.planner import plan
 
     loaded = None
     config = str(config_path) if config_path is not None else None
@@ -91,7 +91,7 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
     from functools import partial
 
     from lmikit.cli._common import calibrate
-    from lmikit.plan import Costs, plan, plan_spec
+    from lmikit.planner import Costs, plan, plan_spec
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:

@@ -131,7 +131,7 @@ class Deployment:
     @property
     def plan(self) -> Any:
         if self._plan is None:
-            from lmikit.plan import plan_spec
+            from lmikit.planner import plan_spec
 
             self._plan = plan_spec(self.spec, base_dir=self.base_dir)
         return self._plan

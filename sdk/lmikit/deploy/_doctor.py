@@ -419,7 +419,7 @@ class Doctor:
 
     def simulated(self) -> dict[str, Any]:
         """Hit rates and TTFT the simulator expects for the spec, and for the alternatives."""
-        from lmikit.plan import plan_spec
+        from lmikit.planner import plan_spec
         from lmikit.sim import deployment_from_spec, long_doc_qa, simulate
 
         w = self.spec.workload

@@ -29,7 +29,7 @@ from lmikit.catalog import ImageKind
 from lmikit.deploy import _alarm_writes
 from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.alarms import alarm_definitions, alarm_prefix
 from lmikit.render.cloudwatch import dashboard_name, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec

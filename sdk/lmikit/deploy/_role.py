@@ -71,7 +71,7 @@ MAX_POLICY_VERSIONS = 5  # IAM keeps at most five versions of a managed policy
 def sdk_artifacts(spec: DeploymentSpec, bucket: str) -> dict[str, tuple[str, str]]:
     """Where ``lmikit deploy`` stores the artifacts: ``(bucket, key pattern)`` for the model
     (unless SageMaker copies the weights itself) and every adapter that is not on S3."""
-    from lmikit.startup import weights_source
+    from lmikit.planner import weights_source
 
     out: dict[str, tuple[str, str]] = {}
     if weights_source(spec) != "s3-sagemaker":

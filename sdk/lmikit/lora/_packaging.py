@@ -40,7 +40,7 @@ from lmikit.lora._isolation import TAG_DIGEST_HEX, adapter_cache_tag_from_digest
 
 if TYPE_CHECKING:
     from lmikit.catalog import ConfigShape
-    from lmikit.plan import Plan
+    from lmikit.planner import Plan
     from lmikit.spec import AdapterSpec, DeploymentSpec
 
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")

@@ -45,7 +45,7 @@ never receive data and would sit in OK forever. ``AlarmDef`` still supports Prom
 (``kind="promql"``) for callers that build their own.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}, "kv_cache": {"mode": "cpu"}})
@@ -67,7 +67,7 @@ from typing import Any, Literal
 from lmikit import metric_catalog as mc
 from lmikit.catalog import ImageKind, publishes_cache_metrics
 from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.env import EMF_MIN_INTERVAL_S
 from lmikit.spec import DeploymentSpec
 

@@ -16,7 +16,7 @@ small text widget keeps the PromQL for Query Studio. Only lmikit's image publish
 default, the cache panels are left out and the summary says why.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
@@ -33,7 +33,7 @@ from typing import Any
 from lmikit import metric_catalog as mc
 from lmikit.catalog import ImageKind, cache_metrics_absent_reason
 from lmikit.names import VARIANT_NAME, adapter_component_name, base_component_name
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.alarms import (
     GIB,
     container_dimensions,

@@ -15,7 +15,7 @@ Requests go to vLLM's async service (``rolling_batch=disable``, ``async_mode=tru
 stateful sessions. Every key rendered here has a row in :mod:`lmikit.render.lmi_options`.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "d", "region":
 ...     "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
@@ -38,11 +38,10 @@ from lmikit.catalog import (
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import MODEL_ID_ENV, base_component_name
-from lmikit.plan import Plan
+from lmikit.planner import Plan, estimate_startup, weights_source
 from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
 from lmikit.render.lmi_options import row
 from lmikit.spec import DeploymentSpec
-from lmikit.startup import estimate_startup, weights_source
 
 DEFAULT_MAX_LORAS = 4
 MIN_LORA_RANK = 16

@@ -17,7 +17,7 @@ only lmikit's image serves (``image="lmikit"`` with ``observability.detailed_met
 the stock image, the default, a text panel says why they are absent.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
@@ -41,7 +41,7 @@ from lmikit.catalog import (
     usd_text,
 )
 from lmikit.names import VARIANT_NAME, base_component_name
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 

@@ -8,7 +8,7 @@ The operator strips user ``LMCACHE_*`` variables and injects its own, so the man
 the tier choice, not an LMCache file.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "DocQA",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}, "routing": {"strategy": "prefix_aware"}})
@@ -29,7 +29,7 @@ from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
 from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
-from lmikit.plan import Plan
+from lmikit.planner import MARGIN, Plan, StartupEstimate, estimate_startup, weights_source
 from lmikit.render.env import lmi_environment
 from lmikit.render.hyperpod_vllm import (
     DEFAULT_VLLM_IMAGE,
@@ -40,7 +40,6 @@ from lmikit.render.hyperpod_vllm import (
     vllm_worker,
 )
 from lmikit.spec import DeploymentSpec
-from lmikit.startup import MARGIN, StartupEstimate, estimate_startup, weights_source
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
 KIND = "InferenceEndpointConfig"
@@ -165,7 +164,7 @@ def max_deploy_time_s(estimate: StartupEstimate) -> int:
     """``maxDeployTimeInSeconds`` from the plan's start-up estimate.
 
     The expected download + load + warm-up (:attr:`StartupEstimate.expected_s`) with the
-    same 1.5x margin as SageMaker's start-up timeouts (:data:`lmikit.startup.MARGIN`),
+    same 1.5x margin as SageMaker's start-up timeouts (:data:`lmikit.planner.MARGIN`),
     rounded up to a whole minute; never below the operator's own default of 3600 s, which
     also has to cover scheduling and the image pull, and never above the CRD's int32.
 

@@ -7,7 +7,7 @@ This module renders that worker from the same LMI options the SageMaker containe
 numbers (context length, batch size, LoRA limits, ...) are the same on both targets.
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "d", "region":
 ...     "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
@@ -24,7 +24,7 @@ from typing import Any
 from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
 from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.render.env import lmi_environment
 from lmikit.spec import DeploymentSpec
 

@@ -2,7 +2,7 @@
 
 Keys are LMCache v1 ``LMCacheEngineConfig`` names; sizes are GB per worker process.
 
->>> from lmikit.plan import plan
+>>> from lmikit.planner import plan
 >>> cfg = lmcache_config(plan("Qwen/Qwen2.5-7B-Instruct", "ml.p4de.24xlarge",
 ...                           context_tokens=20_000_000))
 >>> cfg["local_disk"], cfg["extra_config"]
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from lmikit.errors import RenderError
-from lmikit.plan import Plan
+from lmikit.planner import Plan
 from lmikit.spec import s3_remote_bucket_region
 
 LMCACHE_FILE_NAME = "lmcache_config.yaml"

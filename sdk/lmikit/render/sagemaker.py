@@ -16,7 +16,7 @@ The base component runs one of two ways:
 scraped is one that image serves (:func:`lmikit.catalog.metrics_endpoint`).
 
 >>> from lmikit.spec import DeploymentSpec
->>> from lmikit.plan import plan_spec
+>>> from lmikit.planner import plan_spec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
 ...     "region": "us-east-1", "model": {"id": "Qwen/Qwen2.5-7B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
@@ -53,10 +53,9 @@ from lmikit.names import (
 )
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
-from lmikit.plan import Plan
+from lmikit.planner import Plan, estimate_startup, weights_source
 from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.spec import DeploymentSpec
-from lmikit.startup import estimate_startup, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
            "adapter_component_name", "adapter_tags", "base_component_name", "render_requests",
@@ -114,7 +113,7 @@ def adapter_tags(spec: DeploymentSpec) -> list[dict[str, str]]:
 
 def startup_timeouts(spec: DeploymentSpec, plan: Plan) -> dict[str, int]:
     """Download and health-check timeouts sized from the weights and where they come from
-    (:func:`lmikit.startup.estimate_startup`: rates, margin, 600..3600 s)."""
+    (:func:`lmikit.planner.estimate_startup`: rates, margin, 600..3600 s)."""
     start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
     return {"ModelDataDownloadTimeoutInSeconds": start.download_timeout_s,
             "ContainerStartupHealthCheckTimeoutInSeconds": start.health_check_timeout_s}

@@ -5,7 +5,7 @@ Pure (no AWS, no terminal output): engine costs (:mod:`lmikit.sim.engine`), cach
 (:mod:`lmikit.sim.workloads`, made of :mod:`lmikit.sim.work`'s requests), the event loop
 (:mod:`lmikit.sim.loop`), scenarios and their results (:mod:`lmikit.sim.scenario`) and
 calibration from ``lmikit bench`` results (:mod:`lmikit.sim.calibrate`). Names are imported
-lazily, so ``lmikit.plan`` can use the engine model without loading the rest.
+lazily, so the planner can use the engine model without loading the rest.
 
 >>> from lmikit import sim
 >>> d = sim.deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge", instances=2)

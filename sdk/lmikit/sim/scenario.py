@@ -118,7 +118,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     """
     from lmikit.catalog import REGION_RE
     from lmikit.errors import safe_repr
-    from lmikit.plan import plan
+    from lmikit.planner import plan
     from lmikit.spec import DEFAULT_PREFIX_LENGTH, check_arguments  # what an endpoint is given
 
     check_arguments({"tp": tp, "copies": copies, "chunk_size": chunk_size,

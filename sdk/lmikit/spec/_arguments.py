@@ -1,6 +1,6 @@
 """What-if arguments checked as the spec checks the fields they stand for.
 
-``lmikit.plan.plan`` and ``lmikit.sim.deployment`` take, as Python arguments, what a spec
+``lmikit.plan`` and ``lmikit.sim.deployment`` take, as Python arguments, what a spec
 says in fields (``chunk_size`` is ``kv_cache.chunk_size``, ``tp`` is
 ``engine.tensor_parallel_degree``...). Each argument is validated by its field's own type and
 bounds (:mod:`lmikit.spec`, strict: no ``"64"`` for 64, no 8.5 batch size), so a notebook

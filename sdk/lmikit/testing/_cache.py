@@ -12,7 +12,7 @@ second copy of them:
   ``max_local_disk_size`` in GiB per worker, LMCache 0.5.6 ``local_cpu_backend.py`` /
   ``local_disk_backend.py`` multiply by ``1024**3``; ``remote_url``). No LMCache config
   (``kv_cache.mode: off``) means no LMCache tier. Tokens per GiB and the GPU KV pool come from
-  the planner (:func:`lmikit.plan.plan`) for the model (``LMIKIT_MODEL_ID``), instance type
+  the planner (:func:`lmikit.planner.plan`) for the model (``LMIKIT_MODEL_ID``), instance type
   and tensor parallel degree the deployment names;
 - chunk keys: LMCache's chained prefix keys (:func:`lmikit.sim.tiers.token_chunk_keys`) over
   the echo model's tokens (whitespace words of every message); tiers are
@@ -226,7 +226,7 @@ def setup_for(env: dict[str, str], files: dict[str, bytes], *, instance_type: st
     chunk = int(lm.get("chunk_size", 256))
     gpu_tokens, kv_bytes, engine = DEFAULT_GPU_TOKENS, DEFAULT_KV_BYTES_PER_TOKEN, None
     try:
-        from lmikit.plan import plan
+        from lmikit.planner import plan
         from lmikit.sim.engine import engine_for
 
         p = plan(model_id, instance_type, tp=tp, copies=1, mode="off", chunk_size=chunk,

@@ -10,7 +10,7 @@ import pytest
 from lmikit import sizing
 from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import CatalogError, PlanError
-from lmikit.plan import plan
+from lmikit.planner._planner import plan
 from lmikit.sim.coefficients import HBM_GBPS, PROVENANCE, Coefficients, hbm_gbps
 from lmikit.sim.engine import EngineModel, engine_for, single_request
 

@@ -4,7 +4,7 @@ import pytest
 
 from lmikit.catalog._prices import PRICES, hourly_price
 from lmikit.errors import PlanError, SimulationError
-from lmikit.plan import plan
+from lmikit.planner._planner import plan
 from lmikit.sim.scenario import deployment, percentile, simulate
 from lmikit.sim.workloads import long_doc_qa, rag
 

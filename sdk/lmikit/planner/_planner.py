@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmikit import fit, sizing
-from lmikit import startup as su
+from lmikit import sizing
 from lmikit.catalog import (
     InstanceType,
     ModelGeometry,
@@ -23,6 +22,8 @@ from lmikit.catalog import (
     max_model_len_problem,
 )
 from lmikit.errors import PlanError
+from lmikit.planner import _fit as fit
+from lmikit.planner import _startup as su
 
 if TYPE_CHECKING:
     from lmikit.sim.coefficients import Coefficients
@@ -124,8 +125,8 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
     ``costs``: predict TTFT with fitted coefficients (``lmikit plan --calibrate``).
 
     Raises :class:`lmikit.errors.SpecError` on ``engine.lmi_version`` when the pinned LMI is
-    older than a feature the spec uses (see :mod:`lmikit.lmi_versions`)."""
-    from lmikit.lmi_versions import check_lmi_version, model_architectures
+    older than a feature the spec uses (see :mod:`lmikit.planner`)."""
+    from lmikit.planner._versions import check_lmi_version, model_architectures
 
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
@@ -341,7 +342,7 @@ def _check_context(i: PlanInputs, geo: ModelGeometry, warnings: list[str]) -> No
 def _check_holds(i: PlanInputs, inst: InstanceType, geo: ModelGeometry, weight_bytes: int,
                  kv_dtype_bytes: int) -> int:
     """One copy's GPU KV capacity in tokens. It must hold engine.max_model_len when set, else
-    one typical request; a PlanError says why not and what would (lmikit.fit)."""
+    one typical request; a PlanError says why not and what would (lmikit.planner._fit)."""
     if i.max_model_len:
         need = fit.Need(i.max_model_len, "engine.max_model_len", max_model_len=True)
     else:

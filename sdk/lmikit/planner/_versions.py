@@ -117,7 +117,7 @@ def min_version_for(architectures: Iterable[str]) -> tuple[str, str] | None:
 def requirements(spec: DeploymentSpec, *, uses_lmcache: bool,
                  architectures: Iterable[str] = ()) -> list[MinVersion]:
     """Every requirement this spec has, oldest first."""
-    from lmikit.startup import weights_source
+    from lmikit.planner._startup import weights_source
 
     rows = [ASYNC_SERVICE]
     if spec.sessions_enabled:
