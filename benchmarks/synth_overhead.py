@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
     from lmikit.artifact import deterministic_tar  # noqa: F401  (warm the import)
-    from lmikit.model_artifact import model_artifact
     from lmikit.planner._planner import plan_spec
+    from lmikit.render._model_artifact import model_artifact
     from lmikit_cdk.artifacts import stage_bytes
 
     data = model_artifact(spec, plan_spec(spec, args.spec.parent), args.spec.parent)

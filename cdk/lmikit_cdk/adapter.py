@@ -14,7 +14,7 @@ from constructs import Construct, IConstruct
 
 from lmikit.errors import AdapterError
 from lmikit.planner import Plan
-from lmikit.render.sagemaker import SageMakerRequests
+from lmikit.render import SageMakerRequests
 from lmikit.spec import AdapterSpec, DeploymentSpec
 from lmikit_cdk._cfn import l1_kwargs
 from lmikit_cdk.artifacts import PublishedArtifact, TarballAsset, adapter_artifact

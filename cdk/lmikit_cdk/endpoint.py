@@ -1,6 +1,6 @@
 """``LmiEndpoint``: an inference-component endpoint rendered from one deployment spec.
 
-The SageMaker request dicts come from :func:`lmikit.render.sagemaker.render_requests`, the
+The SageMaker request dicts come from :func:`lmikit.render.render_requests`, the
 same function the boto3 deployer uses, and become the L1 properties unchanged (re-cased for
 jsii only). Tokens fill the fields only CDK knows: the role ARN, the artifact URLs, for
 lmikit's own image the image URI, and the name of the SageMaker Model (with network
@@ -21,11 +21,11 @@ from constructs import Construct
 
 from lmikit.catalog import ImageKind, get_instance
 from lmikit.errors import RenderError
-from lmikit.model_artifact import model_artifact
 from lmikit.planner import Plan, plan_spec
-from lmikit.render.sagemaker import (
+from lmikit.render import (
     SageMakerRequests,
     capacity_warning,
+    model_artifact,
     render_requests,
     volume_kms_key,
 )

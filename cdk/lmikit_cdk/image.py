@@ -22,7 +22,7 @@ from constructs import Construct
 
 from lmikit.catalog import lmi_image_uri
 from lmikit.errors import RenderError
-from lmikit.render.iam import ecr_repository_arn
+from lmikit.render import ecr_repository_arn
 from lmikit.spec import DeploymentSpec
 
 ImageMode = Literal["auto", "stock", "custom"]

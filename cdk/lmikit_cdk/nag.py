@@ -46,8 +46,8 @@ def acknowledge(construct: IConstruct, rule: str, reason: str,
 
 def acknowledge_role_wildcards(role: ExecutionRole) -> None:
     """Acknowledge each wildcard finding of the execution role's policy, one by one, with the
-    reason :func:`lmikit.render.iam.wildcard_reason` gives for its statement."""
-    from lmikit.render.iam import wildcard_reason
+    reason :func:`lmikit.render.wildcard_reason` gives for its statement."""
+    from lmikit.render import wildcard_reason
 
     stack = cdk.Stack.of(role)
     document = stack.resolve(role.policy.document.to_json())

@@ -3,9 +3,9 @@
 Built from the SAME renderer output the SDK deploys (:mod:`lmikit.deploy`):
 
 * ``AWS::CloudWatch::Dashboard``: ``DashboardName`` and ``DashboardBody`` are
-  :func:`lmikit.render.cloudwatch.put_dashboard_kwargs` verbatim, the exact string
+  :func:`lmikit.render.put_dashboard_kwargs` verbatim, the exact string
   ``PutDashboard`` receives;
-* one ``AWS::CloudWatch::Alarm`` per :class:`lmikit.render.alarms.AlarmDef`, its properties
+* one ``AWS::CloudWatch::Alarm`` per :class:`lmikit.render.AlarmDef`, its properties
   being ``AlarmDef.request()`` (the ``PutMetricAlarm`` kwargs, the same PascalCase names as
   CloudFormation), only re-cased for jsii. PromQL alarms keep ``EvaluationCriteria`` and
   ``EvaluationInterval``.
@@ -33,8 +33,7 @@ from lmikit.catalog import ImageKind
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_SOURCE
 from lmikit.planner import Plan
-from lmikit.render.alarms import AlarmDef, alarm_definitions
-from lmikit.render.cloudwatch import put_dashboard_kwargs
+from lmikit.render import AlarmDef, alarm_definitions, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs

@@ -2,11 +2,11 @@
 
 Every permission is a statement in one customer-managed policy (HIPAA packs flag inline
 policies). The trust policy, descriptions, tags and the policy document come from
-:mod:`lmikit.render.iam`, the renderer ``lmikit deploy --create-role`` uses, with
+the IAM renderer of :mod:`lmikit.render`, the one ``lmikit deploy --create-role`` uses, with
 CloudFormation's partition and account (tokens) and the stack's asset locations. Wildcard
 resources appear only where the AWS API has no resource-level permission or names its
 resources at run time; each such place is listed in
-:data:`lmikit.render.iam.WILDCARD_REASONS` and acknowledged in cdk-nag with that reason.
+:data:`lmikit.render.WILDCARD_REASONS` and acknowledged in cdk-nag with that reason.
 
 >>> role = ExecutionRole(stack, "ExecutionRole", spec=spec)  # doctest: +SKIP
 >>> role.grant_read_objects("model", bucket, key)  # doctest: +SKIP
@@ -23,7 +23,7 @@ from constructs import Construct
 
 from lmikit.errors import RenderError
 from lmikit.names import default_bucket_name
-from lmikit.render.iam import (
+from lmikit.render import (
     SAGEMAKER_PRINCIPAL,
     WILDCARD_REASONS,
     execution_policy_document,
@@ -67,7 +67,7 @@ class ExecutionRole(Construct):
 
     def grant_read_objects(self, artifact: str, bucket: str, key: str) -> None:
         """Let the role read one artifact object: ``artifact`` is ``"model"`` or an adapter
-        name (see :func:`lmikit.render.iam.execution_policy_document`)."""
+        name (see :func:`lmikit.render.execution_policy_document`)."""
         if self.document is not None:
             raise RenderError("the execution policy was already rendered; register every "
                               "artifact before render_policy()")

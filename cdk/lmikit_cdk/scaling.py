@@ -1,6 +1,6 @@
 """Application Auto Scaling of the base component's copy count, including scale from zero.
 
-The L1 properties are :func:`lmikit.render.scaling.render_scaling`'s request dicts, the ones
+The L1 properties are :func:`lmikit.render.render_scaling`'s request dicts, the ones
 :func:`lmikit.deploy.apply_scaling` sends with boto3, re-cased for jsii only:
 
 * ``AWS::ApplicationAutoScaling::ScalableTarget`` = ``RegisterScalableTarget`` (its ``Tags``
@@ -8,7 +8,7 @@ The L1 properties are :func:`lmikit.render.scaling.render_scaling`'s request dic
 * ``AWS::ApplicationAutoScaling::ScalingPolicy`` = ``PutScalingPolicy``: the policy names its
   target with the same ``ServiceNamespace``/``ResourceId``/``ScalableDimension`` the API takes
   (not ``ScalingTargetId``) and depends on the target explicitly;
-* ``AWS::CloudWatch::Alarm`` = :func:`lmikit.render.scaling.no_capacity_alarm`, its action the
+* ``AWS::CloudWatch::Alarm`` = :func:`lmikit.render.no_capacity_alarm`, its action the
   step policy's ARN (``Ref``).
 
 >>> scaling = CopyCountScaling(endpoint, "Scaling", spec=spec)  # doctest: +SKIP
@@ -25,7 +25,7 @@ from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from lmikit.render.scaling import (
+from lmikit.render import (
     ScalingRequests,
     copy_bounds,
     no_capacity_alarm,

@@ -36,15 +36,15 @@ _EXPORTS = {
     "WaitTimeout": "lmikit.errors",
     "get_instance": "lmikit.catalog",
     "get_model": "lmikit.catalog",
-    "lmcache_config": "lmikit.render.lmcache",
-    "lmi_environment": "lmikit.render.env",
+    "lmcache_config": "lmikit.render",
+    "lmi_environment": "lmikit.render",
     "load_spec": "lmikit.spec",
     "load_spec_text": "lmikit.spec",
     "openai_client": "lmikit.client",
     "plan": "lmikit.planner",
     "plan_spec": "lmikit.planner",
-    "render_lmcache_yaml": "lmikit.render.lmcache",
-    "render_requests": "lmikit.render.sagemaker",
+    "render_lmcache_yaml": "lmikit.render",
+    "render_requests": "lmikit.render",
 }
 
 __all__ = [
@@ -113,7 +113,5 @@ if TYPE_CHECKING:  # pragma: no cover
         WaitTimeout,
     )
     from lmikit.planner import Plan, plan, plan_spec
-    from lmikit.render.env import lmi_environment
-    from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml
-    from lmikit.render.sagemaker import render_requests
+    from lmikit.render import lmcache_config, lmi_environment, render_lmcache_yaml, render_requests
     from lmikit.spec import DeploymentSpec, load_spec, load_spec_text

@@ -125,7 +125,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
                           + hint)
     image_note = None
     if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
-        from lmikit.render.sagemaker import stock_image_note
+        from lmikit.render import stock_image_note
 
         image_note = stock_image_note(spec)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
@@ -139,16 +139,16 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     warnings are appended to ``warnings``."""
     options = options or RenderOptions()
     if target == "lmcache":
-        from lmikit.render.lmcache import render_lmcache_yaml
+        from lmikit.render import render_lmcache_yaml
 
         return render_lmcache_yaml(plan)
     if target == "env":
-        from lmikit.render.env import lmi_environment
+        from lmikit.render import lmi_environment
 
         return _json(lmi_environment(spec, plan, image=options.image))
     if target == "serving-properties":
         from lmikit.planner import weights_source
-        from lmikit.render.env import serving_properties
+        from lmikit.render import serving_properties
 
         if weights_source(spec) == "s3-sagemaker":  # no model artifact: nothing to render
             return ("# no serving.properties: SageMaker copies the S3 weights into "
@@ -156,7 +156,7 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
                     "SageMaker Model's environment (lmikit render --target env)\n")
         return serving_properties(spec, plan, image=options.image)
     if target == "sagemaker":
-        from lmikit.render.sagemaker import render_requests
+        from lmikit.render import render_requests
 
         urls = {a.name: f"s3://<bucket>/{spec.name}/adapters/{a.name}/<sha256>.tar.gz"
                 for a in spec.adapters}
@@ -175,8 +175,7 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     if target == "hyperpod":
         import yaml
 
-        from lmikit.render.hyperpod import hyperpod_manifest, hyperpod_notes
-        from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE
+        from lmikit.render import DEFAULT_VLLM_IMAGE, hyperpod_manifest, hyperpod_notes
 
         manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
                                      namespace=options.namespace,
@@ -184,14 +183,13 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec, plan))
         return notes + yaml.safe_dump(manifest, sort_keys=False)
     if target == "cloudwatch":
-        from lmikit.render.alarms import put_metric_alarm_requests
-        from lmikit.render.cloudwatch import dashboard_body, dashboard_name
+        from lmikit.render import dashboard_body, dashboard_name, put_metric_alarm_requests
 
         return _json({"DashboardName": dashboard_name(spec),
                       "DashboardBody": dashboard_body(spec, plan, image=options.image),
                       "Alarms": put_metric_alarm_requests(spec, plan, image=options.image)})
     if target == "grafana":
-        from lmikit.render.grafana import render_grafana_json
+        from lmikit.render import render_grafana_json
 
         return render_grafana_json(spec, plan, options.hourly_price, options.prices,
                                    image=options.image)

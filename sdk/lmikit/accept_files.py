@@ -105,7 +105,7 @@ def _formatter_problems(spec: DeploymentSpec, plan: Plan, base: Path,
                                _line(lines, "formatters", kind)))
     if out:
         return out
-    from lmikit.model_artifact import model_artifact_files
+    from lmikit.render import model_artifact_files
 
     try:  # the model.py the model artifact ships: the two files together, base isolation
         model_artifact_files(spec, plan, base)

@@ -72,7 +72,7 @@ _INVOCATION_DIMS = (ENDPOINT_VARIANT, COMPONENT)
 EMF_TABLE_FILE = "emf_metrics.json"
 EMF_CONFIG_ENV = "LMIKIT_EMF"
 """Container environment variable that turns the emitter on (JSON: namespace, dimensions,
-interval_s; rendered by :func:`lmikit.render.env.lmi_environment`)."""
+interval_s; rendered by :func:`lmikit.render.lmi_environment`)."""
 EmfKind = Literal["counter", "histogram_count", "histogram_mean", "gauge",
                   "histogram_quantile", "ratio"]
 

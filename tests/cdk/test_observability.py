@@ -16,8 +16,8 @@ import pytest
 
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
-from lmikit.render.alarms import alarm_definitions
-from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
+from lmikit.render._alarms import alarm_definitions
+from lmikit.render._cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk.nag import nag_packs
 from lmikit_cdk.observability import LmiObservability, referenced_names

@@ -14,7 +14,7 @@ import pytest
 
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.planner._planner import plan_spec
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec
 
 from .conftest import EXAMPLES
@@ -109,7 +109,7 @@ def test_diff_requires_a_token_where_the_sdk_has_a_sentinel() -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_scaling_resources_equal_render_scaling_field_by_field(synths: dict[str, Any],
                                                                name: str) -> None:
-    from lmikit.render.scaling import no_capacity_alarm, render_scaling
+    from lmikit.render._scaling import no_capacity_alarm, render_scaling
     from lmikit_cdk.scaling import target_props
 
     synth = synths[name]

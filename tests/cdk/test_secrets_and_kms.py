@@ -22,9 +22,9 @@ import pytest
 
 from lmikit.accept import TARGETS, RenderOptions, render_target
 from lmikit.errors import RenderError
-from lmikit.model_artifact import model_artifact
 from lmikit.planner._planner import plan_spec
-from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV
+from lmikit.render._env import KV_REMOTE_CREDENTIALS_ENV
+from lmikit.render._model_artifact import model_artifact
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._credentials import url_credentials
 from lmikit.spec._loader import load_spec

@@ -66,7 +66,7 @@ def test_the_registered_adapters_read_is_acknowledged_with_its_own_reason(
         synth_app: Any) -> None:
     """cdk-nag reports the wildcard in lmikit/<name>/adapters/* (AwsSolutions-IAM5); the
     acknowledgement names that one resource and says why it is a prefix."""
-    from lmikit.render.iam import WILDCARD_REASONS
+    from lmikit.render._iam import WILDCARD_REASONS
 
     found = {(rule, reason) for _, rule, reason in _acknowledgements(synth_app[0])
              if "/lmikit/docqa-lora/adapters/*" in rule}

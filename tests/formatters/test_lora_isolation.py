@@ -24,8 +24,8 @@ import pytest
 
 from lmikit.formatters.isolation import _LK_SHARED_MODULE, CACHE_TAG_KEY
 from lmikit.lora import package_adapter, package_spec_adapter
-from lmikit.model_artifact import model_artifact_files
 from lmikit.planner._planner import plan_spec
+from lmikit.render._model_artifact import model_artifact_files
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import write_lora_adapter

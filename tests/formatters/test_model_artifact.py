@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lmikit.errors import AdapterError
-from lmikit.model_artifact import model_artifact, model_artifact_files
 from lmikit.planner._planner import plan_spec
+from lmikit.render._model_artifact import model_artifact, model_artifact_files
 from lmikit.spec import DeploymentSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from lmikit.names import (
     deployment_tags,
 )
 from lmikit.planner._planner import plan_spec
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.testing import FakeSageMaker, VirtualClock, write_lora_adapter
 from lmikit.testing._fake import service_model
 from lmikit.testing._validate import ShapeValidator

@@ -116,7 +116,7 @@ def test_adapter_registry_reads_the_base_settings_from_the_model(
 def test_fake_refuses_a_component_naming_a_missing_model(fake: FakeSageMaker,
                                                          session: Any) -> None:
     from lmikit.planner._planner import plan_spec
-    from lmikit.render.sagemaker import render_requests
+    from lmikit.render._sagemaker import render_requests
 
     from .conftest import IMAGE, ROLE
 

@@ -16,9 +16,9 @@ from lmikit.deploy import Deployment, StepContext
 from lmikit.deploy._role import IAM_PROPAGATION_S
 from lmikit.errors import DeployError, DeployFailed
 from lmikit.names import DEPLOYMENT_TAG
-from lmikit.render.alarms import alarm_definitions
-from lmikit.render.cloudwatch import dashboard_body
-from lmikit.render.scaling import no_capacity_alarm, render_scaling, service_linked_role_arn
+from lmikit.render._alarms import alarm_definitions
+from lmikit.render._cloudwatch import dashboard_body
+from lmikit.render._scaling import no_capacity_alarm, render_scaling, service_linked_role_arn
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
 

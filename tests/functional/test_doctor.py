@@ -13,7 +13,7 @@ import pytest
 from lmikit.bench import LongDocQA
 from lmikit.deploy import Deployment
 from lmikit.deploy._doctor import Report, doctor
-from lmikit.render.alarms import alarm_prefix
+from lmikit.render._alarms import alarm_prefix
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import (
     FakeSageMaker,

@@ -27,7 +27,7 @@ from lmikit.deploy import (
     remove_execution_role,
 )
 from lmikit.errors import DeployError
-from lmikit.render.iam import TRUST_POLICY, partition_of
+from lmikit.render._iam import TRUST_POLICY, partition_of
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.testing import FakeSageMaker, compile_java_pattern
 
 from .conftest import BUCKET, IMAGE, ROLE

@@ -16,7 +16,7 @@ import pytest
 
 from lmikit.errors import DeployError
 from lmikit.planner._planner import plan_spec
-from lmikit.render.hyperpod import hyperpod_manifest
+from lmikit.render._hyperpod import hyperpod_manifest
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock

@@ -11,7 +11,7 @@ from moto import mock_aws
 
 from lmikit.deploy._scaling import apply_scaling, remove_scaling
 from lmikit.errors import AwsError, DeployError
-from lmikit.render.scaling import (
+from lmikit.render._scaling import (
     SCALABLE_DIMENSION,
     no_capacity_alarm,
     render_scaling,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lmikit.catalog._containers import ImageKind
-from lmikit.render.alarms import (
+from lmikit.render._alarms import (
     HIT_RATE_MIN_REQUESTS,
     HIT_RATE_WINDOW_S,
     AlarmDef,
@@ -307,7 +307,7 @@ def test_cache_alarms_only_where_the_container_publishes_their_metrics(
         image: ImageKind, detailed: bool, cache_alarms: bool) -> None:
     """An alarm on LMIKit/Container where nothing publishes it sits in OK forever
     (TreatMissingData notBreaching): it is not created at all. Same rule as LMIKIT_EMF."""
-    from lmikit.render.env import container_environment
+    from lmikit.render._env import container_environment
 
     spec, plan = load_example("rag-qwen72b-nvme")
     spec = spec.model_copy(update={"observability": spec.observability.model_copy(

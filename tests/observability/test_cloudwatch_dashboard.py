@@ -8,7 +8,7 @@ import re
 import pytest
 
 from lmikit.catalog._containers import ImageKind
-from lmikit.render.cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
+from lmikit.render._cloudwatch import dashboard_body, dashboard_name, put_dashboard_kwargs
 
 from ._metric_math import evaluate
 from ._service_model import problems

@@ -15,8 +15,8 @@ from lmikit.deploy._observability import (
     remove_observability,
 )
 from lmikit.errors import AwsError, DeployError
-from lmikit.render.alarms import alarm_definitions
-from lmikit.render.cloudwatch import dashboard_body
+from lmikit.render._alarms import alarm_definitions
+from lmikit.render._cloudwatch import dashboard_body
 
 from .conftest import load_example
 

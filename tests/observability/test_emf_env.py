@@ -12,14 +12,14 @@ import pytest
 
 from lmikit import metric_catalog as mc
 from lmikit.planner._startup import weights_source
-from lmikit.render.env import (
+from lmikit.render._env import (
     CFN_ENVIRONMENT_MAX,
     container_environment,
     lmi_environment,
     serving_properties,
 )
-from lmikit.render.hyperpod import hyperpod_manifest
-from lmikit.render.sagemaker import base_component_name
+from lmikit.render._hyperpod import hyperpod_manifest
+from lmikit.render._sagemaker import base_component_name
 
 from .conftest import load_example
 

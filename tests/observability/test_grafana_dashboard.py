@@ -7,12 +7,12 @@ from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 
 from lmikit.catalog._containers import ImageKind
 from lmikit.catalog._prices import PRICES
-from lmikit.render.grafana import (
+from lmikit.render._grafana import (
     grafana_dashboard,
     plan_cost,
     render_grafana_json,
 )
-from lmikit.render.promql import container_queries, selector, series_in
+from lmikit.render._promql import container_queries, selector, series_in
 
 from .conftest import GOLDEN_SPECS, assert_golden, load_example
 
@@ -156,7 +156,7 @@ def test_no_panel_plots_the_remote_usage_lmcache_never_reports() -> None:
     """LMCache 0.5.6 defines LMCStatsMonitor.update_remote_cache_usage but never calls it, so
     lmcache:remote_cache_usage is always 0: no panel, query or EMF metric reads it."""
     from lmikit import metric_catalog as mc
-    from lmikit.render.cloudwatch import dashboard_body, referenced_metrics
+    from lmikit.render._cloudwatch import dashboard_body, referenced_metrics
 
     spec, plan = load_example("rag-qwen72b-nvme")
     board = grafana_dashboard(spec, plan, image="lmikit")

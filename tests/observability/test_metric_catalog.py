@@ -7,10 +7,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lmikit import metric_catalog as mc
-from lmikit.render.alarms import alarm_definitions
-from lmikit.render.cloudwatch import dashboard_body, referenced_metrics
-from lmikit.render.grafana import grafana_dashboard
-from lmikit.render.promql import series_in
+from lmikit.render._alarms import alarm_definitions
+from lmikit.render._cloudwatch import dashboard_body, referenced_metrics
+from lmikit.render._grafana import grafana_dashboard
+from lmikit.render._promql import series_in
 
 
 def _grafana_exprs(dashboard: dict) -> list[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from lmikit.cli import main
-from lmikit.render.cloudwatch import dashboard_body
-from lmikit.render.grafana import render_grafana_json
+from lmikit.render._cloudwatch import dashboard_body
+from lmikit.render._grafana import render_grafana_json
 
 from .conftest import EXAMPLES, load_example
 

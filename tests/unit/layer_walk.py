@@ -41,7 +41,6 @@ PACKAGES = {  # package -> stage; None: not on the validate walk, a call into it
     "lmikit.weights": None,
 }
 LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until it moves
-    "lmikit.model_artifact": "render",
     "lmikit.accept": "accept", "lmikit.accept_files": "accept",
 }
 

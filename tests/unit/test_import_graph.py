@@ -21,10 +21,10 @@ SDK = Path(lmikit.__file__).parent
 CDK = ROOT / "cdk" / "lmikit_cdk"
 # package cycles of lmikit still to break: only ever shrinks
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [["lmikit.planner", "lmikit.sim"]]
-ROOT_MODULES_AT_MOST = 11  # the .py files at the root of sdk/lmikit; only ever lowered
+ROOT_MODULES_AT_MOST = 10  # the .py files at the root of sdk/lmikit; only ever lowered
 # packages whose modules are private behind a face (grows to every package)
 FACED = {"lmikit.bench", "lmikit.catalog", "lmikit.client", "lmikit.deploy", "lmikit.lora",
-         "lmikit.planner", "lmikit.spec", "lmikit.weights"}
+         "lmikit.planner", "lmikit.render", "lmikit.spec", "lmikit.weights"}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -141,7 +141,7 @@ def test_graph_sees_a_package_faces_lazy_table(tmp_path):
 
 def test_lmikit_modules_import_no_cycle():
     graph = import_graph()
-    assert "lmikit.render.env" in graph and "lmikit.names" in graph["lmikit.render.env"]
+    assert "lmikit.render._env" in graph and "lmikit.names" in graph["lmikit.render._env"]
     assert cycles(graph) == []
 
 

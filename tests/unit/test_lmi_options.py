@@ -1,6 +1,6 @@
 """Everything lmikit renders for LMI is in the option table, with a value its row accepts.
 
-The table (:mod:`lmikit.render.lmi_options`) records djl-serving's option rules with the file
+The table (:mod:`lmikit.render`) records djl-serving's option rules with the file
 each came from; these tests render every example spec and specs with every feature on, for
 both images, and check each ``serving.properties`` line and environment variable against it.
 """
@@ -11,8 +11,8 @@ import pytest
 
 from lmikit.planner._planner import plan_spec
 from lmikit.planner._startup import weights_source
-from lmikit.render.env import container_environment, model_environment, serving_properties
-from lmikit.render.lmi_options import ROWS, check_rendered, env_to_property, row
+from lmikit.render._env import container_environment, model_environment, serving_properties
+from lmikit.render._lmi_options import ROWS, check_rendered, env_to_property, row
 from lmikit.spec._loader import load_spec_text
 from tests.conftest import EXAMPLE_SPECS, ROOT
 from tests.unit.test_render_env import ISOLATED, S3, parse_properties

@@ -9,9 +9,9 @@ import pytest
 from lmikit.errors import AdapterError, PlanError
 from lmikit.formatters import build_model_py
 from lmikit.lora._isolation import adapter_cache_tag, lmcache_in_environment
-from lmikit.model_artifact import model_artifact_files
 from lmikit.planner._planner import plan_spec
-from lmikit.render.env import container_environment
+from lmikit.render._env import container_environment
+from lmikit.render._model_artifact import model_artifact_files
 from lmikit.spec import DeploymentSpec
 
 

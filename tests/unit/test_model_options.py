@@ -29,7 +29,7 @@ from lmikit.catalog._models import get_model
 from lmikit.errors import PlanError
 from lmikit.planner._planner import plan, plan_spec
 from lmikit.planner._startup import weights_source
-from lmikit.render.env import lmi_environment, serving_properties
+from lmikit.render._env import lmi_environment, serving_properties
 from lmikit.spec._loader import load_spec, load_spec_text
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES
 from tests.unit.test_render_hyperpod import crd_validator  # noqa: F401  (fixture)
@@ -223,7 +223,7 @@ def test_model_spec_hyperpod_manifest_validates_and_carries_the_options(crd_vali
                                                                         model_id):
     """LMI worker: the options as OPTION_* variables. vLLM worker (the operator's cache or
     routing): as flags of the worker's vLLM server, named as in its own option list."""
-    from lmikit.render.hyperpod import hyperpod_manifest
+    from lmikit.render._hyperpod import hyperpod_manifest
     from tests.unit.test_render_hyperpod import IMAGE, _errors
     from tests.unit.test_render_hyperpod_vllm import VLLM as VLLM_WORKER_FLAGS
     from tests.unit.test_render_hyperpod_vllm import _pairs
@@ -245,7 +245,7 @@ def test_model_spec_hyperpod_manifest_validates_and_carries_the_options(crd_vali
 
 
 def test_model_specs_use_both_hyperpod_worker_kinds():
-    from lmikit.render.hyperpod import uses_operator_cache
+    from lmikit.render._hyperpod import uses_operator_cache
 
     kinds = set()
     for path in MODEL_SPECS.values():
@@ -256,7 +256,7 @@ def test_model_specs_use_both_hyperpod_worker_kinds():
 
 @pytest.mark.parametrize("model_id", sorted(MODEL_SPECS))
 def test_model_spec_hyperpod_notes_name_the_vllm_the_options_were_checked_against(model_id):
-    from lmikit.render.hyperpod import hyperpod_notes
+    from lmikit.render._hyperpod import hyperpod_notes
 
     spec = load_spec(MODEL_SPECS[model_id])
     notes = hyperpod_notes(spec, plan_spec(spec, base_dir=MODEL_SPECS[model_id].parent))

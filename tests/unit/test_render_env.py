@@ -8,7 +8,7 @@ import pytest
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
 from lmikit.planner._startup import weights_source
-from lmikit.render.env import (
+from lmikit.render._env import (
     CFN_ENVIRONMENT_MAX,
     MODEL_ID_ENV,
     container_environment,
@@ -18,7 +18,7 @@ from lmikit.render.env import (
     model_options,
     serving_properties,
 )
-from lmikit.render.lmi_options import row
+from lmikit.render._lmi_options import row
 from lmikit.spec._loader import load_spec, load_spec_text
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_spec import BASE

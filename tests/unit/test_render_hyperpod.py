@@ -17,7 +17,7 @@ from lmikit.errors import RenderError, SpecError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.planner._planner import plan_spec
 from lmikit.planner._startup import estimate_startup
-from lmikit.render.hyperpod import (
+from lmikit.render._hyperpod import (
     hyperpod_manifest,
     hyperpod_notes,
     max_deploy_time_s,
@@ -88,7 +88,7 @@ def test_hyperpod_endpoint_is_never_the_sagemaker_endpoint(name):
     names are unique per account and region, case-insensitively (botocore's CreateEndpoint
     documentation), so the two must differ ignoring case, and the HyperPod one must satisfy
     botocore's EndpointName shape and the CRD's endpointName schema."""
-    from lmikit.render.sagemaker import render_requests
+    from lmikit.render._sagemaker import render_requests
 
     spec = load_spec_text(BASE.replace("name: docqa", f"name: {name}"))
     plan = plan_spec(spec)

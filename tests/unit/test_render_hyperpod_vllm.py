@@ -17,15 +17,15 @@ import yaml
 from lmikit.catalog._model_options import OPTION_ROWS
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
-from lmikit.render.env import lmi_environment
-from lmikit.render.hyperpod import (
+from lmikit.render._env import lmi_environment
+from lmikit.render._hyperpod import (
     LMI_METRICS_PATH,
     MODEL_PORT,
     check_operator_fit,
     hyperpod_manifest,
     uses_operator_cache,
 )
-from lmikit.render.hyperpod_vllm import (
+from lmikit.render._hyperpod_vllm import (
     DEFAULT_IMAGE_CHOICES,
     DEFAULT_VLLM_IMAGE,
     FACTS,

@@ -15,7 +15,7 @@ import pytest
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.deploy import execution_role_policy
 from lmikit.errors import RenderError
-from lmikit.render.iam import (
+from lmikit.render._iam import (
     TRUST_POLICY,
     ecr_repository_arn,
     execution_policy_document,

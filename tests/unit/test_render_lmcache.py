@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from lmikit.planner._planner import plan, plan_spec
-from lmikit.render.lmcache import lmcache_config, render_lmcache_yaml
+from lmikit.render._lmcache import lmcache_config, render_lmcache_yaml
 from lmikit.spec._loader import load_spec
 from tests.conftest import EXAMPLE_SPECS, assert_golden
 

@@ -9,10 +9,10 @@ import yaml
 
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
-from lmikit.render.env import KV_REMOTE_CREDENTIALS_ENV, container_environment, lmi_environment
-from lmikit.render.hyperpod import hyperpod_manifest
-from lmikit.render.lmcache import render_lmcache_yaml
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._env import KV_REMOTE_CREDENTIALS_ENV, container_environment, lmi_environment
+from lmikit.render._hyperpod import hyperpod_manifest
+from lmikit.render._lmcache import render_lmcache_yaml
+from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
 from tests.unit.test_render_hyperpod import CRD_CANDIDATES, IMAGE
 from tests.unit.test_spec import BASE

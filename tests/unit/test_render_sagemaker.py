@@ -11,7 +11,7 @@ import pytest
 from lmikit.catalog._images import lmi_image_uri
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.testing import ShapeValidator
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
@@ -104,7 +104,7 @@ def test_base_component_compute_from_plan():
     compute = req["ComputeResourceRequirements"]
     assert compute["NumberOfAcceleratorDevicesRequired"] == 2
     assert compute["MinMemoryRequiredInMb"] == plan.min_memory_mb
-    from lmikit.render.env import serving_properties
+    from lmikit.render._env import serving_properties
 
     assert "option.tensor_parallel_degree=2\n" in serving_properties(spec, plan)
     assert req["Container"]["ArtifactUrl"] == ARTIFACT

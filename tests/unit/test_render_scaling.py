@@ -13,7 +13,7 @@ from typing import Any
 import botocore.session
 import pytest
 
-from lmikit.render.scaling import (
+from lmikit.render._scaling import (
     SCALABLE_DIMENSION,
     SERVICE_LINKED_ROLE,
     TARGET_METRIC,

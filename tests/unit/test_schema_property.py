@@ -24,7 +24,7 @@ from lmikit.accept import TARGETS, accept_spec
 from lmikit.catalog._instances import INSTANCES
 from lmikit.catalog._models import catalog_ids
 from lmikit.errors import AdapterError, CatalogError, PlanError, RenderError, SpecError
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
 from lmikit.spec._schema import spec_json_schema
 from lmikit.testing import ShapeValidator

@@ -13,7 +13,7 @@ from lmikit import sizing
 from lmikit.catalog._instances import get_instance
 from lmikit.planner._planner import plan, plan_spec
 from lmikit.planner._startup import instance_volume
-from lmikit.render.sagemaker import render_requests
+from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import ShapeValidator
 from tests.unit.test_spec import BASE

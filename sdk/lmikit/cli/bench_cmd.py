@@ -152,7 +152,7 @@ def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
 def _bench_routing(strategy: str, session_per_document: bool) -> str:
     """How the bench's requests are routed: a session per document pins it; without
     sessions a sticky-session endpoint routes each request by its variant strategy, which
-    lmikit renders least-outstanding (:data:`lmikit.render.sagemaker.ROUTING`)."""
+    lmikit renders least-outstanding (:data:`lmikit.render.ROUTING`)."""
     if session_per_document:
         return "sticky_session"
     return "least_outstanding" if strategy == "sticky_session" else strategy

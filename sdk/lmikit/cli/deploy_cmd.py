@@ -109,7 +109,7 @@ def _deployment(spec_path: Path, role_arn: str | None, bucket: str | None, poll:
 
     spec, plan = load(spec_path, targets)  # destroy and status need only the names
     if targets:
-        from lmikit.render.sagemaker import capacity_warning
+        from lmikit.render import capacity_warning
 
         problem = capacity_warning(spec)
         if problem:  # before anything is created: the endpoint may never start

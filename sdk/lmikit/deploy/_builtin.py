@@ -28,7 +28,7 @@ from lmikit.deploy._role import (
 from lmikit.deploy._run import Run, Undo
 from lmikit.deploy._scaling import apply_scaling, remove_scaling
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
-from lmikit.render.scaling import resource_id
+from lmikit.render import resource_id
 from lmikit.spec import DeploymentSpec
 
 

@@ -185,8 +185,7 @@ class Deployment:
         """Package every artifact (content-addressed, nothing uploaded) and render every
         request."""
         from lmikit.lora import package_spec_adapter
-        from lmikit.model_artifact import model_artifact
-        from lmikit.render.sagemaker import render_requests
+        from lmikit.render import model_artifact, render_requests
 
         if not self.role_arn and self.create_role:
             from lmikit.deploy._role import role_arn_of

@@ -292,7 +292,7 @@ class Doctor:
         from botocore.exceptions import BotoCoreError, ClientError
 
         from lmikit.aws import map_error
-        from lmikit.render.alarms import alarm_prefix
+        from lmikit.render import alarm_prefix
 
         try:  # metric and composite alarms come in one listing: paginate() takes one key
             pages = list(self.clients.cloudwatch.get_paginator("describe_alarms").paginate(
@@ -382,8 +382,12 @@ class Doctor:
                       "and run lmikit adapters adopt NAME --spec SPEC")]
 
     def properties_drift(self, d: Any) -> Check:
-        from lmikit.model_artifact import parse_properties, read_artifact_files
-        from lmikit.render.env import SERVING_PROPERTIES, serving_properties
+        from lmikit.render import (
+            SERVING_PROPERTIES,
+            parse_properties,
+            read_artifact_files,
+            serving_properties,
+        )
 
         desc = self._describe("describe_inference_component", InferenceComponentName=self.base)
         url = (((desc or {}).get("Specification") or {}).get("Container") or {}).get(

@@ -2,7 +2,7 @@
 
 :func:`apply_observability` makes CloudWatch hold exactly what the stack would: the
 dashboard ``<name>-lmikit`` when ``observability.dashboard`` is on (else it deletes lmikit's
-dashboard), and every alarm of :func:`lmikit.render.alarms.alarm_definitions` (the same
+dashboard), and every alarm of :func:`lmikit.render.alarm_definitions` (the same
 ``PutMetricAlarm`` dicts the stack's ``AWS::CloudWatch::Alarm`` resources carry), deleting
 this deployment's alarms the spec no longer renders. :func:`remove_observability` deletes them
 all. Both are idempotent and touch only lmikit's own: alarms tagged
@@ -30,8 +30,7 @@ from lmikit.deploy import _alarm_writes
 from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
 from lmikit.planner import Plan
-from lmikit.render.alarms import alarm_definitions, alarm_prefix
-from lmikit.render.cloudwatch import dashboard_name, put_dashboard_kwargs
+from lmikit.render import alarm_definitions, alarm_prefix, dashboard_name, put_dashboard_kwargs
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]
@@ -56,7 +55,7 @@ def stored_dashboard(cw: Any, name: str) -> dict[str, Any] | None:
 
 def is_lmikit_dashboard(spec: DeploymentSpec, body: dict[str, Any]) -> bool:
     """Whether a dashboard body is lmikit's for ``spec``: its first widget is the summary
-    text titled ``# <name>:`` (:func:`lmikit.render.cloudwatch.dashboard_body`)."""
+    text titled ``# <name>:`` (:func:`lmikit.render.dashboard_body`)."""
     widgets = body.get("widgets") or [{}]
     text = widgets[0].get("properties", {}).get("markdown", "")
     return widgets[0].get("type") == "text" and str(text).startswith(f"# {spec.name}:")

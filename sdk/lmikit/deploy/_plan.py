@@ -37,7 +37,7 @@ from lmikit.names import (
     MANAGED_BY_TAG,
     adapter_manager,
 )
-from lmikit.render.sagemaker import SageMakerRequests
+from lmikit.render import SageMakerRequests
 
 PRUNE_OR_KEEP = ("keep_unlisted_adapters (--keep-unlisted-adapters) and prune (--prune) "
                  "contradict each other: choose one")
@@ -164,7 +164,7 @@ def observe(sm: Any, waiter: Waiter, store: ArtifactStore, desired: Desired,
         seen.alarm_exists = bool(found.get("MetricAlarms"))
     base = seen.components.get(names.base_component)
     if desired.scaled and autoscaling is not None and base is not None:
-        from lmikit.render.scaling import SCALABLE_DIMENSION, SERVICE_NAMESPACE
+        from lmikit.render import SCALABLE_DIMENSION, SERVICE_NAMESPACE
 
         found = call(autoscaling, "describe_scalable_targets",
                      ServiceNamespace=SERVICE_NAMESPACE, ScalableDimension=SCALABLE_DIMENSION,

@@ -23,7 +23,7 @@ from lmikit.deploy._change import Change
 from lmikit.deploy._scaling import our_policy_names, scalable_target, scaling_policies
 from lmikit.errors import DeployError
 from lmikit.names import DEPLOYMENT_TAG, execution_role_name
-from lmikit.render.scaling import target_key
+from lmikit.render import target_key
 from lmikit.spec import DeploymentSpec
 
 _POLICY_FIELDS = ("PolicyType", "TargetTrackingScalingPolicyConfiguration",
@@ -163,8 +163,7 @@ class ObservabilitySnapshot:
 
     @classmethod
     def read(cls, clients: Clients, spec: DeploymentSpec) -> ObservabilitySnapshot:
-        from lmikit.render.alarms import alarm_prefix
-        from lmikit.render.cloudwatch import dashboard_name
+        from lmikit.render import alarm_prefix, dashboard_name
 
         name = dashboard_name(spec)
         return cls(spec, name, _dashboard_body(clients.cloudwatch, name),

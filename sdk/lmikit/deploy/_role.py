@@ -1,7 +1,7 @@
 """The least-privilege SageMaker execution role ``lmikit deploy --create-role`` creates.
 
-The same role as the CDK stack's ``ExecutionRole``, from the same renderer
-(:mod:`lmikit.render.iam`): the trust policy, description and tags of the role, and one
+The same role as the CDK stack's ``ExecutionRole``, from the IAM renderer
+of :mod:`lmikit.render`: the trust policy, description and tags of the role, and one
 customer-managed policy (``lmikit-<name>-execution``, attached to the role) holding the
 permissions document, built with the region's partition and the caller's account. The SDK
 reads its artifacts under ``s3://<bucket>/lmikit/<name>/...`` (content-addressed keys), so
@@ -29,7 +29,7 @@ from lmikit.aws import Clients, call, describe_or_none, owner_of, paginate, tag_
 from lmikit.deploy._change import Change
 from lmikit.errors import AwsError, DeployError
 from lmikit.names import DEPLOYMENT_TAG, artifact_prefix, execution_role_name
-from lmikit.render.iam import (
+from lmikit.render import (
     TRUST_POLICY,
     ecr_repository_arn,
     execution_policy_document,

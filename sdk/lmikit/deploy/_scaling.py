@@ -1,5 +1,5 @@
 """Copy-count autoscaling of the base component with boto3: what CDK's ``CopyCountScaling``
-creates, from the same request dicts (:mod:`lmikit.render.scaling`).
+creates, from the same request dicts (:func:`lmikit.render.render_scaling`).
 
 :func:`apply_scaling` registers the scalable target, puts the target-tracking policy and, for
 ``instance.min_count: 0``, the scale-from-zero step policy and the alarm that runs it; when
@@ -26,10 +26,10 @@ from lmikit.aws import Clients, call, paginate
 from lmikit.deploy import _alarm_writes
 from lmikit.deploy._change import Change
 from lmikit.names import scale_from_zero_name, target_tracking_policy_name
-from lmikit.render.iam import partition_of
-from lmikit.render.scaling import (
+from lmikit.render import (
     SERVICE_NAMESPACE,
     no_capacity_alarm,
+    partition_of,
     render_scaling,
     service_linked_role_arn,
     target_key,

@@ -46,7 +46,7 @@ def adapter_cache_tag_from_digests(name: str, digests: Mapping[str, bytes]) -> s
 
 def lmcache_in_environment(env: Mapping[str, str]) -> bool:
     """Whether a base component's container environment turns LMCache on (the keys
-    :func:`lmikit.render.env.container_environment` writes for it, or LMI's own)."""
+    :func:`lmikit.render.container_environment` writes for it, or LMI's own)."""
     if env.get("OPTION_LMCACHE_CONFIG_FILE"):
         return True
     if env.get("OPTION_LMCACHE_AUTO_CONFIG", "").lower() == "true":

@@ -344,7 +344,7 @@ def _member(entry: AdapterFile, digest: bytes | None) -> TarMember:
 
 def _spec_inputs(spec: DeploymentSpec, plan: Plan, adapter: AdapterSpec,
                  base_dir: str | Path) -> dict[str, Any]:
-    from lmikit.render.env import lmi_environment
+    from lmikit.render import lmi_environment
 
     base = Path(base_dir)
     env = lmi_environment(spec, plan)

@@ -9,7 +9,7 @@ Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig`
 - ``sticky_session``: a session's requests go to the copy that opened it; the request that
   opens one (``NEW_SESSION``) is routed as any other request, by the variant's
   ``RoutingStrategy``, which lmikit renders ``LEAST_OUTSTANDING_REQUESTS`` for sticky
-  sessions (:mod:`lmikit.render.sagemaker`).
+  sessions (:func:`lmikit.render.routing_config`).
 - ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body)
   and their ``PrefixAwareId``, if any ("the same prefix and the same identifier") go to the
   same instance and, where it hosts several copies, the same copy; when that copy has

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from lmikit.model_artifact import parse_properties
+from lmikit.render import parse_properties
 from lmikit.sim.loop import LMCACHE_TIERS
 from lmikit.sim.routers import Router, make_router
 from lmikit.sim.tiers import LruTier, UnboundedTier, stable_id, token_chunk_keys

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lmikit.model_artifact import read_artifact_files
+from lmikit.render import read_artifact_files
 from lmikit.testing._cache import (
     Fleet,
     MetricsSink,

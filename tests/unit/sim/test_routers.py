@@ -63,7 +63,7 @@ def test_sticky_session_pins_a_session_to_its_first_copy() -> None:
 def test_a_new_session_lands_as_least_outstanding_places_a_request() -> None:
     """SageMaker routes the NEW_SESSION request by the variant's RoutingStrategy, and
     lmikit renders LEAST_OUTSTANDING_REQUESTS for sticky sessions."""
-    from lmikit.render.sagemaker import ROUTING
+    from lmikit.render._sagemaker import ROUTING
 
     assert ROUTING["sticky_session"] == "LEAST_OUTSTANDING_REQUESTS"
     r = StickySession()

@@ -249,7 +249,7 @@ def test_utilization_runs_to_the_last_requests_end() -> None:
 def test_a_specs_copies_are_routed_with_the_prefix_settings_its_endpoint_gets() -> None:
     # the endpoint was given twice the workload's concurrency (8 for docqa) while the
     # simulator used max_batch_size (64)
-    from lmikit.render.sagemaker import routing_config
+    from lmikit.render._sagemaker import routing_config
     from lmikit.sim.scenario import deployment_from_spec
     from lmikit.spec._loader import load_spec
 

@@ -10,7 +10,7 @@ written even without formatters.
 
 There is no artifact when SageMaker copies the S3 weights into /opt/ml/model (network
 isolation): the directory then holds the user's weights, and the options travel in the
-SageMaker Model's environment (:func:`lmikit.render.env.model_environment`).
+SageMaker Model's environment (:func:`lmikit.render.model_environment`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from lmikit.artifact import deterministic_tar
 from lmikit.catalog import ImageKind
 from lmikit.formatters import build_model_py
 from lmikit.planner import Plan, isolates_base, weights_source
-from lmikit.render.env import SERVING_PROPERTIES, serving_properties
-from lmikit.render.lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
+from lmikit.render._env import SERVING_PROPERTIES, serving_properties
+from lmikit.render._lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.spec import DeploymentSpec
 
 

@@ -25,7 +25,7 @@ from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
 from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
 from lmikit.planner import Plan
-from lmikit.render.env import lmi_environment
+from lmikit.render._env import lmi_environment
 from lmikit.spec import DeploymentSpec
 
 AWS_DOC = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
@@ -213,7 +213,7 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
     """Refuse a model option the default image's vLLM rejects at start.
 
     Another image's vLLM version is not known here: its options stay the user's to check
-    (a note says so, :func:`lmikit.render.hyperpod.hyperpod_notes`).
+    (a note says so, :func:`lmikit.render.hyperpod_notes`).
     """
     if image != DEFAULT_VLLM_IMAGE:
         return

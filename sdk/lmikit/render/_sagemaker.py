@@ -54,7 +54,7 @@ from lmikit.names import (
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
 from lmikit.planner import Plan, estimate_startup, weights_source
-from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
+from lmikit.render._env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",

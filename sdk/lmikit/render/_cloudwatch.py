@@ -34,13 +34,13 @@ from lmikit import metric_catalog as mc
 from lmikit.catalog import ImageKind, cache_metrics_absent_reason
 from lmikit.names import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.planner import Plan
-from lmikit.render.alarms import (
+from lmikit.render._alarms import (
     GIB,
     container_dimensions,
     default_p90_model_latency_ms,
     emf_period,
 )
-from lmikit.render.promql import PromQuery, container_queries, selector
+from lmikit.render._promql import PromQuery, container_queries, selector
 from lmikit.spec import DeploymentSpec
 
 PERIOD = 60

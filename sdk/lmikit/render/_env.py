@@ -12,7 +12,7 @@ second one). So:
 
 Requests go to vLLM's async service (``rolling_batch=disable``, ``async_mode=true``,
 ``entryPoint=djl_python.lmi_vllm.vllm_async_service``), which also serves streaming and
-stateful sessions. Every key rendered here has a row in :mod:`lmikit.render.lmi_options`.
+stateful sessions. Every key rendered here has a row in :mod:`lmikit.render._lmi_options`.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.planner import plan_spec
@@ -39,8 +39,8 @@ from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import MODEL_ID_ENV, base_component_name
 from lmikit.planner import Plan, estimate_startup, weights_source
-from lmikit.render.lmcache import LMCACHE_FILE_NAME, lmcache_config
-from lmikit.render.lmi_options import row
+from lmikit.render._lmcache import LMCACHE_FILE_NAME, lmcache_config
+from lmikit.render._lmi_options import row
 from lmikit.spec import DeploymentSpec
 
 DEFAULT_MAX_LORAS = 4

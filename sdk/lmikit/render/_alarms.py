@@ -68,7 +68,7 @@ from lmikit import metric_catalog as mc
 from lmikit.catalog import ImageKind, publishes_cache_metrics
 from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
 from lmikit.planner import Plan
-from lmikit.render.env import EMF_MIN_INTERVAL_S
+from lmikit.render._env import EMF_MIN_INTERVAL_S
 from lmikit.spec import DeploymentSpec
 
 GIB = 2**30

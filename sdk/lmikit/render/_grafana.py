@@ -42,7 +42,7 @@ from lmikit.catalog import (
 )
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.planner import Plan
-from lmikit.render.promql import container_queries, selector
+from lmikit.render._promql import container_queries, selector
 from lmikit.spec import DeploymentSpec
 
 DECODE_TOKENS_PER_S_ASSUMED = 30.0

@@ -3,7 +3,7 @@
 The operator manages LMCache itself: L1 is CPU offload on each node, L2 is cluster-wide
 (HyperPod tiered storage, or Redis). It wires ``kvCacheSpec`` and ``intelligentRoutingSpec``
 into vLLM-based workers only, so a manifest that uses either runs vLLM's OpenAI server
-(:mod:`lmikit.render.hyperpod_vllm`); a manifest with neither runs the LMI container.
+(:mod:`lmikit.render._hyperpod_vllm`); a manifest with neither runs the LMI container.
 The operator strips user ``LMCACHE_*`` variables and injects its own, so the manifest carries
 the tier choice, not an LMCache file.
 
@@ -30,8 +30,8 @@ from lmikit.catalog import option_rows
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.planner import MARGIN, Plan, StartupEstimate, estimate_startup, weights_source
-from lmikit.render.env import lmi_environment
-from lmikit.render.hyperpod_vllm import (
+from lmikit.render._env import lmi_environment
+from lmikit.render._hyperpod_vllm import (
     DEFAULT_VLLM_IMAGE,
     VLLM_PORT,
     VLLM_VERSION,
