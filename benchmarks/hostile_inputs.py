@@ -36,7 +36,7 @@ TARGET_MB = 100.0
 CHILD = textwrap.dedent("""
     import json, resource, sys, time, tracemalloc
     # imports are not what is measured
-    import lmikit.accept, lmikit.spec._loader, lmikit.planner._planner
+    import lmikit.accept._accept, lmikit.spec._loader, lmikit.planner._planner
     from lmikit.errors import LmikitError
     kind, arg = sys.argv[1], sys.argv[2]
 

@@ -1,9 +1,8 @@
 """How often a spec's walk through ``lmikit validate`` climbs back to an earlier stage.
 
-Layers, in pipeline order (a module's layer is its package's; ``LEGACY`` maps a module that
-has not moved into its stage package yet). The deciding layer is the planner with what it
-consults (the catalog's facts, the simulator's engine model) and the resolve step, which
-settles every derived decision from (spec, plan) once:
+Layers, in pipeline order (a module's layer is its package's). The deciding layer is the
+planner with what it consults (the catalog's facts, the simulator's engine model) and the
+resolve step, which settles every derived decision from (spec, plan) once:
 
     spec  <  catalog = sim = planner = resolve  <  render  <  lora  <  accept  <  cli
 
@@ -40,9 +39,6 @@ PACKAGES = {  # package -> stage; None: not on the validate walk, a call into it
     "lmikit.client": None, "lmikit.bench": None, "lmikit.testing": None,
     "lmikit.weights": None,
 }
-LEGACY: dict[str, str | None] = {  # a module outside its stage's package, until it moves
-    "lmikit.accept": "accept", "lmikit.accept_files": "accept",
-}
 
 Climbs = dict[tuple[str, str], set[str]]
 
@@ -51,8 +47,6 @@ def stage_of(module: str) -> str | None:
     """The stage of an lmikit module; None for the foundation and modules off the walk."""
     if module in FOUNDATION or not module.startswith("lmikit."):
         return None
-    if module in LEGACY:
-        return LEGACY[module]
     for package, stage in PACKAGES.items():
         if module == package or module.startswith(package + "."):
             return stage

@@ -13,7 +13,7 @@ MODULES = ["lmikit.spec._model", "lmikit.spec._loader", "lmikit.planner._planner
            "lmikit.artifact",
            "lmikit.catalog._models", "lmikit.catalog._model_options", "lmikit.planner._fit",
            "lmikit.catalog._model_config", "lmikit._files", "lmikit.spec._credentials",
-           "lmikit.errors", "lmikit.accept", "lmikit.spec._arguments",
+           "lmikit.errors", "lmikit.accept._accept", "lmikit.spec._arguments",
            "lmikit.render._env", "lmikit.render._lmcache",
            "lmikit.render._sagemaker", "lmikit.render._hyperpod", "lmikit.bench",
            "lmikit.bench._long_doc_qa", "lmikit.bench._target",

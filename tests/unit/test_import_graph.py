@@ -21,10 +21,10 @@ SDK = Path(lmikit.__file__).parent
 CDK = ROOT / "cdk" / "lmikit_cdk"
 # package cycles of lmikit still to break: only ever shrinks
 KNOWN_PACKAGE_CYCLES: list[list[str]] = [["lmikit.planner", "lmikit.sim"]]
-ROOT_MODULES_AT_MOST = 10  # the .py files at the root of sdk/lmikit; only ever lowered
+ROOT_MODULES_AT_MOST = 8  # the .py files at the root of sdk/lmikit; only ever lowered
 # packages whose modules are private behind a face (grows to every package)
-FACED = {"lmikit.bench", "lmikit.catalog", "lmikit.client", "lmikit.deploy", "lmikit.lora",
-         "lmikit.planner", "lmikit.render", "lmikit.spec", "lmikit.weights"}
+FACED = {"lmikit.accept", "lmikit.bench", "lmikit.catalog", "lmikit.client", "lmikit.deploy",
+         "lmikit.lora", "lmikit.planner", "lmikit.render", "lmikit.spec", "lmikit.weights"}
 
 
 def _module_name(path: Path, root: Path) -> str:

@@ -1,5 +1,5 @@
 """Specs generated from lmikit's own JSON Schema (``lmikit schema``): whatever the loader accepts,
-accept.py either renders every target, each passing a validator none of us wrote, or refuses
+lmikit.accept either renders every target, each passing a validator none of us wrote, or refuses
 with one of lmikit's errors; a render refusal leaves the other targets rendering and valid.
 
 Validators: botocore's SageMaker and CloudWatch models (lmikit.testing.ShapeValidator), LMCache's

@@ -9,7 +9,7 @@ render would.
 
 The order is that of the data: the file (SpecError), the model and instance catalogs
 (CatalogError), the plan (PlanError), the files the spec names: adapters and formatters
-(AdapterError, every problem with its field and line; :mod:`lmikit.accept_files`), then each
+(AdapterError, every problem with its field and line; :mod:`lmikit.accept._spec_files`), then each
 target (RenderError, one problem per line, each naming the targets that refuse it).
 
 >>> import pathlib, tempfile
@@ -84,7 +84,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     unknown = [t for t in chosen if t not in TARGETS]
     if unknown:
         raise ValueError(f"unknown target(s) {', '.join(unknown)}; known: {', '.join(TARGETS)}")
-    from lmikit.accept_files import check_spec_files
+    from lmikit.accept._spec_files import check_spec_files
     from lmikit.planner import plan_spec
     from lmikit.spec import parse_yaml, read_spec_text, validate_data
 
