@@ -174,7 +174,8 @@ def cli_against(fake: FakeSageMaker, monkeypatch: pytest.MonkeyPatch) -> Callabl
     """``run("deploy", spec, ...)``: the ``lmikit`` CLI in-process, every boto3 session it
     makes talking to ``fake`` (and moto); deploy and destroy poll every 0.1 s, the adapter
     commands every 0.05 s."""
-    from lmikit.cli import adapters_cmd, main
+    from lmikit.cli import _adapters as adapters_cmd
+    from lmikit.cli import main
 
     real = boto3.Session
     monkeypatch.setattr(boto3, "Session", lambda **kw: fake.install(real(**kw)))

@@ -129,7 +129,7 @@ def test_bench_without_a_terminal_prints_progress_lines(served: FakeSageMaker) -
 
 def test_progress_lines_come_every_tenth_of_a_round_and_at_its_end(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from lmikit.cli.bench_cmd import progress_lines
+    from lmikit.cli._bench import progress_lines
 
     done = progress_lines({"warmup": 46}, clock=lambda: 0.0)
     for i in range(46):
@@ -223,7 +223,7 @@ def test_bench_refuses_an_output_it_could_not_write_before_sending_anything(
 
 
 def test_bench_labels_assume_the_routing_its_requests_get() -> None:
-    from lmikit.cli.bench_cmd import _bench_routing
+    from lmikit.cli._bench import _bench_routing
 
     assert _bench_routing("sticky_session", True) == "sticky_session"
     # without a session, SageMaker routes by the variant's strategy: least outstanding
@@ -236,7 +236,7 @@ def test_the_copies_recorded_are_those_the_bench_ran_on(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A component scaled to zero has no copy until the first request; a count that changed
     during the run is recorded at its largest, with a warning."""
-    from lmikit.cli.bench_cmd import _copies_during
+    from lmikit.cli._bench import _copies_during
 
     assert _copies_during("docqa", 0, 1) == 1
     assert _copies_during("docqa", 2, 2) == 2
@@ -299,7 +299,7 @@ def test_a_run_that_stops_still_writes_what_it_measured_and_fails(
         served: FakeSageMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         fault: BaseException, code: int, said: str) -> None:
     """One failed request, or Ctrl-C, once threw the whole run away: nothing was written."""
-    from lmikit.cli import bench_cmd
+    from lmikit.cli import _bench as bench_cmd
     from lmikit.sim.calibrate import load_bench
 
     real, calls = bench_cmd._Runner.send, []
@@ -388,7 +388,7 @@ def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
     still runs. botocore's Stubber checks each request and response against the model."""
     from botocore.stub import Stubber
 
-    from lmikit.cli.bench_cmd import _serving_copies
+    from lmikit.cli._bench import _serving_copies
     from lmikit.client._endpoint import Endpoint
 
     ep = Endpoint("docqa", region=REGION, client=object())

@@ -226,7 +226,7 @@ def test_deploy_reports_progress_with_elapsed_time(fake: FakeSageMaker, session:
 
 
 def test_progress_table_shows_elapsed_time_while_waiting() -> None:
-    from lmikit.cli.deploy_cmd import ProgressTable
+    from lmikit.cli._deploy import ProgressTable
 
     now = [100.0]
     table = ProgressTable("deploy", clock=lambda: now[0])

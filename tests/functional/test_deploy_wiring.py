@@ -284,7 +284,7 @@ def test_destroy_without_iam_rights_finishes_and_says_the_role_was_not_checked(
 
 def test_progress_rows_of_a_deploy_that_creates_the_role_all_settle(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
-    from lmikit.cli.deploy_cmd import ProgressTable
+    from lmikit.cli._deploy import ProgressTable
 
     table = ProgressTable("deploy", clock=clock.monotonic)
     _deployment(_with_instance(tmp_path, SCALE_TO_ZERO), session, clock, tmp_path,

@@ -155,7 +155,7 @@ USAGE = '{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":100}}'
 
 
 def _send(*lines: tuple[float, str]) -> Measurement:
-    from lmikit.cli.bench_cmd import _Runner
+    from lmikit.cli._bench import _Runner
     from lmikit.client._endpoint import Endpoint
 
     clock = VirtualClock()
@@ -189,7 +189,7 @@ def test_a_request_botocore_retried_is_no_ttft_evidence() -> None:
             return {**super().invoke_endpoint_with_response_stream(**kw),
                     "ResponseMetadata": {"RetryAttempts": 2}}
 
-    from lmikit.cli.bench_cmd import _Runner
+    from lmikit.cli._bench import _Runner
     from lmikit.client._endpoint import Endpoint
 
     clock = VirtualClock()

@@ -30,8 +30,8 @@ MODULES = ["lmikit.spec._model", "lmikit.spec._loader", "lmikit.planner._planner
            "lmikit.names", "lmikit.deploy._change", "lmikit.render._scaling", "lmikit.render._iam",
            "lmikit.testing._iam", "lmikit.testing._validate",
            "lmikit.aws._store", "lmikit.aws._errors", "lmikit.deploy._compare",
-           "lmikit.deploy._interrupt", "lmikit.deploy._hooks", "lmikit.cli.simulate_cmd",
-           "lmikit.cli.sandbox_cmd"]
+           "lmikit.deploy._interrupt", "lmikit.deploy._hooks", "lmikit.cli._simulate",
+           "lmikit.cli._sandbox"]
 
 
 @pytest.mark.parametrize("name", MODULES)

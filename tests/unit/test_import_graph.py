@@ -25,8 +25,16 @@ KNOWN_PACKAGE_CYCLES: list[list[str]] = [["lmikit.planner", "lmikit.sim"]]
 # share (sizing.py and emf_metrics.json are also copied into the container image as they are)
 ROOT_MODULES_AT_MOST = 10
 # packages whose modules are private behind a face (grows to every package)
-FACED = {"lmikit.accept", "lmikit.bench", "lmikit.catalog", "lmikit.client", "lmikit.deploy",
-         "lmikit.lora", "lmikit.planner", "lmikit.render", "lmikit.spec", "lmikit.weights"}
+FACED = {"lmikit.accept", "lmikit.bench", "lmikit.catalog", "lmikit.cli", "lmikit.client",
+         "lmikit.deploy", "lmikit.lora", "lmikit.planner", "lmikit.render", "lmikit.spec",
+         "lmikit.weights"}
+# lmikit's packages in pipeline order: each imports only packages before it and the root
+STAGES = ["lmikit.aws", "lmikit.formatters", "lmikit.catalog", "lmikit.spec", "lmikit.sim",
+          "lmikit.planner", "lmikit.render", "lmikit.lora", "lmikit.accept", "lmikit.weights",
+          "lmikit.deploy", "lmikit.client", "lmikit.bench", "lmikit.testing", "lmikit.cli"]
+# imports against that order still to remove (the simulator's deployment factories call the
+# planner): only ever shrinks
+KNOWN_BACKWARD = {("lmikit.sim", "lmikit.planner")}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -193,6 +201,28 @@ def test_deploy_lora_and_aws_form_no_package_cycle():
 def test_lmikit_packages_import_no_cycle_but_the_known_ones():
     """A root module counts as its own package; KNOWN_PACKAGE_CYCLES only ever shrinks."""
     assert cycles(package_graph(import_graph())) == KNOWN_PACKAGE_CYCLES
+
+
+def _backward_imports(graph: dict[str, set[str]], stages: list[str]) -> set[tuple[str, str]]:
+    """(package, package it imports) pairs where the second is not an earlier stage."""
+    rank = {package: i for i, package in enumerate(stages)}
+    return {(a, b) for a in stages for b in graph.get(a, set())
+            if b in rank and rank[b] >= rank[a]}
+
+
+def test_stage_order_check_sees_a_planted_backward_import():
+    graph = {"lmikit.spec": {"lmikit.errors"}, "lmikit.render": {"lmikit.spec"},
+             "lmikit.catalog": {"lmikit.render"}}
+    stages = ["lmikit.catalog", "lmikit.spec", "lmikit.render"]
+    assert _backward_imports(graph, stages) == {("lmikit.catalog", "lmikit.render")}
+
+
+def test_packages_import_only_earlier_stages():
+    """The package listing reads as the pipeline: a new package takes its place in STAGES,
+    and no package reaches forward to a later stage."""
+    packages = {f"lmikit.{p.parent.name}" for p in SDK.glob("*/__init__.py")}
+    assert sorted(STAGES) == sorted(packages)
+    assert _backward_imports(package_graph(import_graph()), STAGES) == KNOWN_BACKWARD
 
 
 def _root_modules() -> set[str]:
