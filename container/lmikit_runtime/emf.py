@@ -21,16 +21,12 @@ every ``interval_s`` seconds and prints one EMF line to its stdout (the containe
 - ratios: of this line's counter increases, omitted when the denominator is 0.
 
 A metric whose series do not exist (yet) is left out, as is any value EMF cannot carry (NaN,
-infinity). A bad sample or a failed collection is one log line on stderr, never an exit.
+infinity). A bad sample or a failed collection is one log line on stderr, never an exit. The
+metric list is ``lmikit/emf_metrics.json``, the file the SDK's ``lmikit.metric_catalog``
+reads, so the dashboard and alarms name exactly what this emits.
 
-The metric list is ``lmikit/emf_metrics.json``: the SDK's ``lmikit.metric_catalog`` reads the
-same file (the Dockerfile copies it next to ``lmikit/sizing.py``), so the dashboard and alarms
-name exactly what this emits.
-
-``LMIKIT_EMF`` (JSON, rendered by the SDK): ``{"namespace": "LMIKit/Container",
-"dimensions": {"EndpointName": ..., "InferenceComponentName": ...}, "interval_s": 60}``.
-
-Run: ``python3 -m lmikit_runtime.emf`` (needs ``PROMETHEUS_MULTIPROC_DIR`` and ``LMIKIT_EMF``).
+Run: ``python3 -m lmikit_runtime.emf`` with ``PROMETHEUS_MULTIPROC_DIR`` and ``LMIKIT_EMF``
+(the SDK renders it: ``{"namespace": ..., "dimensions": {...}, "interval_s": 60}``).
 """
 
 from __future__ import annotations

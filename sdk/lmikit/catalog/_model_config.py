@@ -5,19 +5,8 @@ at most MAX_CONFIG_BYTES, nest at most MAX_JSON_DEPTH levels, and every key the 
 must have the type and range the model code gives it. A bad value is a :class:`CatalogError`
 naming the file, the key, the value and what is valid. Standard library only.
 
-Where the rules come from (each is also a test in tests/unit/test_model_config.py):
-
-- huggingface/transformers ``models/qwen2/configuration_qwen2.py`` (``Qwen2Config``): the
-  fields are typed ``int``/``bool``/``list[str]``; ``num_key_value_heads`` defaults to
-  ``num_attention_heads``; ``use_sliding_window``, ``sliding_window`` and
-  ``max_window_layers`` (default 28) give layers ``i >= max_window_layers`` the window.
-- transformers ``configuration_utils.py`` (``layer_type_validation``): ``layer_types`` has
-  one entry per hidden layer.
-- transformers ``models/deepseek_v3/configuration_deepseek_v3.py`` (``DeepseekV3Config``):
-  the MLA and MoE keys and their defaults (``qk_nope_head_dim`` 128, ``qk_rope_head_dim`` 64,
-  ``v_head_dim`` 128).
-- vllm-project/vllm ``vllm/attention/layer.py`` (``Attention.__init__``): the attention heads
-  must be a multiple of the KV heads.
+Where each rule comes from: the source rows below (each rule is also a test in
+tests/unit/test_model_config.py).
 
 The upper bounds are sanity limits far above any model in the catalog (the largest has 128
 heads, hidden size 8192, 256 experts and a 294,912-token context); they keep the planner's
@@ -44,6 +33,17 @@ from typing import Any
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import CatalogError, safe_repr
 
+# Sources of the rules, one row each:
+# - transformers models/qwen2/configuration_qwen2.py (Qwen2Config): the fields are typed
+#   int/bool/list[str]; num_key_value_heads defaults to num_attention_heads;
+#   use_sliding_window, sliding_window and max_window_layers (default 28) give layers
+#   i >= max_window_layers the window.
+# - transformers configuration_utils.py (layer_type_validation): layer_types has one entry
+#   per hidden layer.
+# - transformers models/deepseek_v3/configuration_deepseek_v3.py (DeepseekV3Config): the MLA
+#   and MoE keys and their defaults (qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128).
+# - vllm-project/vllm vllm/attention/layer.py (Attention.__init__): the attention heads must
+#   be a multiple of the KV heads.
 MAX_CONFIG_BYTES = 2_000_000  # real config.json files are a few kilobytes
 MAX_JSON_DEPTH = 32
 MAX_NUMBER_DIGITS = 30

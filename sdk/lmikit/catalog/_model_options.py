@@ -1,6 +1,6 @@
 """What the newest catalog models need from LMI and vLLM beyond lmikit's generic options.
 
-Standard library only. Two tables, one row per fact, each naming the source it came from:
+Two tables (standard library only), one row per fact, each naming its source:
 
 ``OPTION_ROWS``
     model id -> an LMI option (``option.<name>`` in serving.properties, ``OPTION_<NAME>`` in
@@ -15,15 +15,12 @@ Standard library only. Two tables, one row per fact, each naming the source it c
 ``HARDWARE_ROWS``
     a model feature -> the CUDA compute capabilities vLLM has kernels for.
 
-The vLLM is the one LMI 0.38 ships: djl-serving master pins
-``vllm-0.23.1.dev4+gcd87ce883`` (serving/docker/lmi-container-requirements.txt), built on
-vLLM v0.23.0, whose ``EngineArgs`` the names and values here were checked against.
+Checked against vLLM v0.23.0's ``EngineArgs``, the vLLM LMI 0.38 ships (djl-serving master
+pins ``vllm-0.23.1.dev4+gcd87ce883``, serving/docker/lmi-container-requirements.txt).
 
-Left out on purpose, with the reason in docs/planner.md: tool-call and reasoning parsers
-(needed only to return tool calls or split reasoning text, and LMI takes them as its own
-options), ``quantization``/``dtype`` (vLLM reads the FP8 scheme from the checkpoint, and LMI
-accepts only float32/float16/bfloat16/auto as ``dtype``), and expert parallelism (no card of
-these models launches with it).
+Left out on purpose (the reasons: docs/planner.md): tool-call and reasoning parsers,
+``quantization``/``dtype`` (vLLM reads the FP8 scheme from the checkpoint) and expert
+parallelism.
 
 >>> sorted(lmi_options("mistralai/Ministral-3-8B-Instruct-2512").items())[0]
 ('OPTION_CONFIG_FORMAT', 'mistral')

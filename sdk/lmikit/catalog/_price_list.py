@@ -6,24 +6,10 @@ instance type for real-time endpoints in any region from the AWS Price List Quer
 (``pricing:GetProducts``) and returns a :class:`~lmikit.catalog.PriceTable` that
 ``lmikit prices fetch`` saves as a price file.
 
-What this relies on, and where it is stated:
-
-- The Query API is served from ``us-east-1``, ``eu-central-1`` and ``ap-south-1`` in the
-  ``aws`` partition (botocore ``data/endpoints.json``, service ``api.pricing``) and answers
-  for every region from any of them.
-- ``GetProducts`` takes at most 50 filters of type TERM_MATCH, EQUALS, CONTAINS, ANY_OF or
-  NONE_OF and returns at most 100 products a page (botocore's ``pricing`` service model:
-  ``Filters`` max 50, ``GetProductsMaxResults`` max 100); each product is a JSON string with
-  ``product.attributes``, ``terms.OnDemand`` and ``publicationDate`` (format ``aws_v1``).
-- SageMaker's products have service code ``AmazonSageMaker``; an instance for a real-time
-  endpoint is product family ``ML Instance`` with ``platoinstancetype`` ``Hosting`` and
-  ``regionCode`` its region, and its usage type is ``<region prefix>-Host:<instance type>``
-  (for example ``USE1-Host:ml.m5.xlarge``), as AWS bills it (Cost and Usage Report usage
-  types).
-
 The instance type is read from the usage type, so a product for something else (storage,
 data transfer, another feature) never passes for an instance; a type whose on-demand hourly
-prices disagree is reported, not guessed.
+prices disagree is reported, not guessed. What the API and the product documents look like,
+with sources: the fact rows below.
 
 >>> import boto3
 >>> from lmikit.testing import FakePriceList
@@ -57,8 +43,17 @@ from lmikit.catalog._prices import (
 )
 from lmikit.errors import CatalogError, safe_repr
 
+# SageMaker's products: service code AmazonSageMaker; a real-time endpoint's instance is
+# product family "ML Instance", platoinstancetype "Hosting", regionCode its region, and usage
+# type "<region prefix>-Host:<instance type>" (USE1-Host:ml.m5.xlarge), as AWS bills it (Cost
+# and Usage Report usage types); each product is a JSON string with product.attributes,
+# terms.OnDemand and publicationDate (format aws_v1)
 SERVICE_CODE = "AmazonSageMaker"
+# the Query API's endpoints in the aws partition (botocore data/endpoints.json, api.pricing);
+# each answers for every region
 API_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1")
+# GetProducts: at most 50 filters (TERM_MATCH, EQUALS, CONTAINS, ANY_OF, NONE_OF) and 100
+# products a page (botocore's pricing model: Filters max 50, GetProductsMaxResults max 100)
 PAGE_SIZE = 100
 # A region lists one Hosting product per instance type it offers (a few hundred); a listing
 # that runs past this many pages is not the price list lmikit was written against.

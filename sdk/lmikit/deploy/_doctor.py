@@ -17,14 +17,13 @@ reads each status once. Where the data comes from:
   cache and LMCache hit tokens) against the simulator (:mod:`lmikit.sim`) for the spec's
   workload, routing and KV-cache mode, and the same workload under the alternatives the spec
   did not choose (KV cache on, sticky sessions) to say why when it does not pay;
-- sessions: SageMaker publishes no per-session placement, so what can be checked is that the
-  deployed container enables sessions when the routing relies on them;
+- sessions: SageMaker publishes no per-session placement: the container must enable
+  sessions when the routing relies on them;
 - TTFT: the client metric ``LMIKit/Client`` ``TimeToFirstToken`` (published by
   ``Endpoint(..., publish_metrics=True)``) against the simulated TTFT.
 
-Every AWS call goes through :mod:`lmikit.aws`, so a call that fails (credentials,
-permissions, network, throttling past botocore's retries) raises
-:class:`lmikit.errors.AwsError`: doctor could not check, which is not a failed check.
+An AWS call that fails (credentials, permissions, network, throttling past botocore's
+retries) raises :class:`lmikit.errors.AwsError`: doctor could not check, not a failed check.
 
 >>> Check("drift", "ok", "every resource matches the spec").line()
 'ok    drift: every resource matches the spec'

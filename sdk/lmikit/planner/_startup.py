@@ -15,23 +15,7 @@ Where the weights come from (:func:`weights_source`):
   starts (a SageMaker Model's ``ModelDataSource``; used with network isolation), counted
   against ``ModelDataDownloadTimeoutInSeconds``.
 
-Planning rates (assumptions, each shown in every plan):
-
-- Hub download 100 MB/s. The LMI image sets ``HF_HUB_ENABLE_HF_TRANSFER=1`` (djl-serving
-  ``serving/docker/lmi.Dockerfile``); hf_transfer's own README calls itself a tool to go beyond
-  ~500 MB/s on very high-bandwidth networks. One fifth of that ceiling is a rate most regions
-  and instance sizes sustain; a faster network only shortens the start.
-- S3 download 250 MB/s: S3 serves parallel ranged GETs (AWS whitepaper "Best Practices Design
-  Patterns: Optimizing Amazon S3 Performance", byte-range fetches); s5cmd and SageMaker's own
-  copy run many at once. Half a 4 Gbit/s flow, below the network of every GPU instance here.
-- Load 500 MB/s from local disk into GPU memory (safetensors read + copy). A gp2 EBS volume
-  tops out at 250 MB/s, instance NVMe at GB/s; weights just downloaded are usually still in
-  the page cache.
-- Warm-up 300 s: vLLM's CUDA-graph capture and compilation, LMCache set-up, first health check.
-- A 1.5x margin on the sum before it becomes a timeout; timeouts are rounded up to whole
-  minutes, never below 600 s (SageMaker's usual default) and never above 3600 s, the API
-  maximum of both ``ContainerStartupHealthCheckTimeoutInSeconds`` and
-  ``ModelDataDownloadTimeoutInSeconds`` (botocore's SageMaker model: min 60, max 3600).
+Planning rates are assumptions, each shown in every plan; each has its source beside it.
 
 >>> e = estimate_startup(145_408_131_072, "hub")
 >>> e.health_check_timeout_s, e.capped
@@ -49,12 +33,20 @@ if TYPE_CHECKING:
 
 WeightsSource = Literal["hub", "s3", "s3-sagemaker"]
 
+# The LMI image sets HF_HUB_ENABLE_HF_TRANSFER=1 (djl-serving serving/docker/lmi.Dockerfile);
+# hf_transfer's README: a tool to go beyond ~500 MB/s on very high-bandwidth networks. One
+# fifth of that ceiling is a rate most regions and instance sizes sustain.
 HUB_DOWNLOAD_BYTES_PER_S = 100e6
+# S3 serves parallel ranged GETs (AWS whitepaper "Best Practices Design Patterns: Optimizing
+# Amazon S3 Performance", byte-range fetches); s5cmd and SageMaker's copy run many at once.
+# Half a 4 Gbit/s flow, below the network of every GPU instance in the catalog.
 S3_DOWNLOAD_BYTES_PER_S = 250e6
+# local disk into GPU memory (safetensors read + copy): gp2 EBS tops out at 250 MB/s, instance
+# NVMe at GB/s; weights just downloaded are usually still in the page cache
 LOAD_BYTES_PER_S = 500e6
-WARMUP_S = 300.0
-MARGIN = 1.5
-TIMEOUT_FLOOR_S = 600
+WARMUP_S = 300.0  # vLLM's CUDA-graph capture and compilation, LMCache set-up, health check
+MARGIN = 1.5  # on the sum, before it becomes a timeout (rounded up to whole minutes)
+TIMEOUT_FLOOR_S = 600  # SageMaker's usual default
 API_TIMEOUT_MIN_S = 60  # botocore: ProductionVariant*TimeoutInSeconds min
 API_TIMEOUT_MAX_S = 3600  # botocore: ProductionVariant*TimeoutInSeconds max
 # The LMI image sets ENV MODEL_LOADING_TIMEOUT=1200 (djl-serving serving/docker/lmi.Dockerfile);

@@ -7,42 +7,12 @@
 ``PromQLAlarm``.
 
 Alarms (REFERENCE §3 and §6 metrics; thresholds from ``observability.alarms`` or the plan):
-
-* ``5xx-rate``: metric math on Invocation5XXErrors / Invocations (percent).
-* ``model-error-rate``: metric math on InvocationModelErrors / Invocations (percent), above
-  ``model_error_rate_percent`` (50%): an engine failing most requests. LMI answers a failed
-  request with 424, not 5xx (djl-serving ``djl_python/outputs.py`` ``Output.error(...,
-  code=424)``, used by ``python_async_engine.py`` for any exception but out-of-memory, 507,
-  and by ``lmi_vllm/vllm_async_service.py`` for formatter and input errors), and SageMaker
-  counts a container's 4xx in Invocation4XXErrors and InvocationModelErrors ("did not result
-  in 2XX HTTP response. This includes 4XX/5XX status codes", SageMaker developer guide,
-  endpoint invocation metrics), never in Invocation5XXErrors. Client errors are 4xx too, so
-  this alarm waits for a share no client mistake reaches.
-* ``p90-model-latency``: ModelLatency p90 (microseconds).
-* ``no-capacity``: NoCapacityInvocationFailures >= 1 (scale-from-zero misses).
-* ``hit-rate-collapse`` (metric math on the container's EMF metrics, LMCache tiers only):
-  fewer than ``min_hit_rate`` of the prompt tokens came from a cache tier (GPU prefix cache
-  or LMCache) over 15 minutes in which requests arrived. It reads vLLM's scheduler counters,
-  not LMCache's own: LMCache 0.5.6 retrieves (and so counts requested tokens) only for
-  requests whose lookup already found tokens (``vllm_v1_adapter.py``: ``if request.load_spec
-  is None or not request.load_spec.can_load: continue``), so its hit/requested ratio never
-  sees a miss. vLLM's ``external_prefix_cache_queries`` counts every request's tokens beyond
-  the GPU prefix hit (``Scheduler.schedule``: ``request.num_tokens -
-  num_new_local_computed_tokens``), hits and misses alike.
-* ``cpu-tier-full`` / ``disk-tier-full`` (metric math): the tier is over 95% full (and, for
-  the CPU tier, evicting) while fewer than ``min_hit_rate`` of the prompt tokens came from a
-  cache tier, in two of hit-rate-collapse's windows: the working set no longer fits. A full
-  LRU tier whose hits hold up is not alarmed on: a long-running tier that sees more distinct
-  text than it holds stays full and evicts at every new chunk by design (LMCache 0.5.6
-  ``LocalCPUBackend.allocate`` and ``LocalDiskBackend``'s put make room by evicting what
-  ``cache_policy`` names, LRU by default). LMCache counts no disk evictions.
-
-The cache alarms read ``LMIKit/Container`` (the EMF lines ``lmikit_runtime.emf`` prints),
-classic metrics with classic alarm semantics. Only lmikit's image prints those lines (with
-``observability.detailed_metrics``): for the stock image (``image="stock"``, the default, as
-for :class:`lmikit.deploy.Deployment`) the cache alarms are not rendered, since they could
-never receive data and would sit in OK forever. ``AlarmDef`` still supports PromQL alarms
-(``kind="promql"``) for callers that build their own.
+``5xx-rate``, ``model-error-rate`` (LMI answers a failed request with 424, never a 5xx),
+``p90-model-latency``, ``no-capacity``, and, on lmikit's image with LMCache tiers,
+``hit-rate-collapse``, ``cpu-tier-full`` and ``disk-tier-full`` on the container's EMF metrics
+(``LMIKit/Container``). The stock image prints no EMF lines, so the cache alarms are not
+rendered for it. Each alarm's condition and the source of each rule: docs/observability.md,
+"Alarms".
 
 >>> from lmikit.spec import DeploymentSpec
 >>> from lmikit.planner import plan_spec

@@ -5,20 +5,16 @@ Rendered once, used twice: :mod:`lmikit.deploy` sends them with boto3 and
 (``AWS::ApplicationAutoScaling::ScalableTarget`` / ``ScalingPolicy``, ``AWS::CloudWatch::Alarm``;
 the same PascalCase names, re-cased for jsii only).
 
-* ``RegisterScalableTarget``: namespace ``sagemaker``, resource ``inference-component/<base>``,
-  dimension ``sagemaker:inference-component:DesiredCopyCount``, copies per instance times the
-  instance bounds.
+* ``RegisterScalableTarget``: ``inference-component/<base>``'s
+  ``sagemaker:inference-component:DesiredCopyCount``, copies per instance times the bounds.
 * ``PutScalingPolicy`` (target tracking) on
-  ``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution`` with the spec's
-  ``workload.concurrency`` (requests in flight per copy) as the target.
-* With ``instance.min_count`` 0 the copy count may reach 0, where no per-copy metric exists
-  for target tracking to act on. A step-scaling policy adds one instance worth of copies,
-  driven by an alarm on ``AWS/SageMaker NoCapacityInvocationFailures >= 1`` (REFERENCE §3;
-  the procedure of the SageMaker guide "Scale an endpoint to zero instances",
-  docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html).
+  ``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution``, target
+  ``workload.concurrency`` (requests in flight per copy).
+* With ``instance.min_count`` 0 no per-copy metric exists at 0 copies: a step-scaling policy
+  adds one instance worth of copies on an alarm on ``NoCapacityInvocationFailures >= 1``
+  (REFERENCE §3; SageMaker guide "Scale an endpoint to zero instances").
 
-The enums, patterns and limits every field must meet are botocore's
-``application-autoscaling`` and ``cloudwatch`` models; tests validate these dicts against them.
+Tests validate every dict against botocore's ``application-autoscaling`` and ``cloudwatch``.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "chat",

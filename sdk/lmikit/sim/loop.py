@@ -1,91 +1,22 @@
 """The discrete-event loop: requests arrive, are routed, queue, prefill, decode, finish.
 
-Each model copy is one GPU timeline with continuous batching (rules, each unit-tested):
+Each model copy is one GPU timeline with continuous batching. The rules, each unit-tested and
+each with its vLLM, LMCache or Envoy source in docs/planner-model.md, "The event loop":
 
-0. A routed request reaches the copy's waiting queue after vLLM's API server has tokenized
-   its prompt (``tokenize_s_per_token`` per prompt token, cached prefix or not; the router has
-   already counted it as outstanding). A prompt sent as token ids
-   (``Request.pretokenized``) is not tokenized and queues at once.
-1. A queued request waits until the copy has fewer than ``max_batch_size`` requests admitted
-   (vLLM's ``max_num_seqs``) and the copy's GPU pool has room for its next step: its
-   prefix-cache hits not already in use plus one step of prompt tokens (vLLM's token budget
-   ``prefill_chunk_tokens`` less one token per running decode), not its whole prompt. This
-   is vLLM v1's scheduler as read at vllm-project/vllm commit 00024d3
-   (``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``): running requests are
-   scheduled first, each allocating blocks only for the tokens it computes in that step;
-   when one cannot allocate, the last request of the running list (the newest, possibly
-   itself) is preempted and goes back to the front of the waiting queue, its blocks freed,
-   and nothing new is admitted in that step; then waiting requests are admitted in order
-   while ``max_num_seqs`` and the budget allow and ``KVCacheManager.allocate_slots``
-   (``vllm/v1/core/kv_cache_manager.py``, read at commit 003df29) finds free blocks for their
-   prefix-cache hits and their next chunk; the first that does not fit stops admission.
-   From vLLM 0.19.0 (``SchedulerConfig.scheduler_reserve_full_isl``, default True; absent
-   up to 0.18.1, read in the PyPI sdists) admission first asks
-   ``KVCacheManager.can_fit_full_sequence``: the whole uncached prompt must fit the free
-   pool, though only the next chunk is allocated. ``CopyConfig.reserve_full_prompt`` picks
-   the rule; it is on by default, as in the vLLM of the pinned LMI image (0.23).
-   The pool is vLLM's block pool (:class:`~lmikit.sim.tiers.GpuCache`): chunks an admitted
-   request uses are pinned and shared (a prefix common to many requests is held once),
-   chunks nobody uses stay cached until their room is needed. Output takes room as it is
-   generated. When the pool is overfull the newest admitted request is preempted: one
-   admitted but not yet prefilling, then a stalled prefill (rule 2; the full chunks it
-   computed stay cached), then the newest decoding one. On readmission a request prefills
-   its prompt (prefix-cache hits allowed) and the tokens it had generated, but for the
-   chunks of its prompt's tail and output still cached after its whole prompt, which it
-   takes back and loads (vLLM hashes generated blocks too,
-   ``Request.append_output_token_ids``, and matches them on readmission,
-   ``get_computed_blocks``; rule 5 frees them); its first token is not sent again. A
-   request bigger than the pool is prefilled alone.
-   Preemption is checked at events, not at every step; every event (an arrival too)
-   re-plans the decode event at which the growing decodes fill the pool, so between two
-   events the pool can be over by up to one chunk (``test_loop.py`` holds random workloads
-   to that); vLLM, which checks every step, never is.
-2. Admitted requests prefill one after the other (first come, first served). At the start
-   of its prefill a request looks up its chunk keys: vLLM's GPU prefix cache, then LMCache's
-   CPU, disk and remote tiers (a prefix match across tiers); only the missing suffix is
-   prefilled. The prefill takes its blocks as it computes, in segments (the loop keeps one
-   event per segment, not one per step): a segment goes as far as the pool's room, less the
-   room the running decodes take in the meantime (they keep priority, as in vLLM). When
-   less than the next step (the first step: also every chunk loaded from LMCache) is left,
-   the requests admitted after it are preempted, and if that is not enough the prefill
-   stalls, keeping what it computed, until finishing or preempted requests free room; no
-   request is admitted behind it meanwhile. The first segment occupies the GPU for the
-   retrieve from each tier, the last for the store of new full chunks to CPU (LMCache on),
-   and each for the prefill of its tokens + one decode step of the running batch per step
-   of the token budget: chunked prefill mixes them into the same steps
-   (:meth:`EngineModel.mixed_prefill_s`). vLLM's scheduler fills each step's budget in
-   order, running requests first, then waiting ones while budget is left
-   (``Scheduler.schedule``), so a prefill that starts as the one before it ends computes
-   its first tokens, up to what that one's last step left of the budget, in that step, at
-   the cost of their FLOPs only (:meth:`EngineModel.packed_prefill_s`); the rest takes
-   steps of its own. Prompts sent together thus share steps, and the first token of each
-   comes at the end of the step that computes its last prompt token.
-3. Its first token comes when the prefill ends, plus ``request_overhead_s``.
-4. Running requests decode together: one token each per step of
-   :meth:`EngineModel.decode_step_s` (batch, KV held); while a prefill is in progress they
-   advance one token per prefill step (its duration / its number of budget-sized steps).
-5. GPU prefix-cache capacity is the pool minus what admitted requests use; when a request
-   finishes its chunks stay cached, and so do the full chunks of its output when its
-   session's next turn repeats them (vLLM caches generated blocks too; LMCache stores
-   prompts only: ``save_decode_cache`` is off by default). The rest of what it held (its
-   output, its prompt's partial last chunk) is freed in the same order as room no prompt
-   names, and so is what a preempted request held but its computed chunks: vLLM appends
-   every block a request frees, cached or not, to the tail of its free queue, tail blocks
-   first, and takes new blocks from the head (``BlockPool.free_blocks``,
-   ``get_new_blocks``; vLLM 0.10.1.1), so that room is reused only after every block freed
-   before it and a request's output displaces older cached prefixes, not newer ones
-   (:meth:`~lmikit.sim.tiers.GpuCache.free`). Every tier evicts least recently used
-   chunks. GPU, CPU and disk tiers belong to one copy; the remote tier is one store shared
-   by every copy.
-6. A front door that holds at most ``max_in_flight`` requests at once across the fleet
-   (0: no limit) fails a request that arrives while that many are outstanding, at once
-   and before any copy sees it: it has no first token, ends at its arrival, and is marked
-   in ``RunResult.failed``. This is an Envoy gateway at its defaults in front of an
-   endpoint picker: each request holds a gRPC ``ext_proc`` stream to the picker for its
-   whole life, and Envoy fails a stream past the picker cluster's ``max_requests`` circuit
-   breaker, 1,024 unless set (Envoy ``source/common/conn_pool/conn_pool_base.cc``,
-   ``attachStreamToClient``: "max streams overflow"; envoyproxy/ai-gateway #1884,
-   envoyproxy/gateway #9997 and llm-d/llm-d #1582 report the HTTP 500s it gives).
+0. A routed request queues after vLLM's API server has tokenized its prompt (not when it is
+   sent as token ids).
+1. Admission and preemption follow vLLM v1's scheduler: ``max_batch_size`` requests at most,
+   room in the GPU block pool for the next step (and, from vLLM 0.19, for the whole uncached
+   prompt: ``CopyConfig.reserve_full_prompt``); the newest admitted request is preempted when
+   the pool is overfull, checked at events rather than at every step.
+2. Admitted requests prefill one after the other, looking up the GPU prefix cache, then
+   LMCache's CPU, disk and remote tiers; chunked prefill mixes decode steps into its steps.
+3. The first token comes when the prefill ends, plus ``request_overhead_s``.
+4. Running requests decode together, one token each per step.
+5. A finished request's chunks stay cached; freed room is reused oldest first; every tier
+   evicts least recently used chunks; the remote tier is shared by every copy.
+6. A front door holding at most ``max_in_flight`` requests fails the ones past it at once
+   (Envoy's circuit breaker in front of an endpoint picker).
 """
 
 from __future__ import annotations

@@ -1,35 +1,32 @@
 """The fake SageMaker runtime: InvokeEndpoint(WithResponseStream) against LMI-like components.
 
-The "model" echoes the prompt, so tests can check routing: a reply names the component
-that served it and, inside a live session, the turn. Sessions follow LMI's protocol
-(``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>; Expires=...``) and are on unless
-``OPTION_ENABLE_STATEFUL_SESSIONS`` says otherwise, which fails every request, as in LMI; an
-expired or unknown session silently runs without state, as LMI does. Streams are split into
-payload parts at arbitrary byte boundaries (not at event boundaries), as the service does.
+The "model" echoes the prompt: a reply names the component that served it and, in a session,
+the turn. Sessions follow LMI's protocol (``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>;
+Expires=...``) unless ``OPTION_ENABLE_STATEFUL_SESSIONS`` turns them off, which fails every
+request, as in LMI; an expired or unknown session runs without state, as LMI does. Streams
+are split into payload parts at arbitrary byte boundaries, as the service does.
 
-Bodies follow LMI's vLLM async service (djl-serving, branch master,
-``djl_python/lmi_vllm/vllm_async_service.py`` and ``request_response_utils.py``;
-``djl_python/async_utils.py``):
+Bodies follow LMI's vLLM async service (djl-serving master, ``djl_python/lmi_vllm/
+vllm_async_service.py``, ``request_response_utils.py``; ``djl_python/async_utils.py``):
 
 - OpenAI-schema bodies (``messages`` / ``prompt``) get vLLM's response objects. The body's
   ``stream`` flag, not the SageMaker operation, decides whether the container streams.
   A stream is JSON lines: ``vllm_stream_output_formatter`` strips vLLM's ``data: `` prefix,
   ``create_stream_chunk_output`` appends ``\\n``, and ``data: [DONE]`` becomes an empty
   line. ``stream_options.include_usage`` adds vLLM's final ``choices: []`` usage chunk.
-  ``stream_framing = "sse"`` sends what an output formatter that returns vLLM's raw
-  ``data: {...}\\n\\n`` strings unchanged sends instead.
+  ``stream_framing = "sse"`` sends vLLM's raw ``data: {...}\\n\\n`` strings instead, as an
+  output formatter that returns them unchanged does.
 - ``usage`` has no ``prompt_tokens_details``: LMI builds vLLM's ``OpenAIServingChat`` without
   ``enable_prompt_tokens_details`` (``vllm_async_service.py`` ``initialize``), and no option
   reaches that argument (only EngineArgs fields pass through). ``prompt_tokens_details =
   True`` answers as a vLLM server started with ``--enable-prompt-tokens-details`` does:
   ``cached_tokens`` is the prompt tokens the GPU pool and LMCache supplied (vLLM v1's
   ``num_cached_tokens``: local plus external), 0 included.
-- ``model`` in the body must be a served name of the base (``OPTION_SERVED_MODEL_NAME``,
-  else LMI's default ``lmi``); LMI sets it to the adapter for adapter components.
-- Failures come back as LMI sends them and SageMaker wraps them (``ModelError``, 424, with
-  ``OriginalStatusCode``/``OriginalMessage``): a body LMI cannot parse is
-  ``Input parsing failed: ...`` with code 424; an unknown model is vLLM's ``NotFoundError``
-  which LMI's non-stream formatter reports with code 500.
+- ``model`` must be a served name of the base (``OPTION_SERVED_MODEL_NAME``, else ``lmi``);
+  LMI sets it to the adapter for adapter components.
+- Failures come back as LMI sends them, wrapped by SageMaker (``ModelError``, 424, with
+  ``OriginalStatusCode``/``OriginalMessage``): an unparsable body is ``Input parsing failed:
+  ...`` with code 424; an unknown model is vLLM's ``NotFoundError``, reported with code 500.
 """
 
 from __future__ import annotations
