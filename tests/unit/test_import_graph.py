@@ -11,8 +11,11 @@ it names, so a cycle through a face is seen.
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
+
+import pytest
 
 import lmikit
 from tests.conftest import ROOT
@@ -223,6 +226,14 @@ def test_packages_import_only_earlier_stages():
     packages = {f"lmikit.{p.parent.name}" for p in SDK.glob("*/__init__.py")}
     assert sorted(STAGES) == sorted(packages)
     assert _backward_imports(package_graph(import_graph()), STAGES) == KNOWN_BACKWARD
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/sdk.md"])
+def test_the_package_map_in_the_docs_lists_the_stages_in_order(doc):
+    """The map of sdk/lmikit a reader sees (``  name/   what it holds``) is STAGES."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    listed = re.findall(r"^  ([a-z]\w*)/ +\S", text, flags=re.MULTILINE)
+    assert [f"lmikit.{name}" for name in listed] == STAGES
 
 
 def _root_modules() -> set[str]:
