@@ -67,30 +67,38 @@ class Advice:
                 "trust": {"source": SOURCE, "against": OUT_OF_SAMPLE, "lines": self.trust()},
                 "notes": self.notes}
 
-    def comments(self) -> list[str]:
-        """The comment block of the written spec."""
+    def comments(self, path: str = "SPEC") -> list[str]:
+        """The comment block of the spec written to ``path``."""
         best = self.best
         if best is None:
             return []
         f = best.figures
         price = self.prices[best.candidate.instance_type]
-        work = self.workload
-        flags = " ".join(f"{k}={v}" for k, v in sorted(work.params.items()))
         chosen = ("the cheapest candidate meeting " if best.meets_slo else
                   "the closest candidate (none met) to ") + ", ".join(s.text() for s in self.slos)
         return [
             f"Written by lmikit advise: {chosen},",
-            f"for the {work.name} workload ({flags}), seed {self.seed}.",
+            f"for the {self.workload.name} workload below.",
             f"Predicted: TTFT p50 {f.ttft_p50_s:g} s, p90 {f.ttft_p90_s:g} s, "
             f"{f.throughput_tokens_s:g} tokens/s, ${f.usd_per_hour:g}/hour, "
             f"${f.usd_per_1k_tokens:g} per 1K tokens.",
             f"Price: {price.source} (as of {price.as_of}).",
-            "lmikit simulate of this file with the same workload flags and seed gives these "
-            "figures.",
+            f"These figures again: lmikit simulate {path} {self.simulate_flags()}",
             "Trust (simulated/published, " + SOURCE + "):",
             *(f"  {line}" for line in self.trust()),
             "",
         ]
+
+    def simulate_flags(self) -> str:
+        """The ``lmikit simulate`` flags that run this workload and seed again."""
+        work = self.workload
+        flags = [f"--workload {work.name}"]
+        for key, value in sorted(work.params.items()):
+            if work.name == "trace" and key == "requests":
+                continue  # the trace's own length
+            flag = "--think-time" if key == "think_time_s" else "--" + key.replace("_", "-")
+            flags.append(f"{flag} {value}")
+        return " ".join([*flags, f"--seed {self.seed}"])
 
     def write_spec(self, path: str | Path) -> Path:
         """Write the best candidate as a spec that ``lmikit validate`` accepts."""
@@ -99,7 +107,7 @@ class Advice:
         target = Path(path)
         data = spec_data(self.base, self.best, self.region, self.base_dir,
                          target.parent.resolve())
-        target.write_text(spec_yaml(data, self.comments()))
+        target.write_text(spec_yaml(data, self.comments(str(target))))
         return target
 
 

@@ -194,7 +194,9 @@ def _choose(entries: Sequence[Entry], slos: Sequence[Slo],
 
     meeting = [e for e in entries if e.meets_slo]
     if meeting:
-        return min(meeting, key=lambda e: (e.figures.usd_per_1k_tokens, tie(e), e.candidate.key)), {}
+        cheapest = min(meeting, key=lambda e: (e.figures.usd_per_1k_tokens, tie(e),
+                                              e.candidate.key))
+        return cheapest, {}
 
     def worst(e: Entry) -> float:
         return max(s.miss(e.figures.metric(s.metric)) for s in slos)

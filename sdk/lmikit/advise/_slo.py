@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lmikit.errors import PlanError, safe_repr
@@ -74,7 +75,7 @@ def parse_slo(text: str) -> Slo:
     return Slo(metric, bound)
 
 
-def parse_slos(texts: str | list[str] | tuple[str, ...]) -> list[Slo]:
+def parse_slos(texts: str | Sequence[str]) -> list[Slo]:
     """Every objective, the first being the target the frontier is drawn against; a metric
     given twice is refused."""
     items = [texts] if isinstance(texts, str) else list(texts)

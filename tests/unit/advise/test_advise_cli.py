@@ -1,0 +1,103 @@
+"""``lmikit advise`` on the shipped examples: the written spec validates, and simulating it
+gives the figures advise reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lmikit.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+ENTRY = ["instance_type", "tp", "copies", "instances", "kv_cache", "cpu_size_gb",
+         "disk_size_gb", "routing", "ttft_p50_s", "ttft_p90_s", "throughput_tokens_s",
+         "usd_per_hour", "usd_per_1k_tokens", "meets_slo"]
+# example -> (workload flags, search flags); the two specs outside us-east-1 are searched
+# there, where lmikit's price table lists prices
+EXAMPLES = {
+    "docqa-qwen7b.yaml": (["--workload", "long-doc-qa", "--documents", "60"],
+                          ["--instance-types", "ml.g6e.*,ml.g5.2xlarge", "--max-instances",
+                           "2"]),
+    "chat-qwen1.5b-small.yaml": (["--workload", "multi-turn-chat", "--requests", "80",
+                                  "--concurrency", "8", "--think-time", "1"],
+                                 ["--region", "us-east-1", "--instance-types",
+                                  "ml.g6.*,ml.g5.xlarge", "--max-instances", "2"]),
+    "rag-qwen72b-nvme.yaml": (["--workload", "rag", "--requests", "60", "--chunk-tokens",
+                               "1024", "--chunks-per-request", "8"],
+                              ["--region", "us-east-1", "--instance-types",
+                               "ml.p4d.24xlarge,ml.g6e.12xlarge", "--max-instances", "1",
+                               "--routing", "prefix_aware", "--routing", "random"]),
+    "regulated-llama8b-inmemory.yaml": (["--workload", "long-doc-qa", "--documents", "40",
+                                         "--document-tokens", "8000"],
+                                        ["--instance-types", "ml.g6e.4xlarge,ml.g6e.xlarge",
+                                         "--max-instances", "2"]),
+}
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_advise_writes_a_spec_that_validates_and_simulates_to_its_figures(
+        example: str, tmp_path: Path) -> None:
+    workload, search = EXAMPLES[example]
+    out = tmp_path / "best.yaml"
+    data = json.loads(_run("advise", str(ROOT / "examples" / example), *workload, *search,
+                           "--slo", "ttft_p90_s=2.0", "--json", "--write", str(out)))
+    assert sorted(data["best"]) == sorted(ENTRY)
+    assert all(sorted(e) == sorted(ENTRY) for e in data["pareto"])
+    assert data["candidates_evaluated"] > data["pruned"] >= 0
+    assert "Predicted: TTFT p50" in out.read_text()
+    _run("validate", str(out))
+    simulated = json.loads(_run("simulate", str(out), *workload, "--json"))["results"][0]
+    best = data["best"]
+    assert (simulated["routing"], simulated["kv_cache"]) == (best["routing"], best["kv_cache"])
+    for name in ("ttft_p50_s", "ttft_p90_s", "throughput_tokens_s", "usd_per_1k_tokens"):
+        assert simulated[name] == best[name], name
+
+
+def test_advise_prints_the_frontier_the_answer_and_the_trust(tmp_path: Path) -> None:
+    text = _run("advise", "--model", "Qwen/Qwen2.5-1.5B-Instruct", "--workload", "rag",
+                "--requests", "40", "--instance-types", "ml.g6.xlarge,ml.g6.2xlarge",
+                "--max-instances", "2", "--slo", "ttft_p90_s=0.3")
+    assert "Pareto frontier" in text and "Best (*): " in text
+    assert "TTFT p90: 53 of 61 published figures within 1.5x" in text
+
+
+def test_advise_names_the_closest_when_none_meets() -> None:
+    data = json.loads(_run("advise", "--model", "Qwen/Qwen2.5-7B-Instruct", "--workload",
+                           "long-doc-qa", "--documents", "8", "--instance-types",
+                           "ml.g6e.xlarge", "--max-instances", "1", "--slo",
+                           "ttft_p90_s=0.001", "--json"))
+    assert data["best"]["meets_slo"] is False
+    assert data["misses"]["ttft_p90_s"]["bound"] == 0.001
+
+
+def test_advise_skips_unpriced_types_with_a_note_never_at_zero() -> None:
+    data = json.loads(_run("advise", "--model", "Qwen/Qwen2.5-7B-Instruct", "--region",
+                           "eu-west-1", "--workload", "long-doc-qa", "--documents", "4",
+                           "--slo", "ttft_p90_s=1", "--json"))
+    assert data["best"] is None and data["candidates_evaluated"] == 0
+    assert any("without a list price" in n and "lmikit prices fetch" in n
+               for n in data["notes"])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--slo", "ttft_p90_s>=1"], "PlanError: --slo 'ttft_p90_s>=1': ttft_p90_s is an upper"),
+    (["--slo", "ttft_p90_s=1", "--instance-types", "ml.zz.*"],
+     "PlanError: --instance-types 'ml.zz.*' matches no instance type"),
+    (["--slo", "ttft_p90_s=1", "--turns", "3"],
+     "--turns: applies to --workload multi-turn-chat, not long-doc-qa"),
+])
+def test_advise_refuses_bad_input_in_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["advise", "--model", "Qwen/Qwen2.5-7B-Instruct",
+                                       "--workload", "long-doc-qa", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
