@@ -22,7 +22,7 @@ from lmikit.advise._space import Deployments
 from lmikit.catalog.prices import Price, PriceTable
 from lmikit.sim.scenario import percentile
 
-SCREEN_REQUESTS = 250  # requests a screening run keeps (whole sessions, every phase cut alike)
+SCREEN_REQUESTS = 500  # requests a screening run keeps (whole sessions, every phase cut alike)
 
 
 def reduced(workload: sim.Workload, requests: int = SCREEN_REQUESTS) -> sim.Workload | None:

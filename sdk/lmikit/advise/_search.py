@@ -22,7 +22,7 @@ from typing import Any
 
 from lmikit.advise._slo import Slo
 
-SCREEN_BAND = 0.15  # kept for refining: not beaten by more than 15% on cost and every metric
+SCREEN_BAND = 0.25  # kept for refining: not beaten by more than 25% on cost and every metric
 FALLBACK = 3  # when every candidate is pruned, this many closest are simulated, to name one
 
 
