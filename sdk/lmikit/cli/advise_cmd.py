@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from click.core import ParameterSource
 
+from lmikit.cli._charts import chart, check_plot_path
 from lmikit.cli._common import check_writable, echo_json
 from lmikit.cli.simulate_cmd import (
-    PLOT_FORMATS,
     WORKLOAD_FLAGS,
     _finite,
-    _flag,
     _workload,
+    check_workload_flags,
     simulate_cmd,
 )
 
@@ -75,19 +74,11 @@ def advise_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     from lmikit.advise import advise
     from lmikit.advise._slo import parse_slos
 
-    for path, hint in ((write_path, "--write"), (plot_path, "--plot")):
-        if path is not None:
-            check_writable(path, hint)
-    if plot_path is not None and plot_path.suffix.lower() not in PLOT_FORMATS:
-        raise click.BadParameter(f"{str(plot_path)!r} must end in {', '.join(PLOT_FORMATS)}",
-                                 param_hint="--plot")
-    for name, applies in WORKLOAD_FLAGS.items():
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
-                and workload not in applies:
-            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
-                                     f"{workload}", param_hint=_flag(name))
-    if workload == "trace" and flags["trace"] is None:
-        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
+    if write_path is not None:
+        check_writable(write_path, "--write")
+    if plot_path is not None:
+        check_plot_path(plot_path)
+    check_workload_flags(ctx, workload, flags)
     if (spec is None) == (model_id is None):
         raise click.UsageError("give a SPEC file or --model, not both")
     if spec is not None and config_path is not None:
@@ -185,35 +176,19 @@ def _print(advice: Advice) -> None:
 
 
 def _plot(advice: Advice, path: Path) -> None:
-    from lmikit._extras import require
-
-    require("matplotlib", "lmikit advise --plot").use("Agg")
-    import matplotlib.pyplot as plt
-
     metric = advice.slos[0].metric
     r = advice.result
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.scatter([e.figures.usd_per_1k_tokens for e in r.entries],
-               [e.figures.metric(metric) for e in r.entries], s=12, alpha=0.4,
-               label="simulated in full")
-    front = r.pareto
-    ax.plot([e.figures.usd_per_1k_tokens for e in front],
-            [e.figures.metric(metric) for e in front], "o-", label="Pareto frontier")
-    if r.best is not None:
-        ax.plot([r.best.figures.usd_per_1k_tokens], [r.best.figures.metric(metric)], "r*",
-                markersize=14, label="answer")
-    ax.axhline(advice.slos[0].bound, color="grey", linestyle="--", label="objective")
-    ax.set_xlabel("USD per 1K tokens")
-    ax.set_ylabel(metric)
-    ax.set_title(f"lmikit advise: {advice.workload.name}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format=path.suffix.lower()[1:])
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
-                                 param_hint="--plot") from exc
-    finally:
-        plt.close(fig)
-    click.echo(f"Wrote the frontier chart to {path}", err=True)
+    with chart(path, "advise", "frontier") as ax:
+        ax.scatter([e.figures.usd_per_1k_tokens for e in r.entries],
+                   [e.figures.metric(metric) for e in r.entries], s=12, alpha=0.4,
+                   label="simulated in full")
+        front = r.pareto
+        ax.plot([e.figures.usd_per_1k_tokens for e in front],
+                [e.figures.metric(metric) for e in front], "o-", label="Pareto frontier")
+        if r.best is not None:
+            ax.plot([r.best.figures.usd_per_1k_tokens], [r.best.figures.metric(metric)], "r*",
+                    markersize=14, label="answer")
+        ax.axhline(advice.slos[0].bound, color="grey", linestyle="--", label="objective")
+        ax.set_xlabel("USD per 1K tokens")
+        ax.set_ylabel(metric)
+        ax.set_title(f"lmikit advise: {advice.workload.name}")

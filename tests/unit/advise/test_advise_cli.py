@@ -101,3 +101,29 @@ def test_advise_refuses_bad_input_in_one_line(args: list[str], message: str) -> 
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_advise_plot_draws_the_frontier_the_answer_and_the_objective(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "frontier.svg"
+    result = CliRunner().invoke(main, [
+        "advise", "--model", "Qwen/Qwen2.5-1.5B-Instruct", "--workload", "rag", "--requests",
+        "40", "--instance-types", "ml.g6.xlarge,ml.g6.2xlarge", "--max-instances", "2",
+        "--slo", "ttft_p90_s=0.3", "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"Wrote the frontier chart to {out}" in result.stderr
+    svg = out.read_text()  # matplotlib writes each text as a comment beside its paths
+    for text in ("lmikit advise: rag", "USD per 1K tokens", "ttft_p90_s", "Pareto frontier",
+                 "answer", "objective", "simulated in full"):
+        assert f"<!-- {text} -->" in svg, text
+
+
+def test_advise_refuses_a_plot_it_could_not_write_before_searching(tmp_path: Path) -> None:
+    for path, message in ((tmp_path / "chart", "must end in .png, .svg, .pdf"),
+                          (tmp_path / "no" / "chart.png", "does not exist")):
+        result = CliRunner().invoke(main, [
+            "advise", "--model", "Qwen/Qwen2.5-1.5B-Instruct", "--workload", "rag",
+            "--slo", "ttft_p90_s=0.3", "--plot", str(path)])
+        assert result.exit_code == 2 and message in result.output
+        assert "Pareto" not in result.output
+    assert not list(tmp_path.iterdir())
