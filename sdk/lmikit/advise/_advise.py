@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lmikit.advise._calibration import Calibration, Fitter, calibrate, fit_file
 from lmikit.advise._runs import Runner, repeated_tokens
 from lmikit.advise._search import Entry, SearchResult, search
 from lmikit.advise._slo import Slo, parse_slos
@@ -39,6 +40,9 @@ class Advice:
     base: DeploymentSpec
     base_dir: Path | None
     notes: list[str] = field(default_factory=list)
+    calibration: Calibration | None = None
+    planned: int = 0  # candidates the planner and the budget let through
+    calibrated: int = 0  # of those, the ones the calibration applies to
 
     @property
     def best(self) -> Entry | None:
@@ -65,7 +69,23 @@ class Advice:
                 "misses": r.misses, "slo": [s.text() for s in self.slos],
                 "simulated": {"screened": r.screened, "full": r.refined},
                 "trust": {"source": SOURCE, "against": OUT_OF_SAMPLE, "lines": self.trust()},
-                "notes": self.notes}
+                "notes": self.notes,
+                "calibration": None if self.calibration is None else
+                self.calibration.to_dict(self.calibrated, self.planned - self.calibrated)}
+
+    def calibration_lines(self) -> list[str]:
+        """What the fit was, and which candidates it applies to; none without one."""
+        cal = self.calibration
+        if cal is None:
+            return []
+        best = self.best
+        on_best = best is not None and cal.applies(best.candidate)
+        return [*cal.fit.summary(),
+                f"The fit applies to the {self.calibrated:,} candidates on {cal.instance_type} "
+                f"TP {cal.tp}; the other {self.planned - self.calibrated:,} run the "
+                "uncalibrated engine" + ("" if best is None else
+                                         "; the answer's figures are " +
+                                         ("calibrated" if on_best else "uncalibrated"))]
 
     def comments(self, path: str = "SPEC") -> list[str]:
         """The comment block of the spec written to ``path``."""
@@ -84,6 +104,7 @@ class Advice:
             f"${f.usd_per_1k_tokens:g} per 1K tokens.",
             f"Price: {price.source} (as of {price.as_of}).",
             f"These figures again: lmikit simulate {path} {self.simulate_flags()}",
+            *self.calibration_lines(),
             "Trust (simulated/published, " + SOURCE + "):",
             *(f"  {line}" for line in self.trust()),
             "",
@@ -98,6 +119,9 @@ class Advice:
                 continue  # the trace's own length
             flag = "--think-time" if key == "think_time_s" else "--" + key.replace("_", "-")
             flags.append(f"{flag} {value}")
+        cal = self.calibration
+        if cal is not None and self.best is not None and cal.applies(self.best.candidate):
+            flags.append(cal.flags())
         return " ".join([*flags, f"--seed {self.seed}"])
 
     def write_spec(self, path: str | Path) -> Path:
@@ -117,13 +141,18 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
            instance_types: Sequence[str] | None = None, max_instances: int = 4,
            max_usd_hour: float | None = None, prices: PriceTable | None = None,
            kv_caches: Sequence[str] | None = None, routings: Sequence[str] | None = None,
-           seed: int = 0, base_dir: str | Path | None = None) -> Advice:
+           seed: int = 0, base_dir: str | Path | None = None,
+           calibrate_with: str | Path | None = None, calibrate_anyway: bool = False,
+           fitter: Fitter = fit_file) -> Advice:
     """The cheapest deployment of ``spec`` (a path or a loaded spec) or ``model`` that
     meets every ``slo`` (``"ttft_p90_s=1.0"``, ...) on ``workload``, from the instance types
     sold on demand in ``region`` (default: the spec's, else us-east-1) or named by
     ``instance_types`` globs, up to ``max_instances`` instances and ``max_usd_hour``.
 
     ``base_dir`` resolves a loaded spec's relative paths (a path's own folder by default).
+    ``calibrate_with``: a ``lmikit bench`` file, fitted on its instance type and TP and
+    applied to the candidates of that type and TP (``calibrate_anyway``: a file that leaves
+    them unknown applies to the spec's); ``fitter(deployment, path, anyway)`` fits it.
     """
     start = time.perf_counter()
     slos = parse_slos(slo)
@@ -136,7 +165,13 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
     if workload.chunk_size != settings.chunk_size:
         raise PlanError(f"the workload was cut into {workload.chunk_size}-token chunks but the "
                         f"spec's kv_cache.chunk_size is {settings.chunk_size}")
-    deployments = Deployments(settings)
+    calibration = None
+    if calibrate_with is not None:
+        layout = None if model is not None else (base.instance.type,
+                                                 base.engine.tensor_parallel_degree)
+        calibration = calibrate(Deployments(settings), calibrate_with, calibrate_anyway, layout,
+                                fitter)
+    deployments = Deployments(settings, calibration)
     longest = max(r.prompt_tokens + r.output_tokens for r in workload.requests)
     space = build_space(settings, deployments, instance_globs=instance_types, table=prices,
                         max_instances=max_instances, max_usd_hour=max_usd_hour,
@@ -149,8 +184,10 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
     if not space.candidates:
         notes.append("no candidate could be simulated: every instance type was left out, "
                      "refused by the planner or over the budget")
+    calibrated = sum(1 for c in space.candidates if calibration and calibration.applies(c))
     return Advice(slos, result, time.perf_counter() - start, settings.region, space.prices,
-                  workload, seed, base, folder, notes)
+                  workload, seed, base, folder, notes, calibration, len(space.candidates),
+                  calibrated)
 
 
 def _base(spec: DeploymentSpec | str | Path | None, model: str | None,

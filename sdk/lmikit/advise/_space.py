@@ -23,7 +23,7 @@ from lmikit.catalog.prices import Price, PriceTable, hourly_price, price_or_reas
 from lmikit.errors import PlanError, SimulationError
 
 if TYPE_CHECKING:
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.advise._calibration import Calibration
     from lmikit.spec import DeploymentSpec
 
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
@@ -75,10 +75,11 @@ class Settings:
 @dataclass
 class Deployments:
     """The simulator's deployment of each candidate, planned once (the planner's fit rules
-    refuse what does not fit: ``problem`` says why)."""
+    refuse what does not fit: ``of`` says why); ``calibration`` gives the candidates it
+    applies to its fitted coefficients."""
 
     settings: Settings
-    coefficients: Coefficients | None = None
+    calibration: Calibration | None = None
     _made: dict[tuple[Any, ...], sim.Deployment | str] = field(default_factory=dict)
 
     def of(self, c: Candidate) -> sim.Deployment | str:
@@ -87,6 +88,8 @@ class Deployments:
                c.disk_size_gb)
         if key not in self._made:
             s = self.settings
+            cal = self.calibration
+            fitted = cal.fit.coefficients if cal is not None and cal.applies(c) else None
             try:
                 dep = sim.deployment(
                     s.model_id, c.instance_type, tp=c.tp, copies=c.copies,
@@ -96,7 +99,7 @@ class Deployments:
                     kv_cache_dtype=s.kv_cache_dtype, weight_dtype=s.weight_dtype,
                     cpu_size_gb=c.cpu_size_gb, disk_size_gb=c.disk_size_gb,
                     prefix_length=s.prefix_length, concurrency_threshold=s.concurrency_threshold,
-                    config_path=s.config_path, coefficients=self.coefficients,
+                    config_path=s.config_path, coefficients=fitted,
                     max_model_len=s.max_model_len)
                 made: sim.Deployment | str = dep.mode_problem(c.kv_cache) or dep
             except (PlanError, SimulationError) as exc:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lmikit.cli._charts import chart, check_plot_path
-from lmikit.cli._common import check_writable, echo_json
+from lmikit.cli._common import calibrate_anyway_option, check_writable, echo_json
 from lmikit.cli.simulate_cmd import (
     WORKLOAD_FLAGS,
     _finite,
@@ -50,6 +50,12 @@ _SHARED = {"workload", "seed", "prices_path", *WORKLOAD_FLAGS}
               type=click.Choice(["sticky_session", "prefix_aware", "kv_aware",
                                  "least_outstanding", "random"]),
               help="Routing strategies to search; repeat [default: all].")
+@click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
+                                                           path_type=Path),
+              help="A lmikit bench --output file: fit the coefficients to it, for the "
+                   "candidates of the instance type and TP it was measured on (the others run "
+                   "the uncalibrated engine).")
+@calibrate_anyway_option
 @click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the answer as a spec (YAML) that lmikit validate accepts.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -60,7 +66,8 @@ _SHARED = {"workload", "seed", "prices_path", *WORKLOAD_FLAGS}
 def advise_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                config_path: Path | None, slos: tuple[str, ...], region: str | None,
                instance_globs: str | None, max_instances: int, max_usd_hour: float | None,
-               modes: tuple[str, ...], routings: tuple[str, ...], write_path: Path | None,
+               modes: tuple[str, ...], routings: tuple[str, ...], bench_path: Path | None,
+               calibrate_anyway: bool, write_path: Path | None,
                plot_path: Path | None, as_json: bool, workload: str, seed: int,
                prices_path: Path | None, **flags: Any) -> None:
     """The cheapest deployment of SPEC (or --model) that meets every --slo on WORKLOAD.
@@ -73,6 +80,7 @@ def advise_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     """
     from lmikit.advise import advise
     from lmikit.advise._slo import parse_slos
+    from lmikit.cli._common import calibrate
 
     if write_path is not None:
         check_writable(write_path, "--write")
@@ -96,7 +104,9 @@ def advise_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                     instance_types=[g.strip() for g in instance_globs.split(",") if g.strip()]
                     if instance_globs else None,
                     max_instances=max_instances, max_usd_hour=max_usd_hour, prices=prices,
-                    kv_caches=list(modes) or None, routings=list(routings) or None, seed=seed)
+                    kv_caches=list(modes) or None, routings=list(routings) or None, seed=seed,
+                    calibrate_with=bench_path, calibrate_anyway=calibrate_anyway,
+                    fitter=calibrate)
     if write_path is not None and advice.best is not None:
         advice.write_spec(write_path)
         click.echo(f"Wrote {write_path}", err=True)
@@ -168,6 +178,8 @@ def _print(advice: Advice) -> None:
                            for m, v in r.misses.items())
         console.print(f"No candidate meets every objective; the closest (*) misses {misses}",
                       highlight=False)
+    for line in advice.calibration_lines():
+        console.print(line, highlight=False)
     console.print("Trust (simulated/published, docs/planner.md):", highlight=False)
     for line in advice.trust():
         console.print(f"  {line}", highlight=False)
