@@ -43,6 +43,7 @@ class Advice:
     calibration: Calibration | None = None
     planned: int = 0  # candidates the planner and the budget let through
     calibrated: int = 0  # of those, the ones the calibration applies to
+    repeats: int = 0  # runs taken from a candidate whose run cannot differ
 
     @property
     def best(self) -> Entry | None:
@@ -67,7 +68,8 @@ class Advice:
                 "best": None if r.best is None else r.best.to_dict(),
                 "pareto": [e.to_dict() for e in r.pareto],
                 "misses": r.misses, "slo": [s.text() for s in self.slos],
-                "simulated": {"screened": r.screened, "full": r.refined},
+                "simulated": {"screened": r.screened, "full": r.refined,
+                              "taken_from_an_identical_run": self.repeats},
                 "trust": {"source": SOURCE, "against": OUT_OF_SAMPLE, "lines": self.trust()},
                 "notes": self.notes,
                 "calibration": None if self.calibration is None else
@@ -177,7 +179,7 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
                         max_instances=max_instances, max_usd_hour=max_usd_hour,
                         modes=kv_caches, routings=routings,
                         repeated_tokens=repeated_tokens(workload), longest_request=longest)
-    runner = Runner(deployments, workload, space.prices, prices, seed)
+    runner = Runner(deployments, workload, space.prices, prices, seed, space.candidates)
     result = search(space.candidates, runner.run, slos, lower_bound=runner.lower_bound,
                     screen=runner.small is not None, pruned_before=space.refused)
     notes = list(space.notes)
@@ -187,7 +189,7 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
     calibrated = sum(1 for c in space.candidates if calibration and calibration.applies(c))
     return Advice(slos, result, time.perf_counter() - start, settings.region, space.prices,
                   workload, seed, base, folder, notes, calibration, len(space.candidates),
-                  calibrated)
+                  calibrated, runner.repeats)
 
 
 def _base(spec: DeploymentSpec | str | Path | None, model: str | None,
