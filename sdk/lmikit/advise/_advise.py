@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from lmikit.advise._runs import Runner, repeated_tokens
 from lmikit.advise._search import Entry, SearchResult, search
 from lmikit.advise._slo import Slo, parse_slos
 from lmikit.advise._space import Deployments, Settings, build_space
-from lmikit.advise._trust import OUT_OF_SAMPLE, SOURCE, trust
+from lmikit.advise._trust import BASIS, SAMPLE, SOURCE, categories, heading, trust
 from lmikit.advise._write import spec_data, spec_yaml
 from lmikit.errors import PlanError, safe_repr
 
@@ -61,6 +62,11 @@ class Advice:
         """How far the figures can be trusted, per metric involved."""
         return trust([s.metric for s in self.slos])
 
+    def trust_heading(self) -> str:
+        """The line above :meth:`trust`'s: in or out of sample, and the answer's categories."""
+        c = None if self.best is None else self.best.candidate
+        return heading(None if c is None else c.kv_cache, None if c is None else c.routing)
+
     def to_dict(self) -> dict[str, Any]:
         r = self.result
         return {"candidates_evaluated": r.considered, "pruned": r.pruned,
@@ -70,7 +76,10 @@ class Advice:
                 "misses": r.misses, "slo": [s.text() for s in self.slos],
                 "simulated": {"screened": r.screened, "full": r.refined,
                               "taken_from_an_identical_run": self.repeats},
-                "trust": {"source": SOURCE, "against": OUT_OF_SAMPLE, "lines": self.trust()},
+                "trust": {"source": SOURCE, "sample": SAMPLE, "against": BASIS,
+                          "categories": None if r.best is None else
+                          categories(r.best.candidate.kv_cache, r.best.candidate.routing),
+                          "lines": self.trust()},
                 "notes": self.notes,
                 "calibration": None if self.calibration is None else
                 self.calibration.to_dict(self.calibrated, self.planned - self.calibrated)}
@@ -107,7 +116,7 @@ class Advice:
             f"Price: {price.source} (as of {price.as_of}).",
             f"These figures again: lmikit simulate {path} {self.simulate_flags()}",
             *self.calibration_lines(),
-            "Trust (simulated/published, " + SOURCE + "):",
+            *textwrap.wrap(self.trust_heading(), 88),
             *(f"  {line}" for line in self.trust()),
             "",
         ]

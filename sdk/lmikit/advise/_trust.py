@@ -1,10 +1,17 @@
 """How far to trust an answer: the simulator's error against published measurements.
 
-``ACCURACY`` summarizes, per metric advise reports, the rows of the accuracy table in
+Every figure advise states about trust is here, to be re-pointed when the accuracy report
+is. ``ACCURACY`` summarizes, per metric advise reports, the rows of the accuracy table in
 docs/planner.md ("Accuracy against published measurements", regenerated from
 ``tests/unit/sim/published.py``): simulated over published figure. TTFT means and medians
 count as ``ttft_p50_s``; ratios between two setups of one run count too. A test reads the
 table again and fails when these figures no longer match it.
+
+They are in sample: the simulator's rules were revised with these runs in view (the
+table's "ratio before" and "ratio now") and tp_decode_step_overhead_s was set for their
+tensor-parallel H100 runs (lmikit.sim.coefficients). The table is not split by category
+(cache-blind, LMCache offload, cache-aware routing), so the answer's categories are named,
+not matched to figures of their own.
 """
 
 from __future__ import annotations
@@ -12,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SOURCE = "docs/planner.md, 'Accuracy against published measurements'"
-# No coefficient was fitted to these runs, except tp_decode_step_overhead_s, an effective
-# figure chosen with their tensor-parallel H100 runs in view (lmikit.sim.coefficients).
-OUT_OF_SAMPLE = ("published runs no coefficient was fitted to (but the tensor-parallel "
-                 "decode step overhead, set with the H100 runs in view)")
+SAMPLE = "in sample"  # how the figures relate to the runs they were measured on
+BASIS = ("the published runs the simulator was built against (its rules revised with them in "
+         "view, its tensor-parallel step overhead set for them); no out-of-sample error is "
+         "published yet: expect larger errors on setups unlike them")
+CACHE_AWARE = ("prefix_aware", "kv_aware")
 
 
 @dataclass(frozen=True)
@@ -46,3 +54,20 @@ def trust(metrics: list[str]) -> list[str]:
                      f"1.5x, simulated/published median {a.median_ratio:g}, 80% between "
                      f"{a.ratio_p10:g} and {a.ratio_p90:g}")
     return lines
+
+
+def categories(kv_cache: str, routing: str) -> list[str]:
+    """The accuracy categories a deployment falls in."""
+    out = ["cache-blind" if kv_cache == "off" else "LMCache offload"]
+    if routing in CACHE_AWARE:
+        out.append("cache-aware routing")
+    return out
+
+
+def heading(kv_cache: str | None = None, routing: str | None = None) -> str:
+    """The line above :func:`trust`'s: in or out of sample, against what, and the answer's
+    categories (``kv_cache`` and ``routing``: the answer's, when there is one)."""
+    involved = "" if kv_cache is None or routing is None else (
+        f" The answer is {', with '.join(categories(kv_cache, routing))}; the figures are not "
+        "split by category.")
+    return f"Trust, {SAMPLE}: simulated/published over {BASIS} ({SOURCE}).{involved}"

@@ -180,7 +180,7 @@ def _print(advice: Advice) -> None:
                       highlight=False)
     for line in advice.calibration_lines():
         console.print(line, highlight=False)
-    console.print("Trust (simulated/published, docs/planner.md):", highlight=False)
+    console.print(advice.trust_heading(), highlight=False)
     for line in advice.trust():
         console.print(f"  {line}", highlight=False)
     for note in advice.notes:

@@ -67,6 +67,7 @@ def test_advise_prints_the_frontier_the_answer_and_the_trust(tmp_path: Path) -> 
                 "--requests", "40", "--instance-types", "ml.g6.xlarge,ml.g6.2xlarge",
                 "--max-instances", "2", "--slo", "ttft_p90_s=0.3")
     assert "Pareto frontier" in text and "Best (*): " in text
+    assert "Trust, in sample: simulated/published" in text
     assert "TTFT p90: 53 of 61 published figures within 1.5x" in text
 
 
