@@ -6,17 +6,26 @@ request needing ``WORK / speed[t]`` seconds of one copy; with ``n`` copies the T
 deployment meeting ``ttft_p90_s <= target`` is, for each type, the fewest copies that meet
 it, ``ceil(WORK / (speed x (target - BASE)))``, and across types the one with the lowest
 price x copies: computed below by formula, not by search.
+
+Screening runs a reduced workload, whose figures are not the full run's. The properties
+hold with screening whenever every screened figure is within a factor ``1 + e`` of the full
+one, ``(1 + e)^2 <= 1 + SCREEN_BAND``: a candidate the screen drops is beaten there by more
+than the band, so in full by another strictly cheaper and better on every metric, which
+cannot be the answer's case; the screened answer is then the unscreened one. The tests draw
+such screens (``noise``), and one beyond the band, which changes the answer.
 """
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmikit.advise import Candidate, Figures, Slo, pareto, parse_slo, search
+from lmikit.advise._search import SCREEN_BAND
 
 BASE = 0.05
 WORK = 2.0
@@ -56,9 +65,32 @@ def by_formula(target: float, most: int, types: list[str]) -> tuple[str, int] | 
     return None if best is None else (best[1], best[2])
 
 
-def advise(target: float, most: int = 40, types: list[str] | None = None, screen: bool = True):
-    return search(candidates(types or sorted(TYPES), most), figures,
+WITHIN = math.sqrt(1 + SCREEN_BAND)  # 1 + e: a screened figure's largest factor off
+
+
+def screened_by(noise: int | None, spread: float = WITHIN):
+    """Figures whose screened cost, TTFT and throughput are each off the full run's by a
+    factor up to ``spread`` either way, drawn per candidate from ``noise`` (None: exact)."""
+    def evaluate(c: Candidate, full: bool) -> Figures:
+        f = figures(c)
+        if full or noise is None:
+            return f
+        draw = random.Random(f"{noise} {c.key}")
+        cost, ttft, tokens = (spread ** draw.uniform(-1, 1) for _ in range(3))
+        return Figures(ttft_p50_s=f.ttft_p50_s * ttft, ttft_p90_s=f.ttft_p90_s * ttft,
+                       throughput_tokens_s=f.throughput_tokens_s * tokens,
+                       usd_per_hour=f.usd_per_hour,
+                       usd_per_1k_tokens=f.usd_per_1k_tokens * cost)
+    return evaluate
+
+
+def advise(target: float, most: int = 40, types: list[str] | None = None, screen: bool = True,
+           noise: int | None = None):
+    return search(candidates(types or sorted(TYPES), most), screened_by(noise),
                   [Slo("ttft_p90_s", target)], lower_bound=bound, screen=screen)
+
+
+noises = st.none() | st.integers(0, 2**32)
 
 
 def test_advise_finds_the_closed_form_optimum() -> None:
@@ -89,37 +121,69 @@ targets = st.floats(min_value=0.06, max_value=3.0)
 
 
 @settings(max_examples=60, deadline=None)
-@given(targets, targets)
-def test_a_tighter_target_never_yields_a_cheaper_best(a: float, b: float) -> None:
+@given(targets, st.integers(1, 40), st.integers(0, 2**32))
+def test_a_screen_within_the_band_keeps_the_unscreened_answer(target: float, most: int,
+                                                              noise: int) -> None:
+    screened = advise(target, most, noise=noise)
+    assert screened.screened > 0 or screened.refined <= 1  # one survivor is not screened
+    assert screened.best == advise(target, most, screen=False).best
+
+
+def test_a_screen_beyond_the_band_loses_the_answer() -> None:
+    """The condition is needed: the answer screened at three times its cost and TTFT is
+    beaten there by more than the band, and dropped."""
+    exact = advise(1.0, screen=False).best
+
+    def evaluate(c: Candidate, full: bool) -> Figures:
+        f = figures(c)
+        if full or c != exact.candidate:
+            return f
+        return Figures(f.ttft_p50_s * 3, f.ttft_p90_s * 3, f.throughput_tokens_s,
+                       f.usd_per_hour, f.usd_per_1k_tokens * 3)
+
+    wrong = search(candidates(sorted(TYPES), 40), evaluate, [Slo("ttft_p90_s", 1.0)],
+                   lower_bound=bound)
+    assert wrong.best.meets_slo
+    assert wrong.best.figures.usd_per_1k_tokens > exact.figures.usd_per_1k_tokens
+
+
+@settings(max_examples=60, deadline=None)
+@given(targets, targets, noises)
+def test_a_tighter_target_never_yields_a_cheaper_best(a: float, b: float,
+                                                      noise: int | None) -> None:
     tight, loose = sorted((a, b))
-    t, lo = advise(tight).best, advise(loose).best
+    t, lo = advise(tight, noise=noise).best, advise(loose, noise=noise).best
     if t.meets_slo:
         assert lo.meets_slo
         assert lo.figures.usd_per_1k_tokens <= t.figures.usd_per_1k_tokens
 
 
 @settings(max_examples=40, deadline=None)
-@given(targets, st.integers(1, 20), st.integers(0, 20))
-def test_a_larger_budget_never_yields_a_worse_best(target: float, most: int, more: int) -> None:
-    small, large = advise(target, most).best, advise(target, most + more).best
+@given(targets, st.integers(1, 20), st.integers(0, 20), noises)
+def test_a_larger_budget_never_yields_a_worse_best(target: float, most: int, more: int,
+                                                   noise: int | None) -> None:
+    small = advise(target, most, noise=noise).best
+    large = advise(target, most + more, noise=noise).best
     if small.meets_slo:
         assert large.meets_slo
         assert large.figures.usd_per_1k_tokens <= small.figures.usd_per_1k_tokens
 
 
 @settings(max_examples=40, deadline=None)
-@given(targets, st.sets(st.sampled_from(sorted(TYPES)), min_size=1))
-def test_more_instance_types_never_yield_a_worse_best(target: float, some: set[str]) -> None:
-    fewer, every = advise(target, types=sorted(some)).best, advise(target).best
+@given(targets, st.sets(st.sampled_from(sorted(TYPES)), min_size=1), noises)
+def test_more_instance_types_never_yield_a_worse_best(target: float, some: set[str],
+                                                      noise: int | None) -> None:
+    fewer = advise(target, types=sorted(some), noise=noise).best
+    every = advise(target, noise=noise).best
     if fewer.meets_slo:
         assert every.meets_slo
         assert every.figures.usd_per_1k_tokens <= fewer.figures.usd_per_1k_tokens
 
 
 @settings(max_examples=40, deadline=None)
-@given(targets, st.booleans())
-def test_no_pareto_entry_is_dominated(target: float, screen: bool) -> None:
-    result = advise(target, screen=screen)
+@given(targets, st.booleans(), noises)
+def test_no_pareto_entry_is_dominated(target: float, screen: bool, noise: int | None) -> None:
+    result = advise(target, screen=screen, noise=noise)
     front = result.pareto
     assert front
     for e in front:
