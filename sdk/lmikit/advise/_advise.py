@@ -180,8 +180,8 @@ def advise(workload: Workload, slo: str | Sequence[str], *,
     if calibrate_with is not None:
         layout = None if model is not None else (base.instance.type,
                                                  base.engine.tensor_parallel_degree)
-        calibration = calibrate(Deployments(settings), calibrate_with, calibrate_anyway, layout,
-                                fitter)
+        calibration = calibrate(Deployments(settings).of, calibrate_with, calibrate_anyway,
+                                layout, fitter)
     deployments = Deployments(settings, calibration)
     longest = max(r.prompt_tokens + r.output_tokens for r in workload.requests)
     space = build_space(settings, deployments, instance_globs=instance_types, table=prices,

@@ -20,7 +20,6 @@ from lmikit.catalog.instances import ml_name
 from lmikit.errors import PlanError
 
 if TYPE_CHECKING:
-    from lmikit.advise._space import Deployments
     from lmikit.sim import Deployment
     from lmikit.sim.calibrate import Fit
 
@@ -57,10 +56,11 @@ class Calibration:
                 "candidates_calibrated": applied, "candidates_uncalibrated": uncalibrated}
 
 
-def calibrate(deployments: Deployments, bench_path: str | Path, anyway: bool,
-              spec_layout: tuple[str, int] | None, fitter: Fitter = fit_file) -> Calibration:
-    """Fit the bench file on the deployment it names, planned as ``deployments`` plans a
-    candidate; ``spec_layout`` is the spec's (instance type, TP), None for ``--model``."""
+def calibrate(planned: Callable[[Candidate], Deployment | str], bench_path: str | Path,
+              anyway: bool, spec_layout: tuple[str, int] | None,
+              fitter: Fitter = fit_file) -> Calibration:
+    """Fit the bench file on the deployment it names, as ``planned`` plans a candidate (or
+    says why not); ``spec_layout`` is the spec's (instance type, TP), None for ``--model``."""
     from lmikit.sim.calibrate import load_bench
 
     path = Path(bench_path)
@@ -82,7 +82,7 @@ def calibrate(deployments: Deployments, bench_path: str | Path, anyway: bool,
         instance = instance or spec_layout[0]
         tp = tp or spec_layout[1]
     mode = bench.kv_cache or "off"
-    dep = deployments.of(Candidate(instance, tp, 1, 1, mode, "auto", "auto", "sticky_session"))
+    dep = planned(Candidate(instance, tp, 1, 1, mode, "auto", "auto", "sticky_session"))
     if isinstance(dep, str):
         raise PlanError(f"--calibrate {str(path)!r}: the bench ran on {instance} TP {tp} with "
                         f"kv_cache {mode}, which the planner refuses here: {dep}")
