@@ -31,6 +31,7 @@ _EXPORTS = {
     "RenderError": "lmikit.errors",
     "SpecError": "lmikit.errors",
     "WaitTimeout": "lmikit.errors",
+    "advise": "lmikit.advise",
     "get_instance": "lmikit.catalog.instances",
     "get_model": "lmikit.catalog.models",
     "lmcache_config": "lmikit.render.lmcache",
@@ -58,6 +59,7 @@ __all__ = [
     "RenderError",
     "SpecError",
     "WaitTimeout",
+    "advise",
     "get_instance",
     "get_model",
     "lmcache_config",
@@ -86,6 +88,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lmikit.advise import advise
     from lmikit.catalog.instances import get_instance
     from lmikit.catalog.models import get_model
     from lmikit.deploy import Deployment

@@ -10,7 +10,8 @@ import click
 from click.core import ParameterSource
 
 from lmikit.catalog.prices import MAX_USD_PER_HOUR
-from lmikit.cli._common import calibrate_anyway_option, check_writable, echo_json
+from lmikit.cli._charts import chart, check_plot_path
+from lmikit.cli._common import calibrate_anyway_option, echo_json
 
 if TYPE_CHECKING:
     from lmikit.catalog.prices import PriceTable
@@ -140,21 +141,8 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     requests and 5,000,000 prompt chunks (docs/planner.md, "Bounds").
     """
     if plot_path is not None:
-        check_writable(plot_path, "--plot")
-        if plot_path.suffix.lower() not in PLOT_FORMATS:
-            raise click.BadParameter(
-                f"{str(plot_path)!r} must end in {', '.join(PLOT_FORMATS)} (the chart's "
-                "format)", param_hint="--plot")
-        if plot_path.exists() and not plot_path.is_file():  # a FIFO would block the write
-            raise click.BadParameter(f"{str(plot_path)!r} is not a regular file",
-                                     param_hint="--plot")
-    for name, applies in WORKLOAD_FLAGS.items():
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
-                and workload not in applies:
-            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
-                                     f"{workload}", param_hint=_flag(name))
-    if workload == "trace" and flags["trace"] is None:
-        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
+        check_plot_path(plot_path)
+    check_workload_flags(ctx, workload, flags)
     prices = None
     if prices_path is not None:
         from lmikit.catalog.prices import load_prices
@@ -229,6 +217,18 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
         click.echo(f"Note: simulating --kv-cache off, as the planner refuses LMCache's CPU "
                    f"tier on {dep.instance_type} ({dep.unplannable['cpu']})", err=True)
     return dep, "sticky_session", "off"
+
+
+def check_workload_flags(ctx: click.Context, workload: str, flags: dict[str, Any]) -> None:
+    """Refuse a workload flag given for a workload that does not take it, and a trace
+    workload without its file."""
+    for name, applies in WORKLOAD_FLAGS.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
+                and workload not in applies:
+            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
+                                     f"{workload}", param_hint=_flag(name))
+    if workload == "trace" and flags["trace"] is None:
+        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
 
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
@@ -335,9 +335,6 @@ def tick_label(seconds: float, minor: bool = False) -> str:
     return f"{seconds:.3g} s"
 
 
-PLOT_FORMATS = (".png", ".svg", ".pdf")
-
-
 def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
     """The points of a TTFT distribution's step plot (sorted TTFTs, share of requests at or
     under each), from 0 at the first TTFT, so even one request draws a step.
@@ -354,29 +351,14 @@ def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
 
 
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
-    from lmikit._extras import require
+    with chart(path, "simulate", "TTFT distribution") as ax:
+        from matplotlib.ticker import FuncFormatter
 
-    require("matplotlib", "lmikit simulate --plot").use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for r in results:
-        ax.step(*cdf_steps(r.ttfts_s), where="post", label=f"{r.routing} / {r.kv_cache}")
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))
-    ax.set_xlabel("TTFT")
-    ax.set_ylabel("share of requests")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format=path.suffix.lower()[1:])
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
-                                 param_hint="--plot") from exc
-    finally:
-        plt.close(fig)
-    click.echo(f"Wrote the TTFT distribution chart to {path}", err=True)
+        for r in results:
+            ax.step(*cdf_steps(r.ttfts_s), where="post", label=f"{r.routing} / {r.kv_cache}")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))
+        ax.set_xlabel("TTFT")
+        ax.set_ylabel("share of requests")
+        ax.set_title(title)
