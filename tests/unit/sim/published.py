@@ -66,7 +66,8 @@ HP_CONCURRENCY = 100
 @cache
 def _hyperpod(context: int, improved: bool, seed: int) -> ScenarioResult:
     dep = deployment("meta-llama/Llama-3.1-70B-Instruct", "ml.p5.48xlarge", tp=8,
-                     instances=7, reserve_full_prompt=False)  # a 2025 vLLM, before 0.19
+                     instances=7, reserve_full_prompt=False,  # a 2025 vLLM, before 0.19
+                     remote_store="hyperpod")  # L2: HyperPod's managed tiered storage
     work = multi_turn_chat(context, 8, 100, concurrency=HP_CONCURRENCY,
                            requests=HP_CONCURRENCY * 8 * 2, think_time_s=0.0)
     routing, mode = ("kv_aware", "remote") if improved else ("random", "off")
