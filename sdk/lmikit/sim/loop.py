@@ -549,9 +549,6 @@ class _Run:
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
                 lookup = eng.lookup_s(len(keys), checked)
-                new = keys[pos:]
-                for _, tier in c.tiers:
-                    tier.insert(new)
         for name, per_request in self.res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
@@ -619,6 +616,10 @@ class _Run:
         upto = min(len(r.keys), (int(offset + taken) + m) // chunk)
         if upto > stored:
             duration += c.engine.store_s((upto - int(stored)) * chunk)
+            if r.forced is None:  # LMCache puts each stored chunk into every tier
+                done = r.keys[int(stored):upto]
+                for _, tier in c.tiers:
+                    tier.insert(done)
             c.pf[6] = float(upto)
         ends = taken + m >= total
         ctx = int(hit) + computed

@@ -171,6 +171,24 @@ def test_a_hit_stores_only_the_full_chunks_past_what_lmcache_holds() -> None:
         cfg.engine.store_s(512) - base.store_s(512), rel=1e-6)
 
 
+def test_a_prefill_preempted_part_way_leaves_only_what_it_computed_in_lmcache() -> None:
+    """LMCache stores a prefill's full chunks after each step that completes them
+    (``wait_for_save``), so a prefill preempted part-way has stored only those: readmitted,
+    it finds them (in the GPU prefix cache, or in the CPU tier where the growing decode
+    evicted them from the GPU) and computes the rest, not the whole prompt as a hit. The
+    10,000-token prompt stalls for room beside a decode, is preempted, and comes back."""
+    work = trace((0.0, [(1, 4_000)], 3_000), (0.2, [(2, 10_000)], 1))
+    # a 2,048-token step budget, admitting as vLLM before 0.19 did (the next chunk fits)
+    budget = COEFF.replace(prefill_chunk_tokens=2_048)
+    on = run(work, [copy(budget, gpu_tokens=12_000, cpu_tokens=100_000,
+                         reserve_full_prompt=False)], LeastOutstanding())
+    off = run(work, [copy(budget, gpu_tokens=12_000, reserve_full_prompt=False)],
+              LeastOutstanding())
+    assert on.served["gpu"][1] == off.served["gpu"][1] > 0  # computed, still on the GPU
+    assert on.served["cpu"][1] > 0  # computed, evicted from the GPU, kept by LMCache
+    assert on.served["gpu"][1] + on.served["cpu"][1] < 39 * 256  # not the chunks to come
+
+
 # -- the remote stores and what LMCache's source says about them ------------------------------
 
 def test_every_remote_url_scheme_the_spec_takes_names_a_store() -> None:
