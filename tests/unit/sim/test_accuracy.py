@@ -5,7 +5,7 @@ Every point the fit asks about is re-simulated here, once per run, and must equa
 at or under :data:`LIMITS` (the values when they were set, with a small margin), so a model
 change that makes them worse fails; ``docs/accuracy.md`` and the summary in
 ``docs/planner.md`` must be what the record renders. After a model change:
-``python -m tests.unit.sim.accuracy --write --jobs 2`` (about 15 minutes on two cores).
+``python -m tests.unit.sim.accuracy --write --jobs 2`` (about 25 minutes of CPU).
 """
 
 from __future__ import annotations
