@@ -1,7 +1,8 @@
 """The LMCache-enabled LMI container image: the stock LMI image, or lmikit's build on top of it.
 
-The stock image (``djl-inference:<version>-lmi...``) is resolved offline from the sagemaker
-package's image URI tables and pinned to the spec's ``engine.lmi_version``, never "latest".
+The stock image (``djl-inference:<version>-lmi...``) is resolved offline from lmikit's copy
+of sagemaker-core's image table (:mod:`lmikit.image`) and pinned to the spec's
+``engine.lmi_version``, never "latest".
 lmikit's own image (``container/Dockerfile``, built FROM the stock image with the repository
 root as the build context) is used when the deployment needs container-side code the stock
 image lacks; see :func:`container_code_reasons`. Synth never runs Docker: a

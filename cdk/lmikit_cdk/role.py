@@ -22,6 +22,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from lmikit.errors import RenderError
+from lmikit.names import default_bucket_name
 from lmikit.render.iam import (
     SAGEMAKER_PRINCIPAL,
     WILDCARD_REASONS,
@@ -43,6 +44,11 @@ class ExecutionRole(Construct):
     last).
 
     :param spec: the deployment (names its log groups, KMS key, VPC, secrets and S3 weights).
+
+    ``adapter_bucket`` is where ``lmikit adapters register`` puts the adapters it adds to this
+    endpoint: the stack's endpoint carries no ``lmikit:bucket`` tag, so the registry picks
+    SageMaker's default bucket ``sagemaker-<region>-<account>``, and when the endpoint
+    serves LoRA the role reads ``lmikit/<name>/adapters/*`` there.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec) -> None:
@@ -56,6 +62,7 @@ class ExecutionRole(Construct):
                                         description=policy_description(spec))
         self.role_arn: str = self.role.role_arn
         self.artifacts: dict[str, tuple[str, str]] = {}
+        self.adapter_bucket: str = default_bucket_name(spec.region, cdk.Aws.ACCOUNT_ID)
         self.document: dict[str, Any] | None = None
 
     def grant_read_objects(self, artifact: str, bucket: str, key: str) -> None:
@@ -72,7 +79,8 @@ class ExecutionRole(Construct):
             raise RenderError("the execution policy is rendered once")
         self.document = execution_policy_document(
             self.spec, partition=cdk.Aws.PARTITION, account=cdk.Aws.ACCOUNT_ID,
-            image_repository_arn=image_repository_arn, artifacts=self.artifacts)
+            image_repository_arn=image_repository_arn, artifacts=self.artifacts,
+            adapter_bucket=self.adapter_bucket)
         for statement in self.document["Statement"]:
             self.policy.add_statements(iam.PolicyStatement.from_json(statement))
         return self.document

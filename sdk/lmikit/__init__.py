@@ -1,9 +1,11 @@
 """lmikit: LMCache-enabled LLM serving on Amazon SageMaker from one YAML spec.
 
->>> import lmikit
->>> spec = lmikit.load_spec("examples/docqa-qwen7b.yaml")  # doctest: +SKIP
->>> lmikit.plan_spec(spec).tier  # doctest: +SKIP
+>>> from lmikit import Deployment, Endpoint, load_spec, plan_spec
+>>> spec = load_spec("examples/docqa-qwen7b.yaml")  # doctest: +SKIP
+>>> plan_spec(spec).tier  # doctest: +SKIP
 'cpu'
+>>> Deployment(spec, role_arn=role).deploy()  # doctest: +SKIP
+>>> Endpoint(spec.name, region=spec.region).invoke("Hello")  # doctest: +SKIP
 
 Names are imported lazily so ``import lmikit`` (and the CLI) stays fast.
 """
@@ -19,6 +21,7 @@ _EXPORTS = {
     "AdapterError": "lmikit.errors",
     "CatalogError": "lmikit.errors",
     "DeployError": "lmikit.errors",
+    "Deployment": "lmikit.deploy",
     "DeploymentSpec": "lmikit.spec",
     "Endpoint": "lmikit.endpoint",
     "InvokeError": "lmikit.errors",
@@ -45,6 +48,7 @@ __all__ = [
     "AdapterError",
     "CatalogError",
     "DeployError",
+    "Deployment",
     "DeploymentSpec",
     "Endpoint",
     "InvokeError",
@@ -84,6 +88,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover
     from lmikit.catalog.instances import get_instance
     from lmikit.catalog.models import get_model
+    from lmikit.deploy import Deployment
     from lmikit.endpoint import Endpoint
     from lmikit.errors import (
         AdapterError,

@@ -23,7 +23,6 @@ target (RenderError, one problem per line, each naming the targets that refuse i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -68,15 +67,13 @@ class Accepted:
     spec: DeploymentSpec
     plan: Plan
     rendered: Mapping[str, str] = field(default_factory=dict)  # target -> printed text
-    image_uri: str | None = None  # None: not resolved (not asked for, or no image table here)
-    notes: tuple[str, ...] = ()  # checks that could not run on this machine
+    image_uri: str | None = None  # None: no target asked for needs the image
+    notes: tuple[str, ...] = ()  # checks that could not run (an uploaded adapter)
     warnings: tuple[str, ...] = ()  # what a renderer says the deployment will lack
     image_note: str | None = None  # what the stock image leaves out, and what to change
 
     def output(self, target: str) -> str:
         """The text ``lmikit render --target`` prints for ``target``."""
-        if target in IMAGE_TARGETS and self.image_uri is None:
-            raise RenderError(_NO_IMAGE_TABLE)
         return self.rendered[target]
 
 
@@ -101,9 +98,10 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     refusals: dict[str, list[str]] = {}  # message -> targets refusing with it
     image_uri: str | None = None
     if any(t in IMAGE_TARGETS for t in chosen):
+        from lmikit.image import lmi_image_uri
+
         try:
-            image_uri, image_notes = _image_uri(spec)
-            notes += image_notes
+            image_uri = lmi_image_uri(spec.region, spec.engine.lmi_version)
         except RenderError as exc:
             refusals.setdefault(str(exc), []).extend(t for t in chosen if t in IMAGE_TARGETS)
     refused = {t for ts in refusals.values() for t in ts}
@@ -199,20 +197,6 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         return render_grafana_json(spec, plan, options.hourly_price, options.prices,
                                    image=options.image)
     raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-
-
-_NO_IMAGE_TABLE = ("resolving the LMI image needs the sagemaker package: "
-                   "pip install 'lmikit[sagemaker]'")
-
-
-def _image_uri(spec: DeploymentSpec) -> tuple[str | None, tuple[str, ...]]:
-    """The pinned LMI image for the spec, or (None, a note) where this machine cannot tell."""
-    if importlib.util.find_spec("sagemaker") is None:
-        return None, (f"the LMI image for engine.lmi_version {spec.engine.lmi_version} in "
-                      f"{spec.region} was not checked: {_NO_IMAGE_TABLE}",)
-    from lmikit.image import lmi_image_uri
-
-    return lmi_image_uri(spec.region, spec.engine.lmi_version), ()
 
 
 def _json(data: Any) -> str:

@@ -49,6 +49,7 @@ from lmikit.names import (
     MODEL_ID_ENV,
     adapter_component_name,
     adapter_manager,
+    artifact_prefix,
     base_component_name,
     deployment_prefix,
     deployment_tags,
@@ -306,7 +307,7 @@ class AdapterRegistry:
                   wait: bool) -> AdapterInfo:
         existing = self.adapter(name)
         store = self.store()
-        prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+        prefix = artifact_prefix(self.endpoint, name)
         key = aws.artifact_key(prefix, source.sha256)
         if existing is not None:
             if existing["InferenceComponentStatus"] == "Failed":
@@ -406,7 +407,7 @@ class AdapterRegistry:
                 raise AdapterError(f"adapter {name!r} is not registered on {self.endpoint!r}; "
                                    "use 'register'")
             source = aws.package_source(package)
-            prefix = f"{deployment_prefix(self.endpoint)}adapters/{name}"
+            prefix = artifact_prefix(self.endpoint, name)
             if aws.artifact_of(existing) == self.store().url(prefix, source.sha256) and \
                     existing["InferenceComponentStatus"] == "InService":
                 return dataclasses.replace(self._info(existing), excluded=package.excluded)

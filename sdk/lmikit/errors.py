@@ -20,8 +20,10 @@ caller (and the CLI) can catch one type::
      +-- AdapterError       a LoRA adapter or formatter failed validation
      +-- RegionMissing      no AWS region is given or configured: no client can be made
      +-- InvokeError        a runtime call to an endpoint failed
-          +-- BenchStopped  a benchmark stopped at a failed request (``rounds``: what it
-                            measured)
+     |    +-- BenchStopped  a benchmark stopped at a failed request (``rounds``: what it
+     |                      measured)
+     +-- MissingPackage     a package this use needs is not installed (names the pip
+                            command; also an ImportError)
 
 Third-party errors (pydantic, yaml, botocore) are mapped to these once, at the edge,
 with ``raise ... from exc``.
@@ -234,3 +236,10 @@ class SimulationError(PlanError):
     """A workload, trace or calibration (bench) file cannot be simulated as given."""
 
     kind = "SimulationError"
+
+
+class MissingPackage(LmikitError, ImportError):
+    """A package is not installed; the message names what needs it and the ``pip install``
+    that adds it (:mod:`lmikit._extras`)."""
+
+    kind = "Error"

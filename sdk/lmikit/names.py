@@ -141,5 +141,25 @@ def artifact_prefix(deployment: str, adapter: str | None = None) -> str:
     >>> artifact_prefix("docqa"), artifact_prefix("docqa", "legal")
     ('lmikit/docqa/model', 'lmikit/docqa/adapters/legal')
     """
-    root = f"lmikit/{deployment}"
-    return f"{root}/adapters/{adapter}" if adapter else f"{root}/model"
+    return f"{adapters_prefix(deployment)}{adapter}" if adapter else \
+        f"{deployment_prefix(deployment)}model"
+
+
+def adapters_prefix(deployment: str) -> str:
+    """The S3 key prefix, with its slash, under which every adapter artifact of the
+    deployment lies (the spec's, and those registered with ``lmikit adapters``).
+
+    >>> adapters_prefix("docqa")
+    'lmikit/docqa/adapters/'
+    """
+    return f"{deployment_prefix(deployment)}adapters/"
+
+
+def default_bucket_name(region: str, account: str) -> str:
+    """SageMaker's default bucket, ``sagemaker-<region>-<account>``: where lmikit keeps
+    artifacts when no bucket is given or recorded in the endpoint's ``lmikit:bucket`` tag.
+
+    >>> default_bucket_name("us-east-1", "123456789012")
+    'sagemaker-us-east-1-123456789012'
+    """
+    return f"sagemaker-{region}-{account}"

@@ -47,7 +47,6 @@ from lmikit._openai_exchange import (
 if TYPE_CHECKING:
     import openai
 
-EXTRA_HINT = "pip install 'lmikit[openai]'"
 API_KEY = "sagemaker"  # the openai package needs a key; SigV4 (boto3) authenticates instead
 _OWN_OPENAI_ARGS = ("api_key", "base_url", "http_client")
 
@@ -55,12 +54,11 @@ _OWN_OPENAI_ARGS = ("api_key", "base_url", "http_client")
 # --- the HTTP library the installed openai package uses --------------------------------
 
 def import_openai() -> ModuleType:
-    """The ``openai`` package, or an ImportError naming the extra that installs it."""
-    try:
-        return importlib.import_module("openai")
-    except ImportError as exc:
-        raise ImportError(f"OpenAI-SDK access needs the openai package: {EXTRA_HINT}") \
-            from exc
+    """The ``openai`` package, or :class:`~lmikit.errors.MissingPackage` (an ImportError)
+    naming the extra that installs it."""
+    from lmikit._extras import require
+
+    return require("openai", "OpenAI-SDK access")
 
 
 def http_module(openai_module: ModuleType) -> ModuleType:
@@ -293,7 +291,7 @@ def async_openai_client(endpoint: str, *, region: str | None = None, session: An
     return client
 
 
-__all__ = ["API_KEY", "EXTRA_HINT", "HttpReply", "ModelRouter", "SageMakerExchange",
+__all__ = ["API_KEY", "HttpReply", "ModelRouter", "SageMakerExchange",
            "TransportFailure", "UnknownModel", "async_openai_client", "async_transport_class",
            "base_url", "error_reply", "http_module", "import_openai", "openai_client",
            "openai_http_client", "status_for_error", "transport_class"]

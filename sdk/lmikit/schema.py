@@ -31,9 +31,10 @@ def validate_file(path: str | Path) -> DeploymentSpec:
     shows it. A problem the model reports at a path is listed once, in the model's words
     (with the value); schema messages are kept for paths the model did not flag.
     """
-    import jsonschema
-
+    from lmikit._extras import require
     from lmikit.loader import parse_yaml, read_spec_text, validate_data
+
+    jsonschema = require("jsonschema", "lmikit.schema.validate_file")
 
     source = str(path)
     data, lines = parse_yaml(read_spec_text(path), source)

@@ -18,6 +18,11 @@ know, each checked rather than skipped:
 * a CDK asset (the bootstrap bucket or image repository) must be the SDK's artifact with the
   same bytes (sha256), the image URI the SDK deployed, or, in the role's policy, a grant
   that covers every object the SDK uploaded.
+
+The SDK deploys to SageMaker's default bucket, the one ``lmikit adapters register`` uses for
+a stack's endpoint (which carries no ``lmikit:bucket`` tag), so the read on the adapters
+registered later must name the same bucket and prefix on both sides. The fake judges every
+component's artifact download against the role's policy in moto (``iam_role_reads``).
 """
 
 from __future__ import annotations
@@ -36,13 +41,18 @@ from moto import mock_aws
 from lmikit.deploy import Deployment
 from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec
-from lmikit.names import BUCKET_TAG
-from lmikit.testing import FakeSageMaker, Timings, VirtualClock, s3_artifact_exists
+from lmikit.names import BUCKET_TAG, default_bucket_name
+from lmikit.testing import (
+    FakeSageMaker,
+    Timings,
+    VirtualClock,
+    iam_role_reads,
+    s3_artifact_exists,
+)
 
 from .conftest import EXAMPLES
 
 ACCOUNT = "123456789012"  # moto's account
-BUCKET = "lmikit-parity-artifacts"
 CDK_ASSET = re.compile(r"cdk-[a-z0-9]+-(?:container-)?assets-")
 NAMES = [load_spec(p).name for p in EXAMPLES] + ["docqa-lora"]
 STATEMENTS_ELSEWHERE = "compared statement by statement in the policy test"
@@ -70,6 +80,7 @@ class SdkRun:
     sent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     existing: dict[str, set[str]] = field(default_factory=dict)
     role_arn: str = ""
+    bucket: str = ""
     image_uri: str = ""
     policy_arns: dict[str, str] = field(default_factory=dict)
     uploaded: dict[str, bytes] = field(default_factory=dict)  # s3 URL -> bytes
@@ -101,10 +112,12 @@ def sdk_run(synth: Any) -> SdkRun:
         s3 = boto3.client("s3", region_name=region)
         extra = {} if region == "us-east-1" else {
             "CreateBucketConfiguration": {"LocationConstraint": region}}
-        s3.create_bucket(Bucket=BUCKET, **extra)
+        run.bucket = default_bucket_name(region, ACCOUNT)
+        s3.create_bucket(Bucket=run.bucket, **extra)
         clock = VirtualClock()
         fake = FakeSageMaker(region, clock=clock, timings=Timings(),
-                             artifact_exists=s3_artifact_exists(s3))
+                             artifact_exists=s3_artifact_exists(s3),
+                             role_reads=iam_role_reads(boto3.client("iam", region_name=region)))
         if spec.instance.capacity_reservation_arn:  # the plan the example reserves
             fake.add_training_plan(spec.instance.capacity_reservation_arn, spec.instance.type)
         session = fake.install(boto3.Session(region_name=region))
@@ -112,7 +125,7 @@ def sdk_run(synth: Any) -> SdkRun:
         run.image_uri = (f"{ACCOUNT}.dkr.ecr.{region}.amazonaws.com/lmikit/lmi:parity"
                          if endpoint.image.is_custom
                          else lmi_image_uri(region, spec.engine.lmi_version))
-        deployment = Deployment(spec, session=session, create_role=True, bucket=BUCKET,
+        deployment = Deployment(spec, session=session, create_role=True, bucket=run.bucket,
                                 base_dir=endpoint.base_dir, image_uri=run.image_uri,
                                 image_kind=endpoint.image_kind, plan=endpoint.plan,
                                 clock=clock, poll_seconds=10)
@@ -150,9 +163,9 @@ def _read_back(run: SdkRun, session: Any, fake: FakeSageMaker, s3: Any) -> None:
     run.attached = [(r["RoleName"], p["PolicyName"]) for r in roles
                     for p in iam.list_attached_role_policies(
                         RoleName=r["RoleName"])["AttachedPolicies"]]
-    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        run.uploaded[f"s3://{BUCKET}/{obj['Key']}"] = s3.get_object(
-            Bucket=BUCKET, Key=obj["Key"])["Body"].read()
+    for obj in s3.list_objects_v2(Bucket=run.bucket).get("Contents", []):
+        run.uploaded[f"s3://{run.bucket}/{obj['Key']}"] = s3.get_object(
+            Bucket=run.bucket, Key=obj["Key"])["Body"].read()
 
 
 class Compare:
@@ -364,7 +377,7 @@ def _check_asset_grant(run: SdkRun, sid: str, resource: str) -> None:
         account, region = registry.split(".")[0], registry.split(".")[3]
         assert resource == f"arn:aws:ecr:{region}:{account}:repository/{repo.split(':')[0]}"
         return
-    prefix = f"arn:aws:s3:::{BUCKET}/"
+    prefix = f"arn:aws:s3:::{run.bucket}/"
     assert resource.startswith(prefix), (sid, resource)
     covered = [url for url in run.uploaded
                if fnmatch.fnmatchcase(url.removeprefix("s3://"), resource.removeprefix(

@@ -140,6 +140,26 @@ def test_adapter_artifact_is_an_s3_asset_readable_by_the_role(synths: dict[str, 
     assert sum(p.endswith(".tar.gz") for p in files) == 2
 
 
+def test_a_stack_serving_lora_reads_the_adapters_lmikit_adapters_registers(
+        synths: dict[str, Any]) -> None:
+    """The stack's endpoint has no lmikit:bucket tag, so `lmikit adapters register` uploads
+    to sagemaker-<region>-<account> under lmikit/<name>/adapters/: the role reads that prefix
+    there, in every stack whose base serves LoRA, and no stack without LoRA reads it."""
+    checked = 0
+    for name, synth in synths.items():
+        found = [s for s in _statements(synth) if s.get("Sid") == "ReadRegisteredAdapters"]
+        if not synth.stack.spec.lora_enabled:
+            assert found == [], name
+            continue
+        checked += 1
+        assert found == [{"Sid": "ReadRegisteredAdapters", "Effect": "Allow",
+                          "Action": "s3:GetObject", "Resource": {"Fn::Join": ["", [
+                              "arn:", {"Ref": "AWS::Partition"},
+                              f":s3:::sagemaker-{synth.stack.spec.region}-",
+                              {"Ref": "AWS::AccountId"}, f"/lmikit/{name}/adapters/*"]]}}]
+    assert checked >= 2  # docqa-lora and secure-redis at least
+
+
 def _asset_manifest(synth: Any) -> dict[str, Any]:
     import json
 

@@ -62,6 +62,19 @@ def test_wildcard_findings_are_acknowledged_one_by_one(synth_app: Any) -> None:
     assert "AwsSolutions-IAM5[Resource::*]" in rules
 
 
+def test_the_registered_adapters_read_is_acknowledged_with_its_own_reason(
+        synth_app: Any) -> None:
+    """cdk-nag reports the wildcard in lmikit/<name>/adapters/* (AwsSolutions-IAM5); the
+    acknowledgement names that one resource and says why it is a prefix."""
+    from lmikit.render.iam import WILDCARD_REASONS
+
+    found = {(rule, reason) for _, rule, reason in _acknowledgements(synth_app[0])
+             if "/lmikit/docqa-lora/adapters/*" in rule}
+    assert found == {("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::"
+                      "sagemaker-us-west-2-<AWS::AccountId>/lmikit/docqa-lora/adapters/*]",
+                      WILDCARD_REASONS["s3:adapters"])}
+
+
 def test_sagemaker_properties_pass_botocore_model_validation(synths: dict[str, Any]) -> None:
     """Template properties (tokens replaced by valid samples) against botocore's input
     shapes, including the enums, patterns and max lengths botocore itself skips."""

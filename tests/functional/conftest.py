@@ -20,6 +20,7 @@ from lmikit.testing import (
     Timings,
     VirtualClock,
     cloudwatch_sink,
+    iam_role_reads,
     s3_artifact_exists,
     s3_artifact_reader,
     write_lora_adapter,
@@ -82,12 +83,18 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
+def _role_reads() -> Any:
+    """The fake's download check against moto's IAM: a role lmikit created (create_role=True)
+    must read every artifact; ROLE, which IAM does not hold, is not judged."""
+    return iam_role_reads(boto3.client("iam", region_name=REGION))
+
+
 @pytest.fixture
 def fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     return FakeSageMaker(REGION, clock=clock, timings=Timings(),
-                         artifact_exists=s3_artifact_exists(s3))
+                         artifact_exists=s3_artifact_exists(s3), role_reads=_role_reads())
 
 
 @pytest.fixture
@@ -97,7 +104,7 @@ def cached_fake(aws: None, clock: VirtualClock) -> FakeSageMaker:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     return FakeSageMaker(REGION, clock=clock, timings=Timings(),
-                         artifact_exists=s3_artifact_exists(s3),
+                         artifact_exists=s3_artifact_exists(s3), role_reads=_role_reads(),
                          artifact_reader=s3_artifact_reader(s3),
                          metrics_sink=cloudwatch_sink(boto3.client("cloudwatch",
                                                                    region_name=REGION)))
@@ -157,6 +164,7 @@ def realtime_fake() -> FakeSageMaker:
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     return FakeSageMaker(REGION, clock=SystemClock(), artifact_exists=s3_artifact_exists(s3),
+                         role_reads=_role_reads(),
                          timings=Timings(endpoint_create=0.05, endpoint_update=0.05,
                                          component_create=0.05, component_update=0.05,
                                          adapter_create=0.02, delete=0.02))

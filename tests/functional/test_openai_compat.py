@@ -64,8 +64,7 @@ def test_openai_client_names_the_extra_when_openai_is_missing() -> None:
             "except ImportError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ("OpenAI-SDK access needs the openai package: "
-                                  "pip install 'lmikit[openai]'")
+    assert out.stdout.strip() == "OpenAI-SDK access needs openai: pip install 'lmikit[openai]'"
 
 
 # --- non-streaming --------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import sys
 
 import pytest
 import yaml
@@ -158,18 +158,14 @@ def test_accept_plan_target_option_limits_the_check(tmp_path):
     assert json.loads(result.output)["tier"] == "remote"
 
 
-def test_accept_without_the_image_table_notes_it_and_render_refuses(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "sagemaker" else real(name, *a))
+def test_accept_resolves_the_image_without_the_sagemaker_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sagemaker", None)  # importing it now fails
     accepted = accept_spec(DEFAULT_SPEC)
-    assert accepted.image_uri is None
-    assert accepted.notes and "was not checked" in accepted.notes[0]
-    validate = CliRunner().invoke(main, ["validate", str(DEFAULT_SPEC)])
-    assert validate.exit_code == 0 and "Note: the LMI image" in validate.output
+    assert accepted.image_uri is not None and "djl-inference:0.38.0-lmi" in accepted.image_uri
+    assert accepted.notes == ()
     render = CliRunner().invoke(main, ["render", str(DEFAULT_SPEC), "-t", "sagemaker"])
-    assert render.exit_code == 2
-    assert "RenderError: resolving the LMI image needs the sagemaker package" in render.output
+    assert render.exit_code == 0, render.output
+    assert accepted.image_uri in render.output
 
 
 def test_accept_spec_error_comes_before_any_render(tmp_path):

@@ -209,6 +209,38 @@ def test_adapters_read_their_own_artifacts(tmp_path: Path) -> None:
         "arn:aws:s3:::adapters-bucket/med/adapter.tar.gz"]
 
 
+def _lora_spec(**engine: Any) -> DeploymentSpec:
+    return DeploymentSpec.model_validate({
+        "api_version": "v1", "name": "lora", "region": "cn-north-1",
+        "model": {"id": "Qwen/Qwen2.5-7B-Instruct"}, "instance": {"type": "ml.g6e.2xlarge"},
+        "engine": engine})
+
+
+@pytest.mark.parametrize("engine", [{"lora": {"enabled": True}}, {}], ids=["lora", "no-lora"])
+def test_an_endpoint_serving_lora_reads_every_adapter_of_the_deployment(
+        engine: dict[str, Any]) -> None:
+    """`lmikit adapters register` puts an adapter at lmikit/<name>/adapters/<adapter>/
+    <sha256>.tar.gz in the deployment's bucket, after the role was made: the role reads that
+    prefix (and only there), when the base serves LoRA at all."""
+    spec = _lora_spec(**engine)
+    sids = _by_sid(execution_role_policy(spec, "lmikit-artifacts", account=ACCOUNT))
+    if not engine:
+        assert "ReadRegisteredAdapters" not in sids
+        return
+    assert sids["ReadRegisteredAdapters"] == {
+        "Sid": "ReadRegisteredAdapters", "Effect": "Allow", "Action": ["s3:GetObject"],
+        "Resource": ["arn:aws-cn:s3:::lmikit-artifacts/lmikit/lora/adapters/*"]}
+
+
+def test_an_endpoint_serving_lora_needs_the_registry_bucket() -> None:
+    with pytest.raises(RenderError, match="no bucket for the adapters `lmikit adapters "
+                                          "register` adds"):
+        execution_policy_document(_lora_spec(lora={"enabled": True}), partition="aws-cn",
+                                  account=ACCOUNT, artifacts={},
+                                  image_repository_arn="arn:aws-cn:ecr:cn-north-1:1:"
+                                                       "repository/r")
+
+
 def test_local_adapter_without_a_location_is_a_render_error() -> None:
     spec = DeploymentSpec.model_validate({
         "api_version": "v1", "name": "lora", "region": "us-east-1",

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from lmikit.aws._errors import call, is_not_found, map_error, paginate
 from lmikit.errors import AwsError, DeployError
-from lmikit.names import deployment_prefix
+from lmikit.names import default_bucket_name, deployment_prefix
 
 DEPLOYMENT_METADATA = "lmikit-deployment"  # S3 user metadata: x-amz-meta-lmikit-deployment
 SHA256_METADATA = "sha256"
@@ -320,4 +320,4 @@ class ArtifactStore:
 def default_bucket(clients: Any) -> str:
     """SageMaker's default bucket name, ``sagemaker-<region>-<account>``."""
     account = call(clients.sts, "get_caller_identity")["Account"]
-    return f"sagemaker-{clients.region}-{account}"
+    return default_bucket_name(clients.region, str(account))

@@ -2,14 +2,15 @@
 
 Subcommands live in their own modules and are imported only when run, so ``lmikit --help``
 stays fast. Every :class:`~lmikit.errors.LmikitError` is printed as ``Kind: message`` with a
-non-zero exit code; no traceback reaches the user.
+non-zero exit code, and so is a package a command needs that is not installed (the extra
+that adds it, :mod:`lmikit._extras`); no traceback reaches the user.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -34,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "On-demand prices: read AWS's price list, show what is used."),
     "simulate": ("lmikit.cli.simulate_cmd:simulate_cmd",
                  "Simulate a workload: TTFT, hit rates, cost per routing x cache."),
+    "weights": ("lmikit.cli._weights:weights_group", "Stage Hub weights in S3 for SageMaker."),
 }
 
 
@@ -50,7 +52,7 @@ class LazyGroup(click.Group):
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module:
-                raise
+                _exit_missing(exc, f"lmikit {cmd_name}")
             raise click.UsageError(f"'{cmd_name}' is not available in this build") from None
         cmd: click.Command = getattr(mod, attr)
         return cmd
@@ -68,9 +70,23 @@ class LazyGroup(click.Group):
         except LmikitError as exc:
             click.echo(f"{exc.kind}: {exc}", err=True)
             sys.exit(130 if exc.kind == "Interrupted" else 2)
+        except ModuleNotFoundError as exc:
+            _exit_missing(exc, f"lmikit {ctx.invoked_subcommand or ''}".rstrip())
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
+
+
+def _exit_missing(exc: ModuleNotFoundError, command: str) -> NoReturn:
+    """Print the one line naming the package ``command`` needs and exit 2; an lmikit
+    module that is missing is a broken install or a bug, and keeps its traceback."""
+    from lmikit._extras import missing_package
+
+    if (exc.name or "").split(".")[0] in ("lmikit", "lmikit_cdk", ""):
+        raise exc
+    error = missing_package(exc, command)
+    click.echo(f"{error.kind}: {error}", err=True)
+    sys.exit(2)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -391,12 +391,9 @@ def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
 
 
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        raise click.ClickException("--plot needs matplotlib; install it with "
-                                   "pip install 'lmikit[plot]'") from None
-    matplotlib.use("Agg")
+    from lmikit._extras import require
+
+    require("matplotlib", "lmikit simulate --plot").use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 

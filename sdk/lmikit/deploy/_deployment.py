@@ -50,7 +50,7 @@ from lmikit.deploy._result import Change, DeployResult, ResourceState
 from lmikit.deploy._rollback import roll_back
 from lmikit.deploy._run import Run, Undo
 from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
-from lmikit.names import BUCKET_TAG, base_component_name, deployment_prefix
+from lmikit.names import BUCKET_TAG, artifact_prefix, base_component_name
 from lmikit.render.container import ImageKind, image_kind_of
 from lmikit.spec import DeploymentSpec
 
@@ -200,14 +200,14 @@ class Deployment:
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
         store = self.store()
-        root = deployment_prefix(self.spec.name)
         artifacts: list[PendingArtifact] = []
         model_url = None
         data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
         if data is not None:
             source = as_source(data)
-            model_url = store.url(f"{root}model", source.sha256)
-            artifacts.append(PendingArtifact(f"{root}model", source, model_url, "model"))
+            root = artifact_prefix(self.spec.name)
+            model_url = store.url(root, source.sha256)
+            artifacts.append(PendingArtifact(root, source, model_url, "model"))
         adapter_urls: dict[str, str] = {}
         for a in self.spec.adapters:
             if a.source.startswith("s3://"):
@@ -215,7 +215,7 @@ class Deployment:
                 continue
             package = package_spec_adapter(self.spec, self.plan, a, self.base_dir)
             source = package_source(package)
-            prefix = f"{root}adapters/{a.name}"
+            prefix = artifact_prefix(self.spec.name, a.name)
             adapter_urls[a.name] = store.url(prefix, source.sha256)
             artifacts.append(PendingArtifact(prefix, source, adapter_urls[a.name],
                                              f"adapter {a.name}"))

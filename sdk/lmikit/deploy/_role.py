@@ -5,7 +5,8 @@ The same role as the CDK stack's ``ExecutionRole``, from the same renderer
 customer-managed policy (``lmikit-<name>-execution``, attached to the role) holding the
 permissions document, built with the region's partition and the caller's account. The SDK
 reads its artifacts under ``s3://<bucket>/lmikit/<name>/...`` (content-addressed keys), so
-the artifact statements grant those prefixes where the stack grants its asset objects.
+the artifact statements grant those prefixes where the stack grants its asset objects; the
+bucket is also where ``lmikit adapters register`` puts this endpoint's adapters.
 
 Only lmikit's own role is created or changed: an existing role (or policy) of that name must
 carry ``lmikit:deployment=<name>``; otherwise the call stops with an error that names the role
@@ -97,7 +98,7 @@ def execution_role_policy(spec: DeploymentSpec, bucket: str, *, account: str,
     return execution_policy_document(
         spec, partition=partition, account=account,
         image_repository_arn=ecr_repository_arn(image_uri, partition),
-        artifacts=sdk_artifacts(spec, bucket))
+        artifacts=sdk_artifacts(spec, bucket), adapter_bucket=bucket)
 
 
 @dataclass

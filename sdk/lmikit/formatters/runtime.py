@@ -370,7 +370,11 @@ def enforce_json_schema(schema: dict) -> OutputFn:
     text is collected per stream and checked at its end; an error event follows the final
     chunk when it does not validate (the text was already sent).
     """
-    import jsonschema
+    try:  # the LMI image has it; where lmikit runs, it is a package of its own
+        import jsonschema
+    except ImportError as exc:
+        raise ImportError("enforce_json_schema needs jsonschema: pip install jsonschema") \
+            from exc
 
     validator_cls = jsonschema.validators.validator_for(schema)
     validator_cls.check_schema(schema)

@@ -10,9 +10,10 @@ CloudFormation's partition and account (tokens) and its asset locations.
 Every ARN is built from ``partition`` (``aws``, ``aws-us-gov``, ``aws-cn``, ...: see
 :func:`partition_of`), never a literal ``aws``. A wildcard resource appears only where the
 API has no resource-level permission (``ecr:GetAuthorizationToken``,
-``cloudwatch:PutMetricData`` (limited by namespace), EC2 ``Describe*``) or where SageMaker
-names the resources at run time (log streams, network interfaces, objects under a weights
-prefix); :data:`WILDCARD_REASONS` says why, and the CDK stack quotes it to cdk-nag.
+``cloudwatch:PutMetricData`` (limited by namespace), EC2 ``Describe*``) or where names are
+made at run time (log streams, network interfaces, objects under a weights prefix, adapters
+registered after the deploy); :data:`WILDCARD_REASONS` says why, and the CDK stack quotes it
+to cdk-nag.
 
 >>> from lmikit.spec import DeploymentSpec
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "docqa",
@@ -35,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lmikit.errors import RenderError
-from lmikit.names import deployment_tags
+from lmikit.names import adapters_prefix, deployment_tags
 from lmikit.spec import DeploymentSpec, s3_remote_bucket_region
 
 POLICY_VERSION = "2012-10-17"
@@ -77,6 +78,9 @@ WILDCARD_REASONS = {
     "statement is limited to that prefix (read only)",
     "s3:artifacts": "lmikit deploy stores each artifact under a content-addressed key below "
     "the deployment's own prefix; the statement is limited to that prefix (read only)",
+    "s3:adapters": "lmikit adapters register stores each adapter it adds to this endpoint "
+    "under a content-addressed key below the deployment's adapters/ prefix, named when it is "
+    "registered; the statement is limited to that prefix of that bucket (read only)",
     "s3:kv-remote": "LMCache's S3 connector stores each KV chunk as an object named by its "
     "hash at the root of the kv_cache.remote_url bucket; the statement is limited to that "
     "bucket",
@@ -140,6 +144,11 @@ def _statement(sid: str, actions: tuple[str, ...] | list[str], resources: list[s
     return out
 
 
+# The Sid of the read on every adapter of the deployment; adapter_sid never makes it (its
+# names start with "ReadAdapter").
+REGISTERED_ADAPTERS_SID = "ReadRegisteredAdapters"
+
+
 def adapter_sid(adapter: str) -> str:
     """``ReadAdapter<Name>``: IAM Sids take letters and digits only.
 
@@ -151,7 +160,8 @@ def adapter_sid(adapter: str) -> str:
 
 def execution_policy_document(spec: DeploymentSpec, *, partition: str, account: str,
                               image_repository_arn: str,
-                              artifacts: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+                              artifacts: Mapping[str, tuple[str, str]],
+                              adapter_bucket: str | None = None) -> dict[str, Any]:
     """The permissions policy of the execution role.
 
     :param partition: the ARN partition (``partition_of(spec.region)``; a token under CDK).
@@ -160,6 +170,9 @@ def execution_policy_document(spec: DeploymentSpec, *, partition: str, account: 
     :param artifacts: ``"model"`` and the name of every adapter whose source is not an
         ``s3://`` URI -> ``(bucket, key)`` of its artifact; the key may end in ``*`` (a
         prefix). ``s3://`` adapter sources are read where they are.
+    :param adapter_bucket: the bucket ``lmikit adapters register`` uploads this endpoint's
+        adapters to; needed when the endpoint serves LoRA, whose role then reads the
+        deployment's whole adapters prefix there (``lmikit/<name>/adapters/*``).
     """
     region = spec.region
     logs = [f"arn:{partition}:logs:{region}:{account}:log-group:"
@@ -184,6 +197,13 @@ def execution_policy_document(spec: DeploymentSpec, *, partition: str, account: 
                               "execution role must be able to read it")
         statements.append(_statement(adapter_sid(adapter.name), ["s3:GetObject"],
                                      [s3_object_arn(partition, bucket, key)]))
+    if spec.lora_enabled:  # adapters registered later with `lmikit adapters` are read too
+        if adapter_bucket is None:
+            raise RenderError("no bucket for the adapters `lmikit adapters register` adds: "
+                              "the execution role of an endpoint that serves LoRA must be "
+                              "able to read them")
+        statements.append(_statement(REGISTERED_ADAPTERS_SID, ["s3:GetObject"], [
+            s3_object_arn(partition, adapter_bucket, f"{adapters_prefix(spec.name)}*")]))
     sec = spec.security
     if sec.kms_key_arn:
         statements.append(_statement("UseKmsKey", KMS_USE_ACTIONS, [sec.kms_key_arn]))
@@ -243,6 +263,8 @@ def wildcard_reason(statement: Mapping[str, Any]) -> str | None:
         return WILDCARD_REASONS[by_sid[sid]]
     if sid.startswith(("ReadModelWeights", "ReadDraftWeights")):
         return WILDCARD_REASONS["s3:weights"]
+    if sid == REGISTERED_ADAPTERS_SID:
+        return WILDCARD_REASONS["s3:adapters"]
     if sid == "ReadModelArtifact" or sid.startswith("ReadAdapter"):
         return WILDCARD_REASONS["s3:artifacts"]
     if sid == "KvRemoteBucket":

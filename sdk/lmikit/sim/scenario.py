@@ -15,6 +15,8 @@ cost per 1K tokens from the dated price table.
 from __future__ import annotations
 
 import random
+from array import array
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 KV_MODES = ("off", "cpu", "cpu+disk", "remote")
 MAX_INSTANCES = 512  # model copies one simulation routes across (lmikit simulate --instances)
+KEY_SHARDS = 64  # repeated_tokens counts the chunk keys in this many parts (a power of 2)
 
 
 @dataclass(frozen=True)
@@ -420,26 +423,27 @@ def repeated_tokens(work: Workload) -> int:
     """Tokens of distinct prompt text the workload sends more than once (full chunks: a
     chunk key names its whole prefix, so a key seen twice is a prefix sent twice).
 
-    Keys are Python hashes, so they fit int64: sorted in place, each run of equal keys
-    longer than one is one repeated chunk. That holds 9 bytes a key where sets of Python
-    ints hold about 40 (``benchmarks/simulate_limits.py`` measures it at the
-    5,000,000-chunk bound).
+    Keys are Python hashes, so they fit int64: they are dealt by their low bits into
+    ``KEY_SHARDS`` arrays of 8-byte ints and each array is counted on its own, so the count
+    holds about 9 bytes a key where one set of Python ints would hold about 40
+    (``benchmarks/simulate_limits.py`` measures it at the 5,000,000-chunk bound).
 
     >>> from lmikit.sim.workloads import Request, Workload, Phase
     >>> reqs = [Request(i, keys, 0, 1, i) for i, keys in enumerate([(1, 2), (1, 2), (1, 3)])]
     >>> repeated_tokens(Workload("w", [Phase("p", [reqs])], 256))  # keys 1 and 2
     512
     """
-    import numpy as np
-
-    requests = work.requests
-    keys = np.fromiter((k for r in requests for k in r.keys), dtype=np.int64,
-                       count=sum(len(r.keys) for r in requests))
-    if keys.size < 2:
-        return 0
-    keys.sort()
-    same = keys[1:] == keys[:-1]  # same[i]: key i+1 repeats key i
-    runs = int(same[0]) + int(np.count_nonzero(same[1:] & ~same[:-1]))
+    shards = [array("q") for _ in range(KEY_SHARDS)]
+    add = [shard.append for shard in shards]
+    last = KEY_SHARDS - 1
+    for request in work.requests:
+        for key in request.keys:
+            add[key & last](key)
+    runs = 0  # keys sent more than once
+    for i, shard in enumerate(shards):
+        counts = Counter(shard)
+        shards[i] = array("q")  # this shard is counted: free it before the next
+        runs += len(counts) - list(counts.values()).count(1)
     return runs * work.chunk_size
 
 

@@ -9,8 +9,10 @@ invokes with lmikit, without an AWS account::
 
 Every request is checked against botocore's service model (enums, patterns and maximum
 lengths included); resources move through Creating -> InService on the clock; faults are
-injected with :meth:`FakeSageMaker.inject`. :class:`FakePriceList` answers the AWS Price List
-Query API the same way, for ``lmikit prices fetch``.
+injected with :meth:`FakeSageMaker.inject`; with :func:`iam_role_reads` a component whose
+artifact its endpoint's execution role may not read ends Failed, as on SageMaker.
+:class:`FakePriceList` answers the AWS Price List Query API the same way, for
+``lmikit prices fetch``.
 """
 
 from lmikit.testing._adapters import lora_tensors, safetensors_bytes, write_lora_adapter
@@ -27,6 +29,7 @@ from lmikit.testing._fake import (
 from lmikit.testing._iam import iam_actions, iam_policy_problems, unknown_actions
 from lmikit.testing._metrics import CacheModel, s3_artifact_reader
 from lmikit.testing._pricing import FakePriceList
+from lmikit.testing._role_access import iam_role_reads
 from lmikit.testing._sandbox import sandbox
 from lmikit.testing._validate import ShapeValidator, compile_java_pattern
 
@@ -46,6 +49,7 @@ __all__ = [
     "cloudwatch_sink",
     "iam_actions",
     "iam_policy_problems",
+    "iam_role_reads",
     "lora_tensors",
     "s3_artifact_exists",
     "s3_artifact_reader",

@@ -55,11 +55,13 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
     """State and operations. Callers hold no locks; every public method takes the lock."""
 
     def __init__(self, region: str, clock: Any, timings: Timings,
-                 artifact_exists: Callable[[str], bool] | None = None) -> None:
+                 artifact_exists: Callable[[str], bool] | None = None,
+                 role_reads: Callable[[str, str], str | None] | None = None) -> None:
         self.region = region
         self.clock = clock
         self.timings = timings
         self.artifact_exists = artifact_exists
+        self.role_reads = role_reads
         self.lock = threading.RLock()
         self.configs: dict[str, Resource] = {}
         self.endpoints: dict[str, Resource] = {}
@@ -290,7 +292,7 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
         else:
             self._check_base(p, spec, endpoint)
             seconds = self.timings.component_create
-        fail = fail or self._artifact_problem(spec)
+        fail = fail or self._artifact_problem(spec, endpoint)
         arn = self.arn("inference-component", name)
         now = self._now_ts()
         res = Resource("inference-component", name, arn, request, now, now, status="Creating")
@@ -343,9 +345,22 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
         if not spec.get("Container", {}).get("ArtifactUrl"):
             raise validation("An adapter inference component needs Container.ArtifactUrl.")
 
-    def _artifact_problem(self, spec: dict[str, Any]) -> str | None:
+    def _artifact_problem(self, spec: dict[str, Any], endpoint: Resource) -> str | None:
+        """Why SageMaker cannot download the component's artifact with the endpoint's
+        execution role (S3 answers 403 before it says whether the object exists)."""
         url = spec.get("Container", {}).get("ArtifactUrl")
-        if url and self.artifact_exists and not self.artifact_exists(url):
+        if not url:
+            return None
+        config = self.configs.get(endpoint.request["EndpointConfigName"])
+        role = config.request.get("ExecutionRoleArn") if config else None
+        denied = self.role_reads(role, url) if role and self.role_reads else None
+        if denied:
+            # SageMaker's FailureReason for a download it may not make (quoted in
+            # aws-samples/cvat-on-aws-china issue 3), with the reason the fake found.
+            return (f'Failed to download model data from URL: "{url}". Please ensure that '
+                    f'there is an object located at the URL and that the role "{role}" has '
+                    f"permissions to download the object ({denied}).")
+        if self.artifact_exists and not self.artifact_exists(url):
             return f"Failed to download model data from {url}: the object does not exist."
         return None
 
@@ -396,7 +411,8 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
                     != res.request["Specification"]["BaseInferenceComponentName"]):
                 raise validation("BaseInferenceComponentName cannot be changed by an update.")
             new["Specification"] = copy.deepcopy(spec)
-            fail = fail or self._artifact_problem(spec)
+            fail = fail or self._artifact_problem(
+                spec, self._get(self.endpoints, res.request["EndpointName"], "endpoint"))
         if "RuntimeConfig" in p:
             new["RuntimeConfig"] = copy.deepcopy(p["RuntimeConfig"])
         if "DeploymentConfig" in p:

@@ -162,7 +162,13 @@ class Call:
 
 
 class FakeSageMaker:
-    """The fake. Share ``clock`` with the code under test to make waits take no real time."""
+    """The fake. Share ``clock`` with the code under test to make waits take no real time.
+
+    A component whose ``Container.ArtifactUrl`` cannot be downloaded ends Failed: when
+    ``role_reads`` (:func:`~lmikit.testing.iam_role_reads`) says the endpoint config's
+    execution role may not read it, or ``artifact_exists``
+    (:func:`~lmikit.testing.s3_artifact_exists`) says it is not there.
+    """
 
     def __init__(self, region: str = "us-east-1", *, clock: Any = None,
                  timings: Timings | None = None,
@@ -170,11 +176,13 @@ class FakeSageMaker:
                  stream_part_bytes: int = 11, ttft_seconds: float = 0.0,
                  token_seconds: float = 0.0,
                  artifact_reader: Callable[[str], bytes | None] | None = None,
-                 metrics_sink: MetricsSink | None = None) -> None:
+                 metrics_sink: MetricsSink | None = None,
+                 role_reads: Callable[[str, str], str | None] | None = None) -> None:
         self.region = region
         self.clock = clock if clock is not None else VirtualClock()
         self.timings = timings or Timings()
         self.artifact_exists = artifact_exists
+        self.role_reads = role_reads
         # Like the service, every region has its own resources (a name used in us-east-1 is
         # free in eu-west-1, and a client of one region never sees another's).
         self.planes: dict[str, ControlPlane] = {}
@@ -198,7 +206,7 @@ class FakeSageMaker:
         with self._planes_lock:
             if name not in self.planes:
                 self.planes[name] = ControlPlane(name, self.clock, self.timings,
-                                                 self.artifact_exists)
+                                                 self.artifact_exists, self.role_reads)
             return self.planes[name]
 
     @property

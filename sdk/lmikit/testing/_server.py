@@ -17,6 +17,7 @@ from lmikit.testing._clock import SystemClock
 from lmikit.testing._control import Timings
 from lmikit.testing._fake import FakeSageMaker, s3_artifact_exists
 from lmikit.testing._metrics import s3_artifact_reader
+from lmikit.testing._role_access import iam_role_reads
 from lmikit.testing._wire import WireRequest
 
 SANDBOX_TIMINGS = Timings(endpoint_create=4.0, endpoint_update=3.0, component_create=3.0,
@@ -155,6 +156,7 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
     moto_port = port + 1
     artifact_exists = None
     artifact_reader = None
+    role_reads = None
     sink = None
     for which, number in (("the fake SageMaker", port),
                           *((("moto", moto_port),) if with_moto else ())):
@@ -188,6 +190,9 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
                           aws_access_key_id="testing", aws_secret_access_key="testing")
         artifact_exists = s3_artifact_exists(s3)
         artifact_reader = s3_artifact_reader(s3)
+        role_reads = iam_role_reads(boto3.client(
+            "iam", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
+            aws_access_key_id="testing", aws_secret_access_key="testing"))
         sink = cloudwatch_sink(boto3.client(
             "cloudwatch", region_name=region, endpoint_url=f"http://{host}:{moto_port}",
             aws_access_key_id="testing", aws_secret_access_key="testing"))
@@ -195,7 +200,8 @@ def start_sandbox(host: str = "127.0.0.1", port: int = 4566, *, region: str = "u
     fake = FakeSageMaker(region, clock=SystemClock(), timings=timings or SANDBOX_TIMINGS,
                          artifact_exists=artifact_exists, stream_part_bytes=48,
                          token_seconds=token_seconds, ttft_seconds=ttft_seconds,
-                         artifact_reader=artifact_reader, metrics_sink=sink)
+                         artifact_reader=artifact_reader, metrics_sink=sink,
+                         role_reads=role_reads)
     try:
         server = ThreadingHTTPServer((host, port), _handler(fake))
     except OSError as exc:  # taken between the check and now

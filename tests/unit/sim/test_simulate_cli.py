@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-import builtins
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -249,16 +249,12 @@ def test_the_table_shows_a_sub_second_run_in_milliseconds() -> None:
 
 def test_plot_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch,
                                                      tmp_path: Path) -> None:
-    real_import = builtins.__import__
-
-    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ModuleNotFoundError(name)
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # importing it now fails
     r = lmikit("simulate", *WHAT_IF, *SMALL, "--plot", str(tmp_path / "x.png"))
-    assert r.exit_code == 1 and "pip install 'lmikit[plot]'" in r.output
+    assert r.exit_code == 2
+    assert r.stderr == ("Error: lmikit simulate --plot needs matplotlib: "
+                        "pip install 'lmikit[plot]'\n")
+    assert not (tmp_path / "x.png").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -410,6 +406,25 @@ def test_repeated_tokens_counts_each_prefix_sent_more_than_once() -> None:
     # chunks (the question shares the last partial one) are what repeats
     assert repeated_tokens(long_doc_qa(3, 1_000, 8, 1)) == 3 * 3 * 256
     assert repeated_tokens(long_doc_qa(1, 200, 8, 1)) == 0  # no full chunk to repeat
+
+
+def test_repeated_tokens_equals_counting_every_key_at_once() -> None:
+    """The sharded count against one Counter of every key, on workloads whose keys are
+    real hashes (negative ones too) and on keys that fall in one shard."""
+    from collections import Counter
+
+    from lmikit.sim.scenario import KEY_SHARDS, repeated_tokens
+    from lmikit.sim.workloads import Phase, Request, Workload, multi_turn_chat, rag
+
+    one_shard = [Request(i, keys, 0, 1, i) for i, keys in enumerate(
+        [(KEY_SHARDS, 2 * KEY_SHARDS), (KEY_SHARDS, -KEY_SHARDS), (-KEY_SHARDS,)])]
+    works = [rag(500, 256, 4, 1.1, 8, 4, requests=300), multi_turn_chat(4_000, 4, 8, 4),
+             long_doc_qa(20, 3_000, 8, 4), Workload("w", [Phase("p", [one_shard])], 16)]
+    for work in works:
+        counts = Counter(k for r in work.requests for k in r.keys)
+        assert any(k < 0 for k in counts)
+        expected = sum(1 for n in counts.values() if n > 1) * work.chunk_size
+        assert expected > 0 and repeated_tokens(work) == expected
 
 
 def test_a_note_says_the_repeated_text_fits_the_gpu_pool() -> None:
