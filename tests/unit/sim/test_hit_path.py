@@ -340,46 +340,18 @@ def test_the_store_table_in_docs_planner_is_lmikit_sim_stores() -> None:
                                    else f"{store.gbps:g} GB/s"), store.kind
 
 
-def _gpustack_miss_overhead() -> list[tuple[float, float]]:
-    """GPUStack's miss-overhead run replayed: Qwen3-8B on one RTX 4090 (NVIDIA's Ada
-    whitepaper: 165.2 dense FP16 tensor TFLOPS with FP32 accumulate; 1,008 GB/s; PCIe Gen4),
-    vLLM 0.10.1.1's defaults below 70 GiB of GPU memory (2,048 tokens a step, 256
-    sequences; ``EngineArgs._set_default_args_v1``), 100 random prompts sent at once, 128
-    output tokens, LMCache's CPU tier at 50 GB. Returns (TTFT, output rate) of LMCache on
-    over off, per prompt length."""
-    from lmikit.catalog.models import get_model
-    from lmikit.sim.engine import EngineModel
-
-    geo = get_model("Qwen/Qwen3-8B")
-    kv = geo.kv_bytes_per_token(2)
-    engine = EngineModel(active_params=geo.active_params, layers=geo.num_layers,
-                         attention_dim=geo.attention_dim, tp=1, tflops_per_gpu=165.2,
-                         hbm_gbps=1008.0, weight_bytes=geo.weight_bytes,
-                         kv_bytes_per_token=kv, host_to_gpu_gbps=25.0, nvme_read_gbps=2.0,
-                         coeff=Coefficients(prefill_chunk_tokens=2_048),
-                         hidden_size=geo.hidden_size)
-    pool = int((24 * 0.9 - 1.5) * 2**30 - geo.weight_bytes) // kv
-    out = []
-    for n in (1_024, 8_192, 20_480):
-        reqs = [Request(i, tuple(range(i * 1_000 + 1, i * 1_000 + 1 + n // 256)), n, 128,
-                        session=i, arrival_s=0.0) for i in range(100)]
-        work = Workload("random", [Phase("r", [[r] for r in reqs], open_loop=True)], 256)
-        figures = []
-        for cpu in (0, int(50 * 2**30) // kv):
-            cfg = CopyConfig(engine, pool, 256, 256, cpu_tokens=cpu, reserve_full_prompt=False)
-            res = run(work, [cfg], LeastOutstanding())
-            figures.append((sum(res.ttft[i] - res.arrival[i] for i in range(100)) / 100,
-                            100 * 128 / max(res.end)))
-        out.append((figures[1][0] / figures[0][0], figures[1][1] / figures[0][1]))
-    return out
-
-
 def test_the_miss_overhead_check_in_docs_planner_is_what_the_simulator_gives() -> None:
     """The out-of-sample check of the miss path the docs quote (GPUStack published +4.0%,
-    +15.0% and +5.5% mean TTFT with LMCache on misses): recomputed here, so the text
-    cannot drift from the model."""
+    +15.0% and +5.5% mean TTFT with LMCache on misses): recomputed from the accuracy
+    table's replay of that run (``gpustack.py``), so the text cannot drift from the model."""
+    from tests.unit.sim import gpustack
+
     text = " ".join(PLANNER_DOC.read_text(encoding="utf-8").split())
-    ratios = _gpustack_miss_overhead()
+    ratios = []
+    for length in gpustack.PUBLISHED:
+        (off_rate, off_ttft, _), (on_rate, on_ttft, _) = (gpustack.result(length, lmcache)
+                                                            for lmcache in (False, True))
+        ratios.append((on_ttft / off_ttft, on_rate / off_rate))
     ttft = ", ".join(f"{t - 1:+.1%}" for t, _ in ratios[:2]) + f" and {ratios[2][0] - 1:+.1%}"
     rate = ", ".join(f"{r - 1:+.1%}" for _, r in ratios[:2]) + f" and {ratios[2][1] - 1:+.1%}"
     assert f"the simulator gives {ttft} TTFT and {rate} output rate" in text
