@@ -23,6 +23,7 @@ re-simulates every recorded point and checks both files.
 
     python -m tests.unit.sim.accuracy --write --jobs 2   # simulate, record, render the doc
     python -m tests.unit.sim.accuracy --doc              # render the doc from the record
+    python -m tests.unit.sim.accuracy --freeze           # the record's predictions -> BEFORE
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from tests.unit.sim.rows import CATEGORIES, ERROR_QUANTITIES, Row
 from tests.unit.sim.variant import CHOICES, NVLINK_ALLREDUCE_GBPS, Variant
 
 RECORD = Path(__file__).parent / "data" / "accuracy.json"
+# each row's in-sample and out-of-sample prediction by the simulator before LMCache's hit
+# path was modelled from the source (frozen with --freeze from that model's record)
+BEFORE = Path(__file__).parent / "data" / "accuracy-before-hit-path.json"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
 WITHIN = math.log(1.5)
 # the shipped defaults first, so a tie keeps them
@@ -242,6 +246,20 @@ def record(todo: Sequence[tuple[Variant, str]], jobs: int = 1) -> dict[str, dict
     return values
 
 
+def freeze(values: Values) -> str:
+    """Each row's in-sample and out-of-sample prediction under ``values``, as JSON."""
+    rep = report(values)
+    return json.dumps({r.name: [rep.in_sample_values[r.name], rep.out_of_sample[r.name]]
+                       for r in sorted(ROWS, key=lambda r: r.name)}, indent=1) + "\n"
+
+
+def load_before() -> tuple[dict[str, float], dict[str, float]]:
+    """The frozen predictions (:data:`BEFORE`): in sample, out of sample."""
+    data: dict[str, list[float]] = json.loads(BEFORE.read_text(encoding="utf-8"))
+    return ({name: pair[0] for name, pair in data.items()},
+            {name: pair[1] for name, pair in data.items()})
+
+
 def load() -> dict[str, dict[str, float]]:
     data: dict[str, dict[str, float]] = json.loads(RECORD.read_text(encoding="utf-8"))
     return data
@@ -259,7 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - the CL
     parser.add_argument("--write", action="store_true", help="simulate every point, record")
     parser.add_argument("--doc", action="store_true", help="render docs/accuracy.md")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--freeze", action="store_true",
+                        help="write the record's predictions as the 'before' file")
     args = parser.parse_args(argv)
+    if args.freeze:
+        BEFORE.write_text(freeze(load()), encoding="utf-8")
     if args.write:
         RECORD.write_text(dump(write(args.jobs)), encoding="utf-8")
     if args.write or args.doc:
@@ -267,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - the CL
         DOC.write_text(render(values), encoding="utf-8")
         PLANNER_DOC.write_text(with_planner_block(PLANNER_DOC.read_text(encoding="utf-8"),
                                                   values), encoding="utf-8")
-    if not (args.write or args.doc):
+    if not (args.write or args.doc or args.freeze):
         sys.stdout.write(render(load()))
     return 0
 

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from tests.unit.sim.accuracy import (
+    BEFORE,
     GRID,
     RECORD,
     WITHIN,
@@ -20,6 +21,7 @@ from tests.unit.sim.accuracy import (
     Report,
     cells,
     error,
+    load_before,
     report,
     scored,
 )
@@ -53,7 +55,11 @@ REVIEW: tuple[tuple[str, str, str], ...] = (
     ("HyperPod: 8-turn chat to 8K / 64K, 100 out, no think time, 2 sessions a user", "A",
      "kept"),
     ("HyperPod: improved = KV-aware + remote tier, baseline = random + off", "A", "kept"),
-    ("HyperPod: remote tier read at 2 GB/s + 2 ms (Redis figures)", "A", "kept"),
+    ("HyperPod: the L2 tier is LMCache's `sagemaker-hyperpod` connector: two lease "
+     "requests per chunk looked up and read, 100 reads at once", "D (LMCache 0.5.6 source)",
+     "kept (`lmikit.sim.stores`)"),
+    ("HyperPod: the daemon's round trip 0.2 ms and read rate 2 GB/s (Redis's figures)", "A",
+     "kept (AWS publishes none)"),
     ("LMI: the NVMe run keeps LMCache's 5 GB CPU tier", "D (LMCache default)", "kept"),
     ("GKE: groups from the stated total-cache ranges", "S (derived)", "kept"),
     ("GKE: 2,048-token step budget, 128 / 640 GB per worker", "S (linked config)", "kept"),
@@ -140,6 +146,39 @@ def _setups_table(rep: Report) -> list[str]:
     return lines
 
 
+def _before_after_table(rep: Report, samples: Sequence[str]) -> list[str]:
+    """Per category and quantity, the error before LMCache's hit path was modelled
+    (:data:`BEFORE`) and now, over the rows both have, for each of ``samples`` ("in",
+    "out")."""
+    before_in, before_out = load_before()
+    rows = [r for r in ROWS if r.name in before_in]
+    pairs = {"in": (before_in, rep.in_sample_values), "out": (before_out, rep.out_of_sample)}
+    got = {s: (cells(rows, pairs[s][0]), cells(rows, pairs[s][1])) for s in samples}
+    label = {"in": "in sample", "out": "LOSO"}
+    head = "| category | quantity | setups |"
+    line = "|---|---|---|"
+    for s in samples:
+        head += (f" median ({label[s]}) | worst ({label[s]}) | within 1.5x ({label[s]}) |")
+        line += "---|---|---|"
+    lines = [head, line]
+    for key, c in got[samples[0]][0].items():
+        text = f"| {key[0]} | {QUANTITY_NAMES[key[1]]} | {c.setups} |"
+        for s in samples:
+            b, a = got[s][0][key], got[s][1][key]
+            text += (f" {factor(b.median)} -> {factor(a.median)} | {factor(b.worst)} -> "
+                     f"{factor(a.worst)} | {b.within:.0%} -> {a.within:.0%} |")
+        lines.append(text)
+    return lines
+
+
+BEFORE_AFTER = (
+    "Before -> now: the same rows, predicted by the simulator before LMCache's hit and miss "
+    "path was modelled from vLLM's and LMCache 0.5.6's source (the lookup before the step, "
+    "hashing, the remote store's round trips per chunk, the store charged step by step) "
+    "and now, each by the same fit and report (the earlier predictions are frozen in "
+    f"`{BEFORE.relative_to(BEFORE.parents[4]).as_posix()}`).")
+
+
 def _ratio(row: Row, value: float | None) -> str:
     if value is None:
         return "-"
@@ -215,9 +254,14 @@ def render(values: Mapping[str, Mapping[str, float]]) -> str:
              for name, c in CHOICES.items()]
     text += ["", "## Error by category and quantity", ""]
     text += _cells_table(sample, out)
+    text += ["", "## Before and after the hit path", "", BEFORE_AFTER, ""]
+    text += _before_after_table(rep, ("in", "out"))
     text += ["", "## Sources added after the model was built", "",
-             "Never in view when the simulator's rules, coefficients or choices were set; "
-             "predicted by the fit over the sources before them. Sources: "
+             "Never in view when the simulator's coefficients or choices were set; "
+             "predicted by the fit over the sources before them. LMCache's hit and miss "
+             "path was modelled from vLLM's and LMCache's source after GPUStack's "
+             "miss-overhead figures had been read (as a check: no number or rule was taken "
+             "from them). Sources: "
              + "; ".join(p.title for p in PUBLICATIONS.values() if p.unseen)
              + f". {counts(new)}.", ""]
     text += _cells_table(cells(new, rep.unseen), None)
@@ -253,6 +297,8 @@ def planner_block(values: Mapping[str, Mapping[str, float]]) -> str:
              "setups, worst row, setup-weighted share within 1.5x); the fit, the error of "
              "every setup and every row are in [accuracy.md](accuracy.md).", ""]
     lines += _cells_table(sample, out)
+    lines += ["", BEFORE_AFTER + " Out of sample:", ""]
+    lines += _before_after_table(rep, ("out",))
     return "\n".join([*lines, "", END])
 
 
