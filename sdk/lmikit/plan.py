@@ -223,6 +223,13 @@ def _plan(i: PlanInputs) -> Plan:
     disk_ranks = 1 if first_rank_only else i.tp  # ranks whose disk share holds the copy's KV
     cpu_tokens = host.per_worker_bytes * i.tp // stored_bytes
     disk_tokens = disk.per_worker_bytes * disk_ranks // stored_bytes
+    # an explicit size below what the host or the NVMe can give is what the tier holds
+    if i.cpu_size_gb != "auto":
+        cpu_tokens = min(cpu_tokens, int(float(i.cpu_size_gb) * sizing.GIB) * i.tp
+                         // stored_bytes)
+    if i.disk_size_gb != "auto":
+        disk_tokens = min(disk_tokens, int(float(i.disk_size_gb) * sizing.GIB) * disk_ranks
+                          // stored_bytes)
 
     if geo.sparse_attention and i.mode == "auto":
         # vLLM keeps a second, indexer key cache per layer for DeepSeek sparse attention, and
@@ -439,11 +446,13 @@ def _engine(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
     """The simulator's engine model of this plan (with ``i.costs``' coefficients where
     given): the TTFT block and the assumptions that state its rules both read it."""
     from lmikit.sim.engine import engine_for
+    from lmikit.sim.stores import store_for_url
 
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
                         weight_bytes=weight_bytes,
-                        config_path=i.config_path)
+                        config_path=i.config_path, chunk_size=i.chunk_size,
+                        remote_store=store_for_url(i.remote_url).kind)
     if i.costs is not None:
         engine = engine.with_coefficients(i.costs.coefficients)
     return engine
@@ -456,7 +465,8 @@ def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bo
     tier, so a remote hit (a prefix another copy stored) is costed too."""
     from lmikit.sim.engine import single_request
 
-    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache)
+    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache,
+                         remote)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
             "disk": one.hit_s["disk"] if inst.has_nvme else None}
@@ -476,7 +486,8 @@ def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bo
 
 def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
                      source: str = "", remote: bool = False,
-                     fitted: Collection[str] = ()) -> list[str]:
+                     fitted: Collection[str] = (), lmcache: bool = False,
+                     store: str = "redis") -> list[str]:
     """The plan's lines on what prefill, overhead and retrieve cost, from ``coeff``.
 
     The TTFT block is computed from these coefficients (the simulator's defaults, or those
@@ -486,8 +497,10 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     """
     from lmikit.sim.coefficients import Coefficients, hbm_gbps
     from lmikit.sim.engine import remote_read_gbps
+    from lmikit.sim.stores import STORES
 
     c = coeff if coeff is not None else Coefficients()
+    kind = STORES[store]
 
     def mark(name: str) -> str:
         return f" (fitted to {source})" if name in fitted else ""
@@ -507,13 +520,23 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
         + (f" at {c.disk_read_efficiency:.0%}{mark('disk_read_efficiency')}"
            if c.disk_read_efficiency != 1.0 or "disk_read_efficiency" in fitted else "")
         + ", not overlapped with the host->GPU copy",
-        *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy"
+        *([f"LMCache's lookup holds the scheduler before each request's step: "
+           f"{c.lookup_rpc_s * 1e6:g} us{mark('lookup_rpc_s')} a request to the workers and "
+           f"{c.hash_s_per_chunk * 1e6:g} us{mark('hash_s_per_chunk')} a chunk hashed (again "
+           "in the retrieve and the store); a miss waits for the store of its full chunks"]
+          if lmcache or remote else []),
+        *([f"remote tier ({kind.kind}) read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} "
+           "per copy"
            + (f" (at most {inst.network_gbit / 8:g} GB/s, the instance's "
               f"{inst.network_gbit:g} Gbit/s network)"
               if remote_read_gbps(c.remote_gbps, inst.network_gbit / 8) < c.remote_gbps
               else "")
-           + f" plus {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied "
-           "to the GPUs"] if remote else []),
+           + f", {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a round trip: "
+           f"{kind.lookup_trips} per chunk looked up, one chunk after another, and "
+           f"{kind.get_trips} per chunk read, "
+           + (f"{kind.parallel_gets} reads at once" if kind.parallel_gets else
+              "every chunk at once")
+           + "; then copied to the GPUs"] if remote else []),
     ]
 
 
@@ -549,9 +572,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
         "workers; never on a non-NVMe or >90% full filesystem",
-        *(cost_assumptions(inst, i.costs.coefficients, i.costs.source, tier == "remote",
-                           i.costs.fitted) if i.costs is not None
-          else cost_assumptions(inst, remote=tier == "remote")),
+        *cost_assumptions(inst, engine.coeff, i.costs.source if i.costs else "",
+                          tier == "remote", i.costs.fitted if i.costs else (),
+                          lmcache=tier != "none", store=engine.remote_store),
         *([f"tensor-parallel all-reduces cross PCIe ({inst.gpu.name} has no NVLink): 2 per "
            f"layer per step, each GPU sending {2 * (engine.tp - 1) / engine.tp:g}x the step's "
            f"bf16 activations at most at {engine.pcie_allreduce_gbps:g} GB/s, a floor"]

@@ -204,3 +204,32 @@ def test_the_readme_names_a_fast_test_command_whose_parts_exist():
     names = "\n".join(p.read_text() for p in (ROOT / "tests" / "unit").rglob("test_*.py"))
     for word in re.findall(r"not (\w+)", keyword):
         assert re.search(rf"def test_\w*{word}", names), word
+
+
+def test_cli_plan_what_if_takes_the_tier_sizes(run):
+    """--cpu-size-gb and --disk-size-gb are the spec's kv_cache sizes: a CPU tier smaller
+    than the working set sends it to the disk tier."""
+    out = run("plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance", "ml.g6e.2xlarge",
+              "--context", "400000", "--json")
+    assert json.loads(out.output)["tier"] == "cpu"  # 400K fit the auto CPU tier (592K)
+    small = run("plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance", "ml.g6e.2xlarge",
+                "--context", "400000", "--cpu-size-gb", "10", "--disk-size-gb", "100",
+                "--json")
+    data = json.loads(small.output)
+    assert data["tier"] == "cpu+disk"
+    assert (data["lmcache"]["max_local_cpu_size_gb"],
+            data["lmcache"]["max_local_disk_size_gb"]) == (10.0, 100.0)
+
+
+def test_cli_plan_refuses_a_tier_size_the_host_cannot_give():
+    from click.testing import CliRunner
+
+    from lmikit.cli import main
+
+    r = CliRunner().invoke(main, ["plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance",
+                                  "ml.g6e.2xlarge", "--cpu-size-gb", "500"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--cpu-size-gb" in r.output and "exceeds the 31.6 GB per worker" in r.output
+    r = CliRunner().invoke(main, ["plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance",
+                                  "ml.g6e.2xlarge", "--disk-size-gb", "-3"])
+    assert r.exit_code == 2 and "'-3' is not 'auto' or a size in GB" in r.output

@@ -11,7 +11,12 @@ from click.core import ParameterSource
 
 from lmikit.catalog.prices import MAX_USD_PER_HOUR
 from lmikit.cli._charts import chart, check_plot_path
-from lmikit.cli._common import calibrate_anyway_option, echo_json
+from lmikit.cli._common import (
+    calibrate_anyway_option,
+    echo_json,
+    size_error,
+    size_options,
+)
 
 if TYPE_CHECKING:
     from lmikit.catalog.prices import PriceTable
@@ -21,6 +26,8 @@ if TYPE_CHECKING:
 WORKLOADS = ("long-doc-qa", "multi-turn-chat", "rag", "trace")
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
 MODES = ("off", "cpu", "cpu+disk", "remote")
+# lmikit.sim.stores.STORES, kept here so that --help does not import the simulator
+REMOTE_STORES = ("redis", "lm", "s3", "mooncake", "infinistore", "hyperpod")
 # flag (click parameter name) -> workloads it applies to
 WORKLOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "documents": ("long-doc-qa",),
@@ -68,6 +75,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               help="Model copies sharing one instance, as plan's --copies (what-if form; a "
                    "SPEC sets instance.copies_per_instance): they split its host memory, and "
                    "cost counts whole instances.")
+@size_options
+@click.option("--remote-store", type=click.Choice(REMOTE_STORES), default="redis",
+              show_default=True,
+              help="The store --kv-cache remote reads, behind LMCache's CPU tier (what-if "
+                   "form; a SPEC's kv_cache.remote_url names its own): hyperpod is SageMaker "
+                   "HyperPod's managed tiered storage.")
 @click.option("--instances", type=click.IntRange(1, 512), default=None,
               help="Model copies requests are routed across [default: the spec's "
                    "min_count x copies_per_instance, else --copies].")
@@ -124,7 +137,9 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.pass_context
 def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                  instance_type: str | None, tp: int, region: str,
-                 config_path: Path | None, copies: int, instances: int | None, workload: str,
+                 config_path: Path | None, copies: int, cpu_size_gb: float | str,
+                 disk_size_gb: float | str, remote_store: str, instances: int | None,
+                 workload: str,
                  routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
                  bench_path: Path | None, calibrate_anyway: bool, hourly_price: float | None,
                  prices_path: Path | None, plot_path: Path | None, as_json: bool,
@@ -150,9 +165,14 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
         prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
                                                      region, config_path, copies, instances,
-                                                     ctx)
+                                                     ctx, cpu_size_gb, disk_size_gb,
+                                                     remote_store)
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
+    if disk_size_gb != "auto" and "cpu+disk" not in modes:
+        raise click.BadParameter("sizes the disk tier of --kv-cache cpu+disk, which is not "
+                                 f"simulated here (--kv-cache {' '.join(modes)})",
+                                 param_hint="--disk-size-gb")
     for mode in modes:
         if problem := dep.mode_problem(mode):
             raise click.BadParameter(problem, param_hint="--kv-cache")
@@ -175,7 +195,11 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                            "copies_per_instance": dep.copies_per_instance,
                            "instances": dep.instances, "chunk_size": dep.chunk_size,
                            "max_batch_size": dep.max_batch_size, "region": dep.region,
-                           "gpu_kv_tokens": dep.gpu_tokens},
+                           "gpu_kv_tokens": dep.gpu_tokens,
+                           "tier_tokens": {m: {"cpu": dep.tier_tokens[m][0],
+                                               "disk": dep.tier_tokens[m][1]}
+                                           for m in dict.fromkeys(modes)},
+                           "remote_store": dep.engine.remote_store},
             "workload": {"name": work.name, **work.params},
             "coefficients": dep.engine.coeff.to_dict(), "seed": seed}
         if calibration is not None:
@@ -188,13 +212,17 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
                 region: str, config_path: Path | None, copies: int, instances: int | None,
-                ctx: click.Context) -> tuple[Deployment, str, str]:
+                ctx: click.Context, cpu_size_gb: float | str = "auto",
+                disk_size_gb: float | str = "auto",
+                remote_store: str = "redis") -> tuple[Deployment, str, str]:
+    from lmikit.errors import PlanError
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
         from lmikit.cli._common import load, refuse_beside_spec
 
-        refuse_beside_spec(ctx, ("tp", "copies", "region", "config_path"),
+        refuse_beside_spec(ctx, ("tp", "copies", "region", "config_path", "cpu_size_gb",
+                                 "disk_size_gb", "remote_store"),
                            bool(model_id or instance_type))
 
         loaded, plan = load(spec)
@@ -208,9 +236,17 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
                                  param_hint="--region")
-    dep = deployment(model_id, instance_type, tp=tp, copies=copies,
-                     instances=instances or copies, region=region,
-                     config_path=str(config_path) if config_path is not None else None)
+    try:
+        dep = deployment(model_id, instance_type, tp=tp, copies=copies,
+                         instances=instances or copies, region=region,
+                         config_path=str(config_path) if config_path is not None else None,
+                         cpu_size_gb=cpu_size_gb, disk_size_gb=disk_size_gb,
+                         remote_store=remote_store)
+    except PlanError as exc:
+        flag = size_error(exc)
+        if flag is None:
+            raise
+        raise flag from None
     if "cpu" in dep.tier_tokens:
         return dep, "sticky_session", "cpu"
     if ctx.get_parameter_source("modes") != ParameterSource.COMMANDLINE:
