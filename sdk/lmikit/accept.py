@@ -71,6 +71,7 @@ class Accepted:
     notes: tuple[str, ...] = ()  # checks that could not run (an uploaded adapter)
     warnings: tuple[str, ...] = ()  # what a renderer says the deployment will lack
     image_note: str | None = None  # what the stock image leaves out, and what to change
+    gate_note: str | None = None  # a Hub model whose gate lmikit cannot tell (validate)
 
     def output(self, target: str) -> str:
         """The text ``lmikit render --target`` prints for ``target``."""
@@ -129,8 +130,13 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
         from lmikit.render.sagemaker import stock_image_note
 
         image_note = stock_image_note(spec)
+    gate_note = None
+    if any(t in IMAGE_TARGETS for t in chosen):  # the targets that download the weights
+        from lmikit.render.hub_token import gating_note
+
+        gate_note = gating_note(spec)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
-                    image_note)
+                    image_note, gate_note)
 
 
 def render_target(target: str, spec: DeploymentSpec, plan: Plan,

@@ -140,8 +140,8 @@ def requirements(spec: DeploymentSpec, *, uses_lmcache: bool,
     if spec.engine.speculative:
         rows.append(SPECULATIVE)
     rows += [ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES]
-    if spec.model.id in MODEL_IDS:
-        rows.append(MODEL_IDS[spec.model.id])
+    if spec.model.catalog_id in MODEL_IDS:
+        rows.append(MODEL_IDS[spec.model.catalog_id])
     return sorted(rows, key=lambda r: version_tuple(r.version))
 
 

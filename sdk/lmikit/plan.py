@@ -128,7 +128,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
     result = _plan(PlanInputs(
-        model_id=spec.model.id,
+        model_id=spec.model.catalog_id,
         instance_type=spec.instance.type,
         tp=spec.engine.tensor_parallel_degree,
         copies=spec.instance.copies_per_instance,
@@ -154,7 +154,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
     check_adapter_sources(spec, result.uses_lmcache)
     # Refuse an LMI version older than a feature or the model needs (engine.lmi_version).
     check_lmi_version(spec, uses_lmcache=result.uses_lmcache,
-                      architectures=model_architectures(spec.model.id, config_path))
+                      architectures=model_architectures(spec.model.catalog_id, config_path))
     return result
 
 
@@ -270,7 +270,7 @@ def _plan(i: PlanInputs) -> Plan:
         raise PlanError(f"{copies} {min_memory_mb * i.copies} MB of host memory "
                         f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; {fix}")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
-    start = su.estimate_startup(weight_bytes, _source(i.weights_source))
+    start = su.estimate_startup(weight_bytes, _source(i.weights_source), inst.network_gbit)
     late = su.startup_warning(start)
 
     return Plan(
@@ -588,9 +588,13 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         "logits)",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "
         "of downloaded weights (every copy keeps its own)",
-        f"start-up: Hub download {su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 "
-        f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, load "
-        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; timeouts = "
-        f"{su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
+        f"start-up rates are assumptions, none published by AWS: Hub download "
+        f"{su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 copy "
+        f"{su.s3_download_bytes_per_s(inst.network_gbit) / 1e6:g} MB/s (the smaller of "
+        f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e9:g} GB/s and half of {inst.network_gbit:g} Gbit/s; "
+        "basis: third-party EC2 measurements of s5cmd and S3, lmikit.startup.RATES), load "
+        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; no LMI version "
+        "lmikit renders streams weights from S3 to the GPUs (lmikit.startup.FASTER_LOADERS); "
+        f"timeouts = {su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
     ]
     return out

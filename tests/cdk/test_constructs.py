@@ -50,6 +50,23 @@ def test_required_volume_key_on_an_nvme_instance_is_refused() -> None:
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
+def test_a_start_past_sagemakers_caps_is_refused_at_synth() -> None:
+    """botocore caps the start-up timeouts at 3600 s: ~680 GB from the Hub cannot start."""
+    spec = _spec(model={"id": "deepseek-ai/DeepSeek-V3.2"},
+                 instance={"type": "ml.p5e.48xlarge", "capacity_reservation_arn":
+                           "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5e"},
+                 engine={"tensor_parallel_degree": 8, "max_model_len": 131072},
+                 kv_cache={"mode": "off"}, routing={"strategy": "least_outstanding"})
+    with pytest.raises(RenderError, match=r"3600 s.*lmikit weights stage deepseek-ai"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_a_gated_hub_model_without_a_token_is_refused_at_synth() -> None:
+    spec = _spec(model={"id": "meta-llama/Llama-3.1-8B-Instruct"})
+    with pytest.raises(RenderError, match=r"gated Hugging Face repo.*hf_token_secret_arn"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
 def test_kv_aware_and_required_key_are_reported_together() -> None:
     spec = _spec(routing={"strategy": "kv_aware"},
                  security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",

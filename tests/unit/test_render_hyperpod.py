@@ -240,9 +240,14 @@ def test_hyperpod_max_deploy_time_is_the_startup_estimate_with_margin(crd_valida
 
 
 def test_hyperpod_max_deploy_time_exceeds_the_default_for_the_largest_models():
-    # DeepSeek-V3.2 from the Hub: about 2 h 20 min expected, so the 1 h default times it out.
+    # DeepSeek-V3.2 from the Hub: about 2 h 20 min expected, so the 1 h default times it out
+    # (the example stages it in S3: SageMaker's caps are 3600 s).
     path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
-    spec = load_spec(path)
+    staged = "  id: s3://example-models-bucket/deepseek-ai/DeepSeek-V3.2/\n"
+    text = path.read_text()
+    assert staged in text
+    spec = load_spec_text(text.replace(staged, "  id: deepseek-ai/DeepSeek-V3.2\n")
+                          .replace("  hub_id: deepseek-ai/DeepSeek-V3.2", "  # hub_id"))
     plan = plan_spec(spec, base_dir=path.parent)
     assert plan.startup.expected_s > 3600
     assert hyperpod_manifest(spec, plan, image_uri=IMAGE)["spec"][

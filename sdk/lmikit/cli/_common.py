@@ -76,8 +76,8 @@ def size_error(exc: Exception) -> click.BadParameter | None:
 def load(spec_path: Path, targets: Iterable[str] = TARGETS, *, warn: bool = False,
          image: str = "stock") -> tuple[Any, Any]:
     """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan).
-    ``warn``: also print what the renderers say the deployment will lack, and what the
-    ``image`` leaves out (validate)."""
+    ``warn``: also print what the renderers say the deployment will lack, what the
+    ``image`` leaves out, and a Hub gate lmikit cannot tell (validate)."""
     from lmikit.accept import RenderOptions, accept_spec
 
     accepted = accept_spec(spec_path, targets,
@@ -88,6 +88,8 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS, *, warn: bool = Fals
         click.echo(f"Warning: {warning}", err=True)
     if warn and accepted.image_note:
         click.echo(f"Note: {accepted.image_note}", err=True)
+    if warn and accepted.gate_note:
+        click.echo(f"Note: {accepted.gate_note}", err=True)
     return accepted.spec, accepted.plan
 
 

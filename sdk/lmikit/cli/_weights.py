@@ -166,6 +166,7 @@ def stage_cmd(model_id: str, destination: str, revision: str, region: str | None
     click.echo(f"Staged {what} in {result.uri}: {copied_text}, {len(result.skipped)} file(s) "
                "already there; manifest written.")
     click.echo(f"Use it in a spec as   model.id: {result.uri}")
+    click.echo(f"                      model.hub_id: {model_id}")
 
 
 @weights_group.command("check")

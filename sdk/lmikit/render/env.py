@@ -151,7 +151,7 @@ def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
     # What this model needs (tokenizer/config/load format, multimodal limits, ...): rows of
     # lmikit.catalog.model_options, each with its source.
     opts |= {r.option: r.value for r in catalog_model_options.option_rows(
-        spec.model.id, e.tensor_parallel_degree)}
+        spec.model.catalog_id, e.tensor_parallel_degree)}
     return opts
 
 

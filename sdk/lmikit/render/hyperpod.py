@@ -31,6 +31,7 @@ from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.plan import Plan
 from lmikit.render.env import lmi_environment
+from lmikit.render.hub_token import gated_problem
 from lmikit.render.hyperpod_vllm import (
     DEFAULT_VLLM_IMAGE,
     VLLM_PORT,
@@ -154,11 +155,23 @@ def model_source(spec: DeploymentSpec) -> dict[str, Any]:
     sha = commit_sha(spec)
     if sha:
         hf["commitSHA"] = sha
-    if spec.security.hf_token_secret_arn:
-        # The token reaches the cluster as a Kubernetes Secret synced from Secrets Manager
-        # (e.g. by the Secrets Store CSI driver); the manifest names it, never holds it.
-        hf["tokenSecretRef"] = {"name": f"{rfc1123(spec.name)}-hf-token", "key": "token"}
+    token = token_secret_ref(spec)
+    if token:
+        hf["tokenSecretRef"] = token
     return {"modelSourceType": "huggingface", "huggingFaceModel": hf}
+
+
+def token_secret_ref(spec: DeploymentSpec) -> dict[str, str] | None:
+    """``huggingFaceModel.tokenSecretRef`` (a SecretKeySelector, shared CRD): the Secret
+    ``model.hf_token_k8s_secret`` names, else ``<name>-hf-token`` (key ``token``) synced
+    from ``security.hf_token_secret_arn`` (e.g. by the Secrets Store CSI driver). The
+    manifest names the Secret, never holds the token."""
+    chosen = spec.model.hf_token_k8s_secret
+    if chosen is not None:
+        return {"name": chosen.name, "key": chosen.key}
+    if spec.security.hf_token_secret_arn:
+        return {"name": f"{rfc1123(spec.name)}-hf-token", "key": "token"}
+    return None
 
 
 def max_deploy_time_s(estimate: StartupEstimate) -> int:
@@ -244,6 +257,9 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                           "manifest cannot encrypt the worker's volume with "
                           f"security.kms_key_arn: {_NO_CRD_FIELD}. Use 'auto' to accept the "
                           "cluster's encryption, or deploy to SageMaker")
+    gated = gated_problem(spec, "hyperpod")
+    if gated:
+        raise RenderError(gated)
     name = rfc1123(spec.name)
     memory_gib = math.ceil(plan.min_memory_mb / 1024)
     gpus = str(plan.tp)
@@ -374,14 +390,14 @@ def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
                      "one with --vllm-image")
     if spec.adapters:
         notes.append(adapters_note(spec, plan))
-    if spec.security.hf_token_secret_arn:
+    if spec.security.hf_token_secret_arn and spec.model.hf_token_k8s_secret is None:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
     notes += dropped_settings(spec, plan)
-    rows = option_rows(spec.model.id, spec.engine.tensor_parallel_degree)
+    rows = option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree)
     if rows:
         names = ", ".join(r.option for r in rows)
-        notes.append(f"{spec.model.id}'s options ({names}) were checked against vLLM "
+        notes.append(f"{spec.model.catalog_id}'s options ({names}) were checked against vLLM "
                      f"{model_options.VLLM_VERSION}, LMI's; with the operator's KV cache or "
                      f"routing the worker runs the vLLM image instead (default: vLLM "
                      f"{VLLM_VERSION}): pass a --vllm-image whose vLLM serves this model with "

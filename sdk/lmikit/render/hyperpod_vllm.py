@@ -204,7 +204,7 @@ def model_option_args(spec: DeploymentSpec) -> list[str]:
     """The model's own options (:mod:`lmikit.catalog.model_options`). Each is named after a
     vLLM ``EngineArgs`` field, which vLLM's server takes as ``--<name with dashes>``."""
     args: list[str] = []
-    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
         args += ["--" + row.option.replace("_", "-"), row.value]
     return args
 
@@ -217,7 +217,7 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
     """
     if image != DEFAULT_VLLM_IMAGE:
         return
-    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
         flag = "--" + row.option.replace("_", "-")
         allowed = DEFAULT_IMAGE_CHOICES.get(flag)
         if allowed is not None and row.value not in allowed:

@@ -55,12 +55,14 @@ from lmikit.render.container import (
     metrics_endpoint,
 )
 from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
+from lmikit.render.hub_token import gated_problem
 from lmikit.spec import DeploymentSpec
-from lmikit.startup import estimate_startup, weights_source
+from lmikit.startup import estimate_startup, startup_problem, weights_source
 
 __all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
            "adapter_component_name", "adapter_tags", "base_component_name", "render_requests",
-           "startup_timeouts", "stock_image_note", "stock_image_secret_problems", "tags"]
+           "start_problems", "startup_timeouts", "stock_image_note", "stock_image_secret_problems",
+           "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
@@ -140,6 +142,15 @@ def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
     return out
 
 
+def start_problems(spec: DeploymentSpec, plan: Plan) -> list[str]:
+    """Why the endpoint would not start: a gated Hub model with no token, or a start that
+    cannot fit SageMaker's 3600 s caps (:func:`lmikit.startup.startup_problem`)."""
+    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    found = (gated_problem(spec, "sagemaker"),
+             startup_problem(start, spec.model.id, spec.model.hub_id))
+    return [problem for problem in found if problem]
+
+
 def stock_image_secret_problems(spec: DeploymentSpec) -> list[str]:
     """Secrets the spec names that only lmikit's image can read: the stock LMI image has no
     start step that fetches a Secrets Manager secret (lmikit_runtime.start does)."""
@@ -212,10 +223,10 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     missing = [a.name for a in spec.adapters if a.name not in adapter_artifact_urls]
     if missing:
         raise RenderError(f"no artifact URL for adapter(s): {', '.join(missing)}")
-    if image_kind == "stock":
-        refused = stock_image_secret_problems(spec)
-        if refused:
-            raise RenderError("; ".join(refused))
+    refused = stock_image_secret_problems(spec) if image_kind == "stock" else []
+    refused += start_problems(spec, plan)
+    if refused:
+        raise RenderError("; ".join(refused))
     sagemaker_copies = weights_source(spec) == "s3-sagemaker"
     warnings: list[str] = []
     timeouts = startup_timeouts(spec, plan)

@@ -224,7 +224,7 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
     copies = spec.instance.copies_per_instance
     prefix_length, threshold = prefix_aware_settings(spec)  # what the endpoint is given
     return deployment(
-        spec.model.id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
+        spec.model.catalog_id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
         copies=copies,
         instances=instances or max(1, spec.instance.min_count) * copies,
         chunk_size=kv.chunk_size, max_batch_size=spec.engine.max_batch_size,

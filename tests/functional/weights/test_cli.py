@@ -38,7 +38,8 @@ def test_stage_prints_a_line_per_file_and_the_spec_line(hub: FakeHub, s3: Any) -
     assert copied[-1].endswith(f"6/6 files, {_total_mb()} of {_total_mb()}, "
                                + copied[-1].rsplit(", ", 1)[1])
     assert copied[-1].rsplit(", ", 1)[1].endswith("/s")
-    assert result.stdout.splitlines()[-1] == f"Use it in a spec as   model.id: {DESTINATION}"
+    assert result.stdout.splitlines()[-2:] == [f"Use it in a spec as   model.id: {DESTINATION}",
+                                               f"                      model.hub_id: {MODEL}"]
     assert "6 file(s) copied" in result.stdout and "manifest written" in result.stdout
 
 
