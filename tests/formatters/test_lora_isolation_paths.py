@@ -15,7 +15,6 @@ lmikit refuses the manifest.
 from __future__ import annotations
 
 import json
-import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +27,6 @@ from moto import mock_aws
 import lmikit
 from lmikit.adapters import package_spec_adapter
 from lmikit.errors import RenderError
-from lmikit.formatters.isolation import _LK_SHARED_MODULE
 from lmikit.loader import load_spec_text
 from lmikit.model_artifact import model_artifact_files, read_artifact_files, weights_model_py
 from lmikit.plan import plan_spec
@@ -42,7 +40,6 @@ from tests.formatters.lmi_request_path import (
     LmiWorker,
     Served,
     _to_sampling_params,
-    load_lmcache_keys,
 )
 from tests.functional.weights._fake_hub import FakeHub
 
@@ -70,17 +67,7 @@ routing:
 """
 
 
-@pytest.fixture(scope="module")
-def lmcache() -> Iterator[LMCacheKeys]:
-    yield from load_lmcache_keys()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_worker() -> Iterator[None]:
-    """Each test is a new LMI worker process: no model.py shared state left over."""
-    sys.modules.pop(_LK_SHARED_MODULE, None)
-    yield
-    sys.modules.pop(_LK_SHARED_MODULE, None)
+pytestmark = pytest.mark.usefixtures("fresh_worker")  # each test is a new LMI worker
 
 
 def _vllm_openai_server(request: dict, adapters: set[str]) -> Served:

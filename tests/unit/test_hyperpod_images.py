@@ -28,6 +28,7 @@ from lmikit.render.hyperpod_images import (
 from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from tests.conftest import ROOT
 from tests.unit.test_render_hyperpod import CRD_CANDIDATES
+from tests.unit.test_render_hyperpod_vllm import _flags, _vllm_worker_text
 
 DATA = ROOT / "tests" / "data" / "hyperpod"
 CATALOG = sorted((ROOT / "sdk" / "lmikit" / "catalog" / "models").glob("*.json"))
@@ -57,15 +58,6 @@ def _catalog_model(path: Path) -> tuple[str, list[str], list[tuple[str, str]]]:
     model_id = entry["model_id"]
     options = [("--" + r.option.replace("_", "-"), r.value) for r in option_rows(model_id, 8)]
     return model_id, entry.get("config", {}).get("architectures", []), options
-
-
-def _flags(version: str) -> dict[str, list[str] | None]:
-    out: dict[str, list[str] | None] = {}
-    for line in (DATA / f"vllm-{version}-flags.txt").read_text().splitlines():
-        if line.startswith("--"):
-            flag, _, choices = line.partition("\t")
-            out[flag] = choices.split(",") if choices else None
-    return out
 
 
 @pytest.mark.parametrize("row", FIRST_VLLM, ids=lambda r: r.need)
@@ -153,12 +145,6 @@ def test_known_images_name_their_vllm_and_have_a_flag_list():
         assert len(known.source) > 40
     versions = [version_tuple(w.vllm_version) for w in WORKER_IMAGES]
     assert versions == sorted(versions)
-
-
-def _vllm_worker_text(path: Path) -> str:
-    text = path.read_text().replace("strategy: least_outstanding", "strategy: prefix_aware")
-    return text if "strategy: prefix_aware" in text else text + "routing:\n  strategy: " \
-        "prefix_aware\n"
 
 
 @pytest.mark.parametrize("path", MODEL_EXAMPLES, ids=lambda p: p.name)
