@@ -55,7 +55,7 @@ class RenderOptions:
 
     namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
-    vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
+    vllm_image: str | None = None  # hyperpod: vLLM worker image (None: lmikit picks)
     image: ImageKind = "stock"  # IMAGE_KIND_TARGETS: AWS's stock LMI image or lmikit's
     prices: PriceTable | None = None  # grafana: a price file (`lmikit prices fetch`)
 
@@ -183,12 +183,12 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         import yaml
 
         from lmikit.render.hyperpod import hyperpod_manifest, hyperpod_notes
-        from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE
 
         manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
                                      namespace=options.namespace,
-                                     vllm_image=options.vllm_image or DEFAULT_VLLM_IMAGE)
-        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec, plan))
+                                     vllm_image=options.vllm_image)
+        notes = "".join(f"# note: {n}\n"
+                        for n in hyperpod_notes(spec, plan, options.vllm_image))
         return notes + yaml.safe_dump(manifest, sort_keys=False)
     if target == "cloudwatch":
         from lmikit.render.alarms import put_metric_alarm_requests

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +103,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     startup: su.StartupEstimate | None = None
     volume: su.Volume | None = None
+    # config.json "architectures" (model.config_path's, else the catalog's); empty: none named
+    architectures: tuple[str, ...] = ()
 
     @property
     def uses_lmcache(self) -> bool:
@@ -152,10 +154,10 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
         costs=costs,
     ))
     check_adapter_sources(spec, result.uses_lmcache)
+    architectures = tuple(model_architectures(spec.model.catalog_id, config_path))
     # Refuse an LMI version older than a feature or the model needs (engine.lmi_version).
-    check_lmi_version(spec, uses_lmcache=result.uses_lmcache,
-                      architectures=model_architectures(spec.model.catalog_id, config_path))
-    return result
+    check_lmi_version(spec, uses_lmcache=result.uses_lmcache, architectures=architectures)
+    return replace(result, architectures=architectures)
 
 
 def plan(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 1,

@@ -43,6 +43,25 @@ def test_kv_aware_routing_is_refused_and_points_to_the_sdk() -> None:
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
+def test_lora_with_lmcache_on_weights_sagemaker_copies_is_refused() -> None:
+    """The isolating model.py must be in the weights' S3 prefix, which a synth cannot check
+    (tests/formatters/test_lora_isolation_paths.py)."""
+    config = Path(__file__).resolve().parents[2] / "examples" / "models" / \
+        "llama-3.1-8b-config.json"
+    spec = _spec(model={"id": "s3://weights/llama/", "config_path": str(config)},
+                 instance={"type": "ml.g6e.4xlarge"}, engine={"lora": {"enabled": True}},
+                 kv_cache={"mode": "cpu"}, security={"network_isolation": True})
+    with pytest.raises(RenderError, match=r"cannot read S3 .*lmikit deploy.*--lora-isolation"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+    no_lora = _spec(model={"id": "s3://weights/llama/", "config_path": str(config)},
+                    instance={"type": "ml.g6e.4xlarge"}, kv_cache={"mode": "cpu"},
+                    security={"network_isolation": True})
+    from lmikit.plan import plan_spec
+    from lmikit_cdk.endpoint import validate_for_cdk
+
+    validate_for_cdk(no_lora, plan_spec(no_lora))
+
+
 def test_required_volume_key_on_an_nvme_instance_is_refused() -> None:
     spec = _spec(security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",
                            "kms_volume_encryption": "required"})

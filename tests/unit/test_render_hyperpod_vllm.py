@@ -147,6 +147,8 @@ def test_hyperpod_vllm_image_is_the_blog_sample_and_pins_the_flag_list_version()
 
 
 MODEL_LINE = "Qwen/Qwen2.5-7B-Instruct"
+# LoRA runs on the vLLM worker only without the operator's KV cache (routing alone): with it,
+# the manifest is refused (tests/formatters/test_lora_isolation_paths.py).
 RICH = BASE.replace(MODEL_LINE, f"{MODEL_LINE}\n  revision: {SHA}") + """\
 engine:
   kv_cache_dtype: fp8
@@ -160,7 +162,7 @@ engine:
     method: eagle3
     draft_model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
 kv_cache:
-  mode: cpu
+  mode: "off"
 routing:
   strategy: kv_aware
 """
@@ -378,15 +380,14 @@ def _vllm_worker_text(path: Path) -> str:
 
 
 @pytest.mark.parametrize("path", MODEL_EXAMPLES, ids=lambda p: p.name)
-def test_hyperpod_model_options_start_on_the_default_image_or_are_refused(path):
+def test_hyperpod_model_options_start_on_the_default_image_or_it_is_not_used(path):
     """vLLM builds argparse choices from a Literal type (literal_to_kwargs, vLLM 0.11.1
-    vllm/engine/arg_utils.py): a value outside them stops the server before it serves."""
+    vllm/engine/arg_utils.py): a value outside them stops the server before it serves. Where
+    the default image's vLLM would, lmikit runs a newer image (test_hyperpod_images.py)."""
     spec = load_spec_text(_vllm_worker_text(path))
     plan = plan_spec(spec, base_dir=path.parent)
-    try:
-        manifest = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
-    except RenderError as exc:
-        assert "accepts only" in str(exc) and "--vllm-image" in str(exc)
+    manifest = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    if manifest["spec"]["worker"]["image"] != DEFAULT_VLLM_IMAGE:
         return
     for flag, value in _pairs(manifest["spec"]["worker"]["args"]).items():
         allowed = VLLM.get(flag)
@@ -397,10 +398,13 @@ def test_hyperpod_deepseek_v32_tokenizer_mode_needs_a_newer_vllm_image():
     path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
     spec = load_spec_text(_vllm_worker_text(path))
     plan = plan_spec(spec, base_dir=path.parent)
-    with pytest.raises(RenderError, match=r"needs --tokenizer-mode deepseek_v32 .* vLLM 0.11.1, "
-                                          r"whose --tokenizer-mode accepts only auto, slow, "
-                                          r"mistral, custom"):
-        hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    with pytest.raises(RenderError, match=r"runs vLLM 0.11.1, but deepseek-ai/DeepSeek-V3.2 "
+                                          r"needs vLLM >= 0.13.0 \(--tokenizer-mode "
+                                          r"deepseek_v32"):
+        hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE, vllm_image=DEFAULT_VLLM_IMAGE)
+    picked = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)["spec"]["worker"]
+    assert picked["image"] != DEFAULT_VLLM_IMAGE
+    assert _pairs(picked["args"])["--tokenizer-mode"] == "deepseek_v32"
     newer = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE,
                               vllm_image="vllm/vllm-openai:v0.23.0")
     assert _pairs(newer["spec"]["worker"]["args"])["--tokenizer-mode"] == "deepseek_v32"

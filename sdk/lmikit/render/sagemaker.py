@@ -38,6 +38,7 @@ from typing import Any
 from lmikit.catalog.instances import get_instance
 from lmikit.catalog.offers import on_demand_problem
 from lmikit.errors import RenderError
+from lmikit.lora_isolation import isolates_base
 from lmikit.names import (
     DEPLOYMENT_TAG,
     MANAGED_BY_SPEC,
@@ -200,6 +201,17 @@ def stock_image_note(spec: DeploymentSpec) -> str | None:
             "deploy` builds it, and `--image lmikit` checks for it")
 
 
+def weights_model_py_warning(spec: DeploymentSpec) -> str:
+    """LoRA + LMCache + weights SageMaker copies: the isolating model.py lives in the S3 prefix
+    (:func:`lmikit.model_artifact.weights_model_py`), which only a deployer can check."""
+    return (f"model.id {spec.model.id}: with LoRA and the KV cache, the weights' prefix must "
+            "hold lmikit's model.py, which keeps LoRA adapters' LMCache keys apart (LMCache's "
+            "key has no LoRA id; SageMaker copies the prefix into /opt/ml/model, where LMI "
+            "loads it). `lmikit weights stage MODEL_ID "
+            f"{spec.model.id} --lora-isolation` writes it; `lmikit deploy` refuses to deploy "
+            "without it, and `cdk synth`, which cannot read S3, refuses the spec")
+
+
 def capacity_warning(spec: DeploymentSpec) -> str | None:
     """Why the spec's instances may not start: its type has no on-demand hosting in its region
     and it names no reservation (:func:`lmikit.catalog.offers.on_demand_problem`). The render,
@@ -252,6 +264,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     problem = capacity_warning(spec)
     if problem:
         warnings.append(problem)
+    if sagemaker_copies and isolates_base(spec, plan.uses_lmcache):
+        warnings.append(weights_model_py_warning(spec))
     metrics_config = _container_metrics(spec, image_kind, sagemaker_copies)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],

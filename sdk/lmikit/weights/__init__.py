@@ -13,7 +13,13 @@ whether a prefix holds a finished copy. Reaching the Hub needs ``pip install
 
 from lmikit.weights._destination import MANIFEST_NAME, Destination, WeightsError, parse_destination
 from lmikit.weights._hub import HubFile, Snapshot
-from lmikit.weights._manifest import Manifest, StagedFile, StagedWeights, check_staged
+from lmikit.weights._manifest import (
+    Manifest,
+    StagedFile,
+    StagedWeights,
+    check_model_py,
+    check_staged,
+)
 from lmikit.weights._stage import StageEvent, StageResult, stage
 from lmikit.weights._upload import PART_SIZE, ChecksumMismatch
 
@@ -30,6 +36,7 @@ __all__ = [
     "StagedFile",
     "StagedWeights",
     "WeightsError",
+    "check_model_py",
     "check_staged",
     "parse_destination",
     "stage",

@@ -134,3 +134,15 @@ def test_the_secret_layouts_are_the_ones_lmikits_image_reads() -> None:
     from lmikit.weights._token import TOKEN_KEYS
 
     assert TOKEN_KEYS == IMAGE_KEYS
+
+
+def test_lora_isolation_writes_the_model_py_deploy_checks(hub: FakeHub, s3: Any) -> None:
+    from lmikit.model_artifact import base_isolation_model_py
+    from lmikit.weights import check_model_py
+
+    result = _run("stage", MODEL, DESTINATION, "--region", REGION, "--lora-isolation")
+    assert result.exit_code == 0, result.output
+    assert "model.py (lmikit's LoRA isolation for the base model) is written" in result.stderr
+    check_model_py(DESTINATION, base_isolation_model_py(), s3=s3)
+    assert s3.get_object(Bucket=BUCKET, Key="tiny/model.py")["Body"].read() == \
+        base_isolation_model_py()
