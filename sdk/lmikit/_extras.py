@@ -35,6 +35,7 @@ OPTIONAL: dict[str, tuple[str, str]] = {
     "aws_cdk": ("aws-cdk-lib", "lmikit[cdk]"),
     "cdk_nag": ("cdk-nag", "lmikit[cdk]"),
     "constructs": ("constructs", "lmikit[cdk]"),
+    "huggingface_hub": ("huggingface_hub", "lmikit[weights]"),
     "jsonschema": ("jsonschema", "jsonschema"),  # lmikit.schema.validate_file only
     "matplotlib": ("matplotlib", "lmikit[plot]"),
     "moto": ("moto", "lmikit[sandbox]"),

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "On-demand prices: read AWS's price list, show what is used."),
     "simulate": ("lmikit.cli.simulate_cmd:simulate_cmd",
                  "Simulate a workload: TTFT, hit rates, cost per routing x cache."),
+    "weights": ("lmikit.cli._weights:weights_group", "Stage Hub weights in S3 for SageMaker."),
 }
 
 
