@@ -128,7 +128,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
         from lmikit.render.sagemaker import stock_image_note
 
-        image_note = stock_image_note(spec)
+        image_note = stock_image_note(spec, plan)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
                     image_note)
 

@@ -548,7 +548,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"weights per copy) + {s.WORKER_HOST_OVERHEAD_GIB:g} GiB per vLLM worker; the rest is "
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
-        "workers; never on a non-NVMe or >90% full filesystem",
+        "workers; never on a non-NVMe or >90% full filesystem; /tmp/lmcache/ taken to be on "
+        "the whole instance store (not documented for SageMaker hosting; lmikit's image "
+        "measures it at start)",
         *(cost_assumptions(inst, i.costs.coefficients, i.costs.source, tier == "remote",
                            i.costs.fitted) if i.costs is not None
           else cost_assumptions(inst, remote=tier == "remote")),

@@ -44,6 +44,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from lmikit import sizing
+
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
 
@@ -61,12 +63,18 @@ API_TIMEOUT_MAX_S = 3600  # botocore: ProductionVariant*TimeoutInSeconds max
 # PyEnv.getModelLoadingTimeout falls back to 240 s when it is unset.
 LMI_IMAGE_MODEL_LOADING_TIMEOUT_S = 1200
 
-# The ML storage volume: instance NVMe where the instance has it (SageMaker mounts the instance
-# store instead of EBS), else an EBS gp2 volume of ``VolumeSizeInGB`` (botocore: 1..512).
+# The ML storage volume: instance NVMe where the instance has it, else an EBS gp2 volume of
+# ``VolumeSizeInGB`` (botocore ProductionVariant: 1..512, "only Amazon EBS gp2"). That the
+# hosting container's /tmp (LMI's downloads, LMCache's disk tier) is the whole instance store
+# is an assumption: djl-serving's own (lmcache_utils.py calculate_disk_cache_size sizes from
+# shutil.disk_usage('/tmp'), "# assumes /tmp is a NVMe"), and what botocore ResourceConfig
+# documents for training ("use the entire capacity of the instance storage", ml.p4d); hosting
+# documents no mount point. lmikit's image measures /tmp at start; the stock image gets a
+# note (render.sagemaker.stock_disk_tier_clause).
 EBS_VOLUME_MAX_GB = 512
 EBS_VOLUME_MIN_GB = 30
 VOLUME_USABLE_FRACTION = 0.9  # filesystem overhead and free-space margin
-DOWNLOAD_SLACK = 1.1  # temporary files while a download is in flight
+DOWNLOAD_SLACK = sizing.DOWNLOAD_SLACK
 
 
 def weights_source(spec: DeploymentSpec) -> WeightsSource:

@@ -4,15 +4,17 @@ patterns, max lengths: the parts botocore's own client validation skips)."""
 from __future__ import annotations
 
 import json
+import re
 
 import botocore.session
 import pytest
 
+from lmikit.catalog.instances import get_instance
 from lmikit.errors import RenderError
 from lmikit.image import lmi_image_uri
 from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
-from lmikit.render.sagemaker import render_requests
+from lmikit.render.sagemaker import copies_one_instance_holds, render_requests
 from lmikit.testing import ShapeValidator
 from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
 from tests.unit.test_render_env import ISOLATED as ISOLATED_ENV
@@ -219,6 +221,88 @@ def test_stock_image_metrics_come_with_a_note_on_what_to_change():
                                      "and `--image lmikit` checks for it")
     lmikit = _render(load_spec_text(BASE), image_kind="lmikit")
     assert lmikit.warnings == () and lmikit.image_note is None
+
+
+P4DE_TP4 = """
+api_version: v1
+name: rag
+region: us-west-2
+model: {id: Qwen/Qwen2.5-72B-Instruct}
+instance: {type: ml.p4de.24xlarge, copies_per_instance: COPIES}
+engine: {tensor_parallel_degree: 4, max_model_len: 32768}
+"""
+
+
+def test_copies_one_instance_holds_is_what_its_gpus_cpus_and_memory_allow():
+    """SageMaker allocates each copy its ComputeResourceRequirements (botocore), so one
+    instance holds min(GPUs // TP, vCPUs // cores, memory // MinMemoryRequiredInMb)."""
+    inst = get_instance("ml.p4de.24xlarge")
+    for copies in (1, 2):
+        spec = load_spec_text(P4DE_TP4.replace("COPIES", str(copies))
+                              + "routing: {strategy: prefix_aware}\n")
+        plan = plan_spec(spec, base_dir=ROOT)
+        need = _render(spec, plan).base_component["Specification"][
+            "ComputeResourceRequirements"]
+        held = min(inst.gpu_count // need["NumberOfAcceleratorDevicesRequired"],
+                   inst.vcpus // need["NumberOfCpuCoresRequired"],
+                   inst.host_memory_gib * 1024 // need["MinMemoryRequiredInMb"])
+        assert copies_one_instance_holds(spec, plan) == held == copies
+
+
+@pytest.mark.parametrize("routing,field", [
+    ("routing: {strategy: sticky_session}\n", "routing.strategy 'sticky_session'"),
+    ("routing: {strategy: prefix_aware}\nsessions: {enabled: true}\n", "sessions.enabled")])
+def test_sessions_with_two_copies_on_one_instance_are_refused(routing, field):
+    """SageMaker pins a session to an instance (botocore InvokeEndpoint.SessionId), LMI keeps
+    it in the copy that opened it (djl-serving session_manager.py): with two copies on one
+    instance a turn can reach the copy that does not hold it."""
+    spec = load_spec_text(P4DE_TP4.replace("COPIES", "2") + routing)
+    with pytest.raises(RenderError, match=re.escape(field) + r": stateful sessions need one "
+                       r"model copy per instance, but up to 2 copies can share one "
+                       r"ml.p4de.24xlarge .*Set instance.copies_per_instance: 1 .*"
+                       r"routing.strategy: prefix_aware"):
+        _render(spec)
+
+
+def test_sessions_with_one_copy_per_instance_render():
+    """copies_per_instance 1 on an 8-GPU instance at TP 4: the copy's CPU cores leave no room
+    for a second copy, so every session has its instance to itself."""
+    spec = load_spec_text(P4DE_TP4.replace("COPIES", "1")
+                          + "routing: {strategy: sticky_session}\n")
+    assert spec.sessions_enabled
+    r = _render(spec)
+    assert r.endpoint_config["ProductionVariants"][0]["RoutingConfig"] == {
+        "RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+def test_stock_image_disk_tier_is_a_fixed_size_lmikit_cannot_check():
+    """The stock image writes the planned disk tier as is; SageMaker does not document where a
+    hosting container's instance storage is mounted (botocore ProductionVariant.VolumeSizeInGB
+    speaks of EBS only; djl-serving lmcache_utils.py "assumes /tmp is a NVMe"), so the one
+    stock-image note says so and names lmikit's image, which measures /tmp at start."""
+    path = ROOT / "examples" / "rag-qwen72b-nvme.yaml"
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    assert plan.tier == "cpu+disk"
+    stock = _render(spec, plan)
+    assert stock.warnings == ()
+    note = stock.image_note or ""
+    assert (f"its LMCache disk tier is fixed at {plan.lmcache['max_local_disk_size_gb']:g} GB "
+            "per worker x 8 workers at file:///tmp/lmcache/, sized from ml.p4de.24xlarge's "
+            "8000 GB of instance store") in note
+    assert "does not document where a hosting container's instance storage is mounted" in note
+    assert note.endswith("lmikit's image publishes them and measures /tmp at start (the tier "
+                         "is then off, or a fixed kv_cache.disk_size_gb refused, where it "
+                         "does not fit): `cdk deploy` builds it, and `--image lmikit` checks "
+                         "for it")
+    assert _render(spec, plan, image_kind="lmikit").image_note is None
+    no_metrics = load_spec_text(path.read_text() + "observability: {detailed_metrics: false}\n")
+    only_disk = _render(no_metrics, plan_spec(no_metrics, base_dir=path.parent)).image_note
+    assert only_disk is not None and "DJL's server metrics" not in only_disk
+    assert "lmikit's image measures /tmp at start" in only_disk
+    cpu_only = load_spec_text(BASE)
+    assert plan_spec(cpu_only, base_dir=ROOT).tier != "cpu+disk"
+    assert "disk tier" not in (_render(cpu_only).image_note or "")
 
 
 def test_stock_image_on_sagemaker_copied_weights_turns_detailed_metrics_off():
