@@ -378,7 +378,8 @@ class RoutingSpec(_Model):
     strategy: RoutingStrategy = Field(
         default="sticky_session",
         description="sticky_session (SageMaker sessions pin a conversation to one instance), "
-        "prefix_aware, kv_aware (API only), least_outstanding or random.")
+        "prefix_aware, kv_aware (HyperPod only: SageMaker's KV_AWARE needs a supported container, "
+        "not LMI), least_outstanding or random.")
     prefix_length: int | None = Field(default=None, ge=1024, le=65536,
                                       description="prefix_aware: bytes of body hashed; "
                                       "unset, 4,096.")

@@ -204,3 +204,18 @@ def test_the_readme_names_a_fast_test_command_whose_parts_exist():
     names = "\n".join(p.read_text() for p in (ROOT / "tests" / "unit").rglob("test_*.py"))
     for word in re.findall(r"not (\w+)", keyword):
         assert re.search(rf"def test_\w*{word}", names), word
+
+
+def test_validate_refuses_kv_aware_for_sagemaker_and_keeps_it_for_hyperpod(tmp_path):
+    """KV_AWARE works only with supported containers (botocore RoutingStrategy), not LMI;
+    the HyperPod operator's kvaware routing is its own and stays valid."""
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(DEFAULT_SPEC.read_text().replace("strategy: sticky_session",
+                                                     "strategy: kv_aware"))
+    assert "kv_aware" in spec.read_text()
+    refused = CliRunner().invoke(main, ["validate", str(spec)])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert ("sagemaker: routing.strategy 'kv_aware' cannot be used on SageMaker with the LMI "
+            "image") in refused.output
+    hyperpod = CliRunner().invoke(main, ["validate", str(spec), "--target", "hyperpod"])
+    assert hyperpod.exit_code == 0, hyperpod.output

@@ -58,8 +58,8 @@ from lmikit.render.env import CFN_ENVIRONMENT_MAX, container_environment, model_
 from lmikit.spec import DeploymentSpec
 from lmikit.startup import estimate_startup, weights_source
 
-__all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
-           "adapter_component_name", "adapter_tags", "base_component_name",
+__all__ = ["DEPLOYMENT_TAG", "KV_AWARE_REFUSAL", "VARIANT_NAME", "ResourceNames",
+           "SageMakerRequests", "adapter_component_name", "adapter_tags", "base_component_name",
            "copies_one_instance_holds", "render_requests", "sessions_problem",
            "startup_timeouts", "stock_disk_tier_clause", "stock_image_note",
            "stock_image_secret_problems", "tags"]
@@ -68,8 +68,18 @@ ROUTING = {
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
     "random": "RANDOM",
     "prefix_aware": "PREFIX_AWARE",
-    "kv_aware": "KV_AWARE",
-}
+}  # kv_aware: refused (KV_AWARE_REFUSAL)
+# botocore ProductionVariantRoutingConfig.RoutingStrategy, KV_AWARE: "works only with supported
+# containers, such as the SageMaker AI vLLM Deep Learning Container"; both images lmikit runs
+# are AWS's LMI (djl-inference) image or built on it (container/Dockerfile FROM), not named.
+KV_AWARE_REFUSAL = (
+    "routing.strategy 'kv_aware' cannot be used on SageMaker with the LMI image: SageMaker "
+    "documents that KV_AWARE \"works only with supported containers, such as the SageMaker AI "
+    "vLLM Deep Learning Container\" (botocore ProductionVariantRoutingConfig.RoutingStrategy), "
+    "and AWS's LMI image, which lmikit runs (its own image is built on it), is not one, so "
+    "the endpoint would not route by KV cache. Valid on SageMaker: 'prefix_aware' (requests "
+    "that share a prompt prefix go to the same copy), 'sticky_session', 'least_outstanding' "
+    "or 'random'; 'kv_aware' stays valid for HyperPod (--target hyperpod)")
 DEFAULT_PREFIX_LENGTH = 4096
 
 
@@ -282,6 +292,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         refused = stock_image_secret_problems(spec)
         if refused:
             raise RenderError("; ".join(refused))
+    if spec.routing.strategy == "kv_aware":
+        raise RenderError(KV_AWARE_REFUSAL)
     problem = sessions_problem(spec, plan)
     if problem:
         raise RenderError(problem)
