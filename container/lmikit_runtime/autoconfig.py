@@ -100,7 +100,8 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
                 "remote_serde", "local_device"):
         cfg.pop(key, None)
     cfg.update({"chunk_size": plan.chunk_size, "local_cpu": True,
-                "max_local_cpu_size": cpu_gb, "enable_lazy_memory_allocator": True})
+                "max_local_cpu_size": cpu_gb})
+    cfg.pop("enable_lazy_memory_allocator", None)  # ignored by LMCache >= 0.3.13
     cfg.setdefault("save_unfull_chunk", False)
     if "first_rank_max_local_cpu_size" in planned_extra:
         # MLA at TP > 1: LMCache stores from the first rank only (save_only_first_rank), so

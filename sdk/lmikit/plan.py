@@ -263,7 +263,11 @@ def _plan(i: PlanInputs) -> Plan:
         raise PlanError(f"{copies} {min_memory_mb * i.copies} MB of host memory "
                         f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; {fix}")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
-    start = su.estimate_startup(weight_bytes, _source(i.weights_source))
+    # the largest worker's CPU tier, pinned whole at start (su.PIN_BYTES_PER_S)
+    pinned_gib = max(lmcache["max_local_cpu_size_gb"],
+                     lmcache.get("first_rank_max_local_cpu_size_gb") or 0.0)
+    start = su.estimate_startup(weight_bytes, _source(i.weights_source),
+                                int(pinned_gib * sizing.GIB))
     late = su.startup_warning(start)
 
     return Plan(
@@ -569,7 +573,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         "of downloaded weights (every copy keeps its own)",
         f"start-up: Hub download {su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 "
         f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, load "
-        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; timeouts = "
+        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, LMCache's CPU tier pinned whole at "
+        f"{su.PIN_BYTES_PER_S / 1e9:g} GB/s per worker (third-party cudaHostAlloc "
+        f"measurements, not SageMaker's), warm-up {su.WARMUP_S:g} s; timeouts = "
         f"{su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
     ]
     return out

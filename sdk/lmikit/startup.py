@@ -55,6 +55,15 @@ HUB_DOWNLOAD_BYTES_PER_S = 100e6
 S3_DOWNLOAD_BYTES_PER_S = 250e6
 LOAD_BYTES_PER_S = 500e6
 WARMUP_S = 300.0
+# Pinning LMCache's CPU tier. Every LMCache an LMI release ships (lmikit.lmi_versions
+# LMCACHE_SHIPPED) allocates the whole max_local_cpu_size at engine start as pinned host
+# memory, one cudaHostAlloc per worker (LMCache >= 0.3.13 local_cpu_backend.py ignores
+# enable_lazy_memory_allocator; LMCache PR #2951). Third-party measurements of one
+# cudaHostAlloc, none on SageMaker: 20 GB in 17.4 s on a 48-core host (novitalabs/pegaflow PR
+# #277, ~1.15 GB/s); 16 GiB in 7.9 s on EC2 g6.4xlarge (NVIDIA/cudf PR #23457, ~2.2 GB/s).
+# The slower is used, for the largest worker: a copy's workers pin at once, each in its own
+# process (whether they slow each other down: not found).
+PIN_BYTES_PER_S = 1.15e9
 MARGIN = 1.5
 TIMEOUT_FLOOR_S = 600
 API_TIMEOUT_MIN_S = 60  # botocore: ProductionVariant*TimeoutInSeconds min
@@ -97,17 +106,19 @@ class StartupEstimate:
     download_timeout_s: int
     health_check_timeout_s: int
     model_loading_timeout_s: int
+    pin_s: float = 0.0  # pinning LMCache's CPU tier in the largest worker (PIN_BYTES_PER_S)
 
     @property
     def expected_s(self) -> float:
-        """Download + load + warm-up, without margin."""
+        """Download + load + pinning + warm-up, without margin."""
         return (self.sagemaker_download_s + self.container_download_s + self.load_s
-                + self.warmup_s)
+                + self.pin_s + self.warmup_s)
 
     @property
     def capped(self) -> bool:
         """True when a timeout the estimate asks for exceeds the API maximum."""
-        need_health = MARGIN * (self.container_download_s + self.load_s + self.warmup_s)
+        need_health = MARGIN * (self.container_download_s + self.load_s + self.pin_s
+                                + self.warmup_s)
         need_download = MARGIN * self.sagemaker_download_s
         return max(need_health, need_download) > API_TIMEOUT_MAX_S
 
@@ -124,28 +135,33 @@ def _timeout(seconds: float) -> int:
     return int(min(API_TIMEOUT_MAX_S, max(TIMEOUT_FLOOR_S, wanted)))
 
 
-def estimate_startup(weight_bytes: int, source: WeightsSource) -> StartupEstimate:
-    """The start-up estimate and timeouts for ``weight_bytes`` of weights from ``source``.
+def estimate_startup(weight_bytes: int, source: WeightsSource,
+                     pinned_bytes: int = 0) -> StartupEstimate:
+    """The start-up estimate and timeouts for ``weight_bytes`` of weights from ``source``,
+    with ``pinned_bytes`` of LMCache CPU tier in the largest worker.
 
     - ``ModelDataDownloadTimeoutInSeconds``: what SageMaker copies before the container
       starts (the weights for ``s3-sagemaker``, else a small artifact), with the margin;
     - ``ContainerStartupHealthCheckTimeoutInSeconds``: in-container download + load +
-      warm-up, with the margin;
+      pinning + warm-up, with the margin;
     - the container's own model-loading timeout is never below the health check (nor below
       the image's 1200 s), so LMI never gives up before SageMaker does.
     """
-    if weight_bytes < 0:
-        raise ValueError(f"weight_bytes must be >= 0 (got {weight_bytes})")
+    if weight_bytes < 0 or pinned_bytes < 0:
+        raise ValueError(f"weight_bytes and pinned_bytes must be >= 0 (got {weight_bytes}, "
+                         f"{pinned_bytes})")
     sm_download = weight_bytes / S3_DOWNLOAD_BYTES_PER_S if source == "s3-sagemaker" else 0.0
     rate = {"hub": HUB_DOWNLOAD_BYTES_PER_S, "s3": S3_DOWNLOAD_BYTES_PER_S}.get(source)
     in_container = weight_bytes / rate if rate else 0.0
     load = weight_bytes / LOAD_BYTES_PER_S
-    health = _timeout(in_container + load + WARMUP_S)
+    pin = pinned_bytes / PIN_BYTES_PER_S
+    health = _timeout(in_container + load + pin + WARMUP_S)
     return StartupEstimate(
         source=source, weight_bytes=weight_bytes, sagemaker_download_s=round(sm_download, 1),
         container_download_s=round(in_container, 1), load_s=round(load, 1), warmup_s=WARMUP_S,
         download_timeout_s=_timeout(sm_download), health_check_timeout_s=health,
-        model_loading_timeout_s=max(LMI_IMAGE_MODEL_LOADING_TIMEOUT_S, health))
+        model_loading_timeout_s=max(LMI_IMAGE_MODEL_LOADING_TIMEOUT_S, health),
+        pin_s=round(pin, 1))
 
 
 def startup_warning(estimate: StartupEstimate) -> str | None:
@@ -155,7 +171,8 @@ def startup_warning(estimate: StartupEstimate) -> str | None:
     where = {"hub": "the Hugging Face Hub", "s3": "S3 (copied by LMI)",
              "s3-sagemaker": "S3 (copied by SageMaker)"}[estimate.source]
     return (f"expected start-up {estimate.expected_s / 60:.0f} min "
-            f"({estimate.weight_bytes / 1e9:.0f} GB of weights from {where}, load and warm-up) "
+            f"({estimate.weight_bytes / 1e9:.0f} GB of weights from {where}, load, pinning the "
+            "CPU tier and warm-up) "
             "exceeds SageMaker's "
             f"{API_TIMEOUT_MAX_S} s limit with a {MARGIN:g}x margin; the timeouts are capped at "
             f"{API_TIMEOUT_MAX_S} s and the copy may be replaced before it is ready. Stage the "

@@ -16,7 +16,7 @@ from lmikit.loader import load_spec, load_spec_text
 from lmikit.plan import plan_spec
 from lmikit.render.sagemaker import copies_one_instance_holds, render_requests
 from lmikit.testing import ShapeValidator
-from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden, lmcache_would_track_usage
 from tests.unit.test_render_env import ISOLATED as ISOLATED_ENV
 from tests.unit.test_spec import BASE
 
@@ -341,3 +341,46 @@ def test_nvme_instances_request_no_ebs_volume():
     EBS-only instance types."""
     (variant,) = _render(load_spec_text(BASE)).endpoint_config["ProductionVariants"]
     assert "VolumeSizeInGB" not in variant
+
+
+def test_kv_aware_is_refused_on_the_lmi_image_with_botocores_reason():
+    """botocore ProductionVariantRoutingConfig.RoutingStrategy: KV_AWARE "works only with
+    supported containers, such as the SageMaker AI vLLM Deep Learning Container"; lmikit runs
+    the LMI image (its own is built on it), so it refuses rather than render a routing that
+    would not happen, and names the strategies that are valid."""
+    doc = botocore.session.get_session().get_service_model("sagemaker").shape_for(
+        "ProductionVariantRoutingConfig").members["RoutingStrategy"].documentation
+    quoted = "works only with supported containers, such as the SageMaker AI vLLM Deep " \
+             "Learning Container"
+    assert quoted in doc
+    spec = load_spec_text(BASE + "routing: {strategy: kv_aware}\n")
+    for kind in ("stock", "lmikit"):
+        with pytest.raises(RenderError) as caught:
+            _render(spec, image_kind=kind)
+        message = str(caught.value)
+        assert message.startswith("routing.strategy 'kv_aware' cannot be used on SageMaker")
+        assert quoted in message
+        assert all(f"'{valid}'" in message for valid in
+                   ("prefix_aware", "sticky_session", "least_outstanding", "random"))
+
+
+@pytest.mark.parametrize("image_kind", ["stock", "lmikit"])
+def test_lmcache_telemetry_is_off_in_every_sagemaker_container_that_runs_it(image_kind,
+                                                                            monkeypatch):
+    """LMCache sends usage messages (remote URL, model name) over plain HTTP unless
+    LMCACHE_TRACK_USAGE is exactly "false" (LMCache 0.5.6 usage_telemetry/identity.py,
+    transport.py, messages.py): the base component's environment, and the Model's where
+    SageMaker copies the weights, turn it off; a deployment without LMCache gets nothing."""
+    assert lmcache_would_track_usage({}, monkeypatch)
+    cases = [(load_spec_text(BASE), "component"), (load_spec_text(ISOLATED), "model")]
+    for spec, where in cases:
+        plan = plan_spec(spec, base_dir=ROOT)
+        assert plan.uses_lmcache
+        r = _render(spec, plan, image_kind=image_kind)
+        env = (r.base_component["Specification"]["Container"]["Environment"]
+               if where == "component" else r.model["PrimaryContainer"]["Environment"])
+        assert not lmcache_would_track_usage(env, monkeypatch), where
+    off = load_spec_text(BASE + "kv_cache: {mode: 'off'}\n")
+    r = _render(off, image_kind=image_kind)
+    assert "LMCACHE_TRACK_USAGE" not in r.base_component["Specification"]["Container"][
+        "Environment"]
