@@ -34,6 +34,32 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
+def lmcache_would_track_usage(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> bool:
+    """LMCache's own answer (``usage_telemetry/identity.py is_usage_tracking_enabled``) to
+    whether a process with ``env``'s telemetry switches would send usage messages. The module
+    is loaded from its file: the package's ``__init__`` needs py-cpuinfo, absent here."""
+    import importlib.util
+    import sys
+
+    import lmcache
+
+    name = "lmcache_usage_identity"
+    module = sys.modules.get(name)
+    if module is None:
+        path = Path(lmcache.__file__).parent / "usage_telemetry" / "identity.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while it loads
+        spec.loader.exec_module(module)
+    for switch in ("LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"):
+        if switch in env:
+            monkeypatch.setenv(switch, env[switch])
+        else:
+            monkeypatch.delenv(switch, raising=False)
+    return bool(module.is_usage_tracking_enabled())
+
+
 def compiled_by_mypyc(module: str) -> bool:
     """Whether this install runs ``module`` as a C extension (a wheel's, setup.py), not Python."""
     spec = find_spec(module)

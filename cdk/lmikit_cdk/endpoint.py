@@ -25,6 +25,7 @@ from lmikit.model_artifact import model_artifact, weights_model_py
 from lmikit.plan import Plan, plan_spec
 from lmikit.render.container import ImageKind
 from lmikit.render.sagemaker import (
+    KV_AWARE_REFUSAL,
     SageMakerRequests,
     capacity_warning,
     render_requests,
@@ -43,11 +44,6 @@ from lmikit_cdk.role import ExecutionRole
 from lmikit_cdk.scaling import CopyCountScaling
 
 PENDING_ADAPTER_URL = "s3://lmikit-pending/adapter.tar.gz"
-KV_AWARE_MESSAGE = (
-    "routing.strategy 'kv_aware' cannot be synthesized: CloudFormation accepts only "
-    "LEAST_OUTSTANDING_REQUESTS, RANDOM and PREFIX_AWARE routing (KV_AWARE is API-only "
-    "today). Deploy this spec with the SDK instead (`lmikit deploy <spec>` or "
-    "lmikit.deploy in Python), or choose routing.strategy 'prefix_aware' for CDK")
 
 WEIGHTS_MODEL_PY_MESSAGE = (
     "LoRA with a KV cache tier and security.network_isolation needs lmikit's model.py in the "
@@ -65,7 +61,7 @@ def validate_for_cdk(spec: DeploymentSpec, plan: Plan | None = None) -> None:
     render_requests, on exactly what the template carries."""
     errors = []
     if spec.routing.strategy == "kv_aware":
-        errors.append(KV_AWARE_MESSAGE)
+        errors.append(KV_AWARE_REFUSAL)
     if plan is not None and weights_model_py(spec, plan) is not None:
         errors.append(WEIGHTS_MODEL_PY_MESSAGE.format(prefix=spec.model.id))
     try:

@@ -129,7 +129,7 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
         from lmikit.render.sagemaker import stock_image_note
 
-        image_note = stock_image_note(spec)
+        image_note = stock_image_note(spec, plan)
     gate_note = None
     if any(t in IMAGE_TARGETS for t in chosen):  # the targets that download the weights
         from lmikit.render.hub_token import gating_note
@@ -167,6 +167,10 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
 
         urls = {a.name: f"s3://<bucket>/{spec.name}/adapters/{a.name}/<sha256>.tar.gz"
                 for a in spec.adapters}
+        from lmikit.render.container import lmikit_image_placeholder
+
+        if options.image == "lmikit":  # never the stock URI beside lmikit-only environment
+            image_uri = lmikit_image_placeholder(image_uri)
         r = render_requests(spec, plan, image_uri=image_uri,
                             execution_role_arn=PLACEHOLDER_ROLE,
                             model_artifact_url=f"s3://<bucket>/{spec.name}/model/<sha256>.tar.gz",

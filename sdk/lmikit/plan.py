@@ -272,7 +272,11 @@ def _plan(i: PlanInputs) -> Plan:
         raise PlanError(f"{copies} {min_memory_mb * i.copies} MB of host memory "
                         f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; {fix}")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
-    start = su.estimate_startup(weight_bytes, _source(i.weights_source), inst.network_gbit)
+    # the largest worker's CPU tier, pinned whole at start (su.PIN_BYTES_PER_S)
+    pinned_gib = max(lmcache["max_local_cpu_size_gb"],
+                     lmcache.get("first_rank_max_local_cpu_size_gb") or 0.0)
+    start = su.estimate_startup(weight_bytes, _source(i.weights_source), inst.network_gbit,
+                                pinned_bytes=int(pinned_gib * sizing.GIB))
     late = su.startup_warning(start)
 
     return Plan(
@@ -573,7 +577,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"weights per copy) + {s.WORKER_HOST_OVERHEAD_GIB:g} GiB per vLLM worker; the rest is "
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
-        "workers; never on a non-NVMe or >90% full filesystem",
+        "workers; never on a non-NVMe or >90% full filesystem; /tmp/lmcache/ taken to be on "
+        "the whole instance store (not documented for SageMaker hosting; lmikit's image "
+        "measures it at start)",
         *cost_assumptions(inst, engine.coeff, i.costs.source if i.costs else "",
                           tier == "remote", i.costs.fitted if i.costs else (),
                           lmcache=tier != "none", store=engine.remote_store),
@@ -595,7 +601,9 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"{su.s3_download_bytes_per_s(inst.network_gbit) / 1e6:g} MB/s (the smaller of "
         f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e9:g} GB/s and half of {inst.network_gbit:g} Gbit/s; "
         "basis: third-party EC2 measurements of s5cmd and S3, lmikit.startup.RATES), load "
-        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; no LMI version "
+        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, LMCache's CPU tier pinned whole at "
+        f"{su.PIN_BYTES_PER_S / 1e9:g} GB/s per worker (third-party cudaHostAlloc "
+        f"measurements, not SageMaker's), warm-up {su.WARMUP_S:g} s; no LMI version "
         "lmikit renders streams weights from S3 to the GPUs (lmikit.startup.FASTER_LOADERS); "
         f"timeouts = {su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
     ]

@@ -206,7 +206,8 @@ class InstanceSpec(_Model):
     max_count: int = Field(default=1, ge=1, le=100, description="Maximum instances.")
     copies_per_instance: int = Field(
         default=1, ge=1, le=8, description="Model copies (inference component copies) that "
-        "share one instance; they share its host RAM and NVMe.")
+        "share one instance; they share its host RAM and NVMe. Stateful sessions need 1 "
+        "(SageMaker pins a session to an instance, LMI keeps it in one copy).")
     capacity_reservation_arn: str | None = Field(
         default=None, pattern=RESERVATION_ARN_PATTERN, min_length=20, max_length=258,
         description="SageMaker endpoints: the ARN of a training plan reserved for endpoints "
@@ -419,7 +420,8 @@ class RoutingSpec(_Model):
     strategy: RoutingStrategy = Field(
         default="sticky_session",
         description="sticky_session (SageMaker sessions pin a conversation to one instance), "
-        "prefix_aware, kv_aware (API only), least_outstanding or random.")
+        "prefix_aware, kv_aware (HyperPod only: SageMaker's KV_AWARE needs a supported container, "
+        "not LMI), least_outstanding or random.")
     prefix_length: int | None = Field(default=None, ge=1024, le=65536,
                                       description="prefix_aware: bytes of body hashed; "
                                       "unset, 4,096.")

@@ -35,6 +35,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from lmikit import sizing
+
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
 
@@ -60,6 +62,9 @@ RATES: dict[str, tuple[str, str]] = {
     "load": ("500 MB/s, assumed",
              "safetensors read + copy to the GPUs: a gp2 EBS volume tops out at 250 MB/s, "
              "instance NVMe at GB/s, and weights just downloaded are usually in the page cache"),
+    "pinning": ("1.15 GB/s per worker, third-party",
+                "cudaHostAlloc measurements off SageMaker (PIN_BYTES_PER_S): the slower of "
+                "novitalabs/pegaflow PR #277 and NVIDIA/cudf PR #23457"),
     "warm-up": ("300 s, assumed", "vLLM's CUDA-graph capture and compilation, LMCache set-up, "
                 "the first health check"),
 }
@@ -77,6 +82,15 @@ FASTER_LOADERS: dict[str, str] = {
         "lmi-container-requirements.txt from 0.35.0-dlc to master installs "
         "runai-model-streamer",
 }
+# Pinning LMCache's CPU tier. Every LMCache an LMI release ships (lmikit.lmi_versions
+# LMCACHE_SHIPPED) allocates the whole max_local_cpu_size at engine start as pinned host
+# memory, one cudaHostAlloc per worker (LMCache >= 0.3.13 local_cpu_backend.py ignores
+# enable_lazy_memory_allocator; LMCache PR #2951). Third-party measurements of one
+# cudaHostAlloc, none on SageMaker: 20 GB in 17.4 s on a 48-core host (novitalabs/pegaflow PR
+# #277, ~1.15 GB/s); 16 GiB in 7.9 s on EC2 g6.4xlarge (NVIDIA/cudf PR #23457, ~2.2 GB/s).
+# The slower is used, for the largest worker: a copy's workers pin at once, each in its own
+# process (whether they slow each other down: not found).
+PIN_BYTES_PER_S = 1.15e9
 MARGIN = 1.5
 TIMEOUT_FLOOR_S = 600
 API_TIMEOUT_MIN_S = 60  # botocore: ProductionVariant*TimeoutInSeconds min
@@ -85,12 +99,18 @@ API_TIMEOUT_MAX_S = 3600  # botocore: ProductionVariant*TimeoutInSeconds max
 # PyEnv.getModelLoadingTimeout falls back to 240 s when it is unset.
 LMI_IMAGE_MODEL_LOADING_TIMEOUT_S = 1200
 
-# The ML storage volume: instance NVMe where the instance has it (SageMaker mounts the instance
-# store instead of EBS), else an EBS gp2 volume of ``VolumeSizeInGB`` (botocore: 1..512).
+# The ML storage volume: instance NVMe where the instance has it, else an EBS gp2 volume of
+# ``VolumeSizeInGB`` (botocore ProductionVariant: 1..512, "only Amazon EBS gp2"). That the
+# hosting container's /tmp (LMI's downloads, LMCache's disk tier) is the whole instance store
+# is an assumption: djl-serving's own (lmcache_utils.py calculate_disk_cache_size sizes from
+# shutil.disk_usage('/tmp'), "# assumes /tmp is a NVMe"), and what botocore ResourceConfig
+# documents for training ("use the entire capacity of the instance storage", ml.p4d); hosting
+# documents no mount point. lmikit's image measures /tmp at start; the stock image gets a
+# note (render.sagemaker.stock_disk_tier_clause).
 EBS_VOLUME_MAX_GB = 512
 EBS_VOLUME_MIN_GB = 30
 VOLUME_USABLE_FRACTION = 0.9  # filesystem overhead and free-space margin
-DOWNLOAD_SLACK = 1.1  # temporary files while a download is in flight
+DOWNLOAD_SLACK = sizing.DOWNLOAD_SLACK
 
 
 def weights_source(spec: DeploymentSpec) -> WeightsSource:
@@ -113,17 +133,19 @@ class StartupEstimate:
     download_timeout_s: int
     health_check_timeout_s: int
     model_loading_timeout_s: int
+    pin_s: float = 0.0  # pinning LMCache's CPU tier in the largest worker (PIN_BYTES_PER_S)
 
     @property
     def expected_s(self) -> float:
-        """Download + load + warm-up, without margin."""
+        """Download + load + pinning + warm-up, without margin."""
         return (self.sagemaker_download_s + self.container_download_s + self.load_s
-                + self.warmup_s)
+                + self.pin_s + self.warmup_s)
 
     @property
     def capped(self) -> bool:
         """True when a timeout the estimate asks for exceeds the API maximum."""
-        need_health = MARGIN * (self.container_download_s + self.load_s + self.warmup_s)
+        need_health = MARGIN * (self.container_download_s + self.load_s + self.pin_s
+                                + self.warmup_s)
         need_download = MARGIN * self.sagemaker_download_s
         return max(need_health, need_download) > API_TIMEOUT_MAX_S
 
@@ -152,32 +174,36 @@ def s3_download_bytes_per_s(network_gbit: float = 0.0) -> float:
     return min(S3_DOWNLOAD_BYTES_PER_S, S3_NETWORK_SHARE * network_gbit * 1e9 / 8)
 
 
-def estimate_startup(weight_bytes: int, source: WeightsSource,
-                     network_gbit: float = 0.0) -> StartupEstimate:
-    """The start-up estimate and timeouts for ``weight_bytes`` of weights from ``source``.
+def estimate_startup(weight_bytes: int, source: WeightsSource, network_gbit: float = 0.0,
+                     pinned_bytes: int = 0) -> StartupEstimate:
+    """The start-up estimate and timeouts for ``weight_bytes`` of weights from ``source``,
+    with ``pinned_bytes`` of LMCache CPU tier in the largest worker.
 
     - ``ModelDataDownloadTimeoutInSeconds``: what SageMaker copies before the container
       starts (the weights for ``s3-sagemaker``, else a small artifact), with the margin;
     - ``ContainerStartupHealthCheckTimeoutInSeconds``: in-container download + load +
-      warm-up, with the margin;
+      pinning + warm-up, with the margin;
     - the container's own model-loading timeout is never below the health check (nor below
       the image's 1200 s), so LMI never gives up before SageMaker does.
 
     ``network_gbit``: the instance's network bandwidth, which bounds the S3 rate.
     """
-    if weight_bytes < 0:
-        raise ValueError(f"weight_bytes must be >= 0 (got {weight_bytes})")
+    if weight_bytes < 0 or pinned_bytes < 0:
+        raise ValueError(f"weight_bytes and pinned_bytes must be >= 0 (got {weight_bytes}, "
+                         f"{pinned_bytes})")
     s3_rate = s3_download_bytes_per_s(network_gbit)
     sm_download = weight_bytes / s3_rate if source == "s3-sagemaker" else 0.0
     rate = {"hub": HUB_DOWNLOAD_BYTES_PER_S, "s3": s3_rate}.get(source)
     in_container = weight_bytes / rate if rate else 0.0
     load = weight_bytes / LOAD_BYTES_PER_S
-    health = _timeout(in_container + load + WARMUP_S)
+    pin = pinned_bytes / PIN_BYTES_PER_S
+    health = _timeout(in_container + load + pin + WARMUP_S)
     return StartupEstimate(
         source=source, weight_bytes=weight_bytes, sagemaker_download_s=round(sm_download, 1),
         container_download_s=round(in_container, 1), load_s=round(load, 1), warmup_s=WARMUP_S,
         download_timeout_s=_timeout(sm_download), health_check_timeout_s=health,
-        model_loading_timeout_s=max(LMI_IMAGE_MODEL_LOADING_TIMEOUT_S, health))
+        model_loading_timeout_s=max(LMI_IMAGE_MODEL_LOADING_TIMEOUT_S, health),
+        pin_s=round(pin, 1))
 
 
 _WHERE = {"hub": "the Hugging Face Hub", "s3": "S3 (copied by LMI)",
@@ -192,12 +218,13 @@ def _over_cap(estimate: StartupEstimate) -> str:
         parts.append(f"SageMaker's copy of {e.weight_bytes / 1e9:.0f} GB of weights takes an "
                      f"expected {e.sagemaker_download_s / 60:.0f} min "
                      "(ModelDataDownloadTimeoutInSeconds)")
-    inside = e.container_download_s + e.load_s + e.warmup_s
+    inside = e.container_download_s + e.load_s + e.pin_s + e.warmup_s
     if MARGIN * inside > API_TIMEOUT_MAX_S:
         download = (f"download {e.container_download_s / 60:.0f} min from "
                     f"{_WHERE[e.source]}, " if e.container_download_s else "")
+        pin = f"pinning the CPU tier {e.pin_s / 60:.0f} min, " if e.pin_s else ""
         parts.append(f"the container's start takes an expected {inside / 60:.0f} min "
-                     f"({download}load {e.load_s / 60:.0f} min, warm-up "
+                     f"({download}load {e.load_s / 60:.0f} min, {pin}warm-up "
                      f"{e.warmup_s / 60:.0f} min; ContainerStartupHealthCheckTimeoutInSeconds "
                      "and LMI's option.model_loading_timeout)")
     return "; ".join(parts)

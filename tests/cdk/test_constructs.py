@@ -37,9 +37,12 @@ def _stack() -> cdk.Stack:
     return cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="us-east-1"))
 
 
-def test_kv_aware_routing_is_refused_and_points_to_the_sdk() -> None:
+def test_kv_aware_routing_is_refused_with_the_lmi_images_reason() -> None:
+    """botocore RoutingStrategy: KV_AWARE "works only with supported containers, such as the
+    SageMaker AI vLLM Deep Learning Container"; cdk synth refuses it as render does."""
     spec = _spec(routing={"strategy": "kv_aware"})
-    with pytest.raises(RenderError, match=r"API-only.*lmikit deploy"):
+    with pytest.raises(RenderError, match=r"routing.strategy 'kv_aware' cannot be used on "
+                       r"SageMaker with the LMI image: .*works only with supported containers"):
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
@@ -90,7 +93,7 @@ def test_kv_aware_and_required_key_are_reported_together() -> None:
     spec = _spec(routing={"strategy": "kv_aware"},
                  security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",
                            "kms_volume_encryption": "required"})
-    with pytest.raises(RenderError, match=r"(?s)API-only.*NVMe"):
+    with pytest.raises(RenderError, match=r"(?s)'kv_aware' cannot be used.*NVMe"):
         LmiEndpoint(_stack(), "E", spec=spec)
 
 

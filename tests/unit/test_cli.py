@@ -240,3 +240,42 @@ def test_cli_plan_refuses_a_tier_size_the_host_cannot_give():
     r = CliRunner().invoke(main, ["plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--instance",
                                   "ml.g6e.2xlarge", "--disk-size-gb", "-3"])
     assert r.exit_code == 2 and "'-3' is not 'auto' or a size in GB" in r.output
+
+
+def test_validate_refuses_kv_aware_for_sagemaker_and_keeps_it_for_hyperpod(tmp_path):
+    """KV_AWARE works only with supported containers (botocore RoutingStrategy), not LMI;
+    the HyperPod operator's kvaware routing is its own and stays valid."""
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(DEFAULT_SPEC.read_text().replace("strategy: sticky_session",
+                                                     "strategy: kv_aware"))
+    assert "kv_aware" in spec.read_text()
+    refused = CliRunner().invoke(main, ["validate", str(spec)])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert ("sagemaker: routing.strategy 'kv_aware' cannot be used on SageMaker with the LMI "
+            "image") in refused.output
+    hyperpod = CliRunner().invoke(main, ["validate", str(spec), "--target", "hyperpod"])
+    assert hyperpod.exit_code == 0, hyperpod.output
+
+
+def test_render_sagemaker_for_lmikits_image_names_no_stock_image(run):
+    """lmikit's image has no URI before `cdk deploy` builds it (cdk LmiImage: a Docker asset
+    FROM the stock image): the render names a placeholder that says so, never the stock URI
+    next to environment only lmikit's image reads; the stock render keeps the stock URI."""
+    from lmikit.image import lmi_image_uri
+    from lmikit.loader import load_spec
+
+    spec = load_spec(DEFAULT_SPEC)
+    stock_uri = lmi_image_uri(spec.region, spec.engine.lmi_version)
+
+    def image_and_env(*extra):
+        body = json.loads(run("render", str(DEFAULT_SPEC), "-t", "sagemaker", *extra).output)
+        container = body["CreateInferenceComponent"]["Specification"]["Container"]
+        return container["Image"], container["Environment"]
+
+    image, env = image_and_env("--image", "lmikit")
+    assert image == ("<lmikit-image-built-by-cdk-deploy-from-container/Dockerfile-FROM-"
+                     f"{stock_uri}>")
+    assert any(k.startswith("LMIKIT_") and k != "LMIKIT_MODEL_ID" for k in env)
+    image, env = image_and_env()
+    assert image == stock_uri
+    assert not any(k.startswith("LMIKIT_") and k != "LMIKIT_MODEL_ID" for k in env)

@@ -161,9 +161,11 @@ def test_hyperpod_remote_backend_must_be_redis():
 def test_hyperpod_operator_owned_env_is_not_passed():
     spec = _manifest(BASE + "kv_cache:\n  mode: cpu\n")["spec"]
     names = {e["name"] for e in spec["worker"]["environmentVariables"]}
-    assert not any(n.startswith(("LMCACHE_", "OPTION_", "LMIKIT_")) for n in names)
+    # LMCache's settings are the operator's; its telemetry switch is lmikit's to turn off
+    assert not any(n.startswith(("LMCACHE_", "OPTION_", "LMIKIT_"))
+                   for n in names - {"LMCACHE_TRACK_USAGE"})
     assert not any("prefix-caching" in a or "kv-transfer" in a for a in spec["worker"]["args"])
-    assert names == {"PYTHONHASHSEED"}
+    assert names == {"PYTHONHASHSEED", "LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"}
 
 
 def test_hyperpod_lmi_worker_serves_the_mounted_weights_without_lmikit_env():

@@ -35,7 +35,7 @@ from lmikit.render.hyperpod_vllm import (
     VLLM_FLAGS,
     VLLM_VERSION,
 )
-from tests.conftest import EXAMPLE_SPECS, ROOT
+from tests.conftest import EXAMPLE_SPECS, ROOT, lmcache_would_track_usage
 from tests.unit.test_render_hyperpod import CRD_CANDIDATES
 from tests.unit.test_spec import BASE
 
@@ -231,8 +231,24 @@ def test_hyperpod_vllm_leaves_lmcache_to_the_operator_like_the_samples():
     worker = _render(KV_SPEC)[2]["spec"]["worker"]
     for w in [worker] + [s["spec"]["worker"] for s in SAMPLES.values()]:
         assert not any("kv-transfer-config" in a or "prefix-caching" in a for a in w["args"])
-        assert not any(e["name"].startswith("LMCACHE_") for e in w.get("environmentVariables", []))
-    assert worker["environmentVariables"] == [{"name": "PYTHONHASHSEED", "value": "0"}]
+        assert not any(e["name"].startswith("LMCACHE_") and e["name"] != "LMCACHE_TRACK_USAGE"
+                       for e in w.get("environmentVariables", []))
+    assert worker["environmentVariables"] == [
+        {"name": "DO_NOT_TRACK", "value": "1"}, {"name": "LMCACHE_TRACK_USAGE", "value": "false"},
+        {"name": "PYTHONHASHSEED", "value": "0"}]
+
+
+@pytest.mark.parametrize("switch", ["LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"])
+def test_hyperpod_vllm_worker_turns_lmcache_telemetry_off_by_either_switch(switch, monkeypatch):
+    """LMCache sends usage messages (remote URL, model name) over plain HTTP unless told not
+    to (LMCache 0.5.6 usage_telemetry/identity.py is_usage_tracking_enabled). The operator may
+    drop user LMCACHE_* variables (not verified: it is closed source), so the worker also gets
+    DO_NOT_TRACK, which LMCache honours from 0.5.2; each alone turns telemetry off."""
+    assert lmcache_would_track_usage({}, monkeypatch)
+    for strategy in ("prefix_aware", "kv_aware"):
+        worker = _render(KV_SPEC.replace("prefix_aware", strategy))[2]["spec"]["worker"]
+        env = {e["name"]: e["value"] for e in worker["environmentVariables"]}
+        assert not lmcache_would_track_usage({switch: env[switch]}, monkeypatch)
 
 
 def test_hyperpod_vllm_routing_only_passes_prefix_caching_off_when_asked():

@@ -111,7 +111,10 @@ def test_plan_shows_expected_start_and_warns_past_the_cap():
     """The what-if plan warns; a spec past the cap is refused (tests/unit/test_examples.py)."""
     p = plan("Qwen/Qwen2.5-72B-Instruct", "ml.p4de.24xlarge", tp=4)
     assert p.startup is not None and p.startup.expected_s > 1800
-    assert p.to_dict()["startup"]["health_check_timeout_s"] == 3120
+    start = p.to_dict()["startup"]
+    assert start["pin_s"] > 0  # the CPU tier, pinned whole
+    assert start["health_check_timeout_s"] == _expected_timeout(
+        start["container_download_s"] + start["load_s"] + start["pin_s"] + 300)
     assert any("start-up rates are assumptions, none published by AWS: Hub download 100 MB/s"
                in a for a in p.assumptions)
     huge = plan("deepseek-ai/DeepSeek-V3.2", "ml.p5e.48xlarge", tp=8)
@@ -167,3 +170,34 @@ def test_startup_problem_names_the_cap_and_the_fix(source, fix):
                else "ContainerStartupHealthCheckTimeoutInSeconds")
     assert timeout in problem
     assert st.startup_problem(st.estimate_startup(15 * GB, source), "m/x") is None
+
+
+@pytest.mark.parametrize("pinned_gb", [0, 20, 94, 400])
+def test_startup_counts_pinning_the_whole_cpu_tier(pinned_gb):
+    """LMCache >= 0.3.13 ignores enable_lazy_memory_allocator and pins all of
+    max_local_cpu_size at start (local_cpu_backend.py); one cudaHostAlloc pins ~1.15 GB/s
+    (third party: novitalabs/pegaflow PR #277, 20 GB in 17.4 s; NVIDIA/cudf PR #23457 measured
+    ~2.2 GB/s on EC2 g6.4xlarge; the slower is used), inside the container health check."""
+    e = st.estimate_startup(15 * GB, "hub", pinned_bytes=pinned_gb * GB)
+    pin = pinned_gb * GB / 1.15e9
+    assert e.pin_s == pytest.approx(pin, abs=0.1)
+    assert e.health_check_timeout_s == _expected_timeout(15 * GB / 100e6 + 15 * GB / 500e6
+                                                         + pin + 300)
+    assert e.expected_s == pytest.approx(st.estimate_startup(15 * GB, "hub").expected_s + pin,
+                                         abs=0.1)
+
+
+def test_plan_pins_the_largest_workers_cpu_tier():
+    """The plan passes the biggest tier one worker allocates: max_local_cpu_size, or the
+    first rank's share where an MLA model stores from the first rank only."""
+    p = plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.4xlarge", context_tokens=500_000)
+    assert p.tier == "cpu" and p.startup is not None
+    assert p.startup.pin_s == pytest.approx(
+        p.lmcache["max_local_cpu_size_gb"] * 2**30 / st.PIN_BYTES_PER_S, abs=0.1)
+    mla = plan("mistralai/Mistral-Large-3-675B-Instruct-2512", "ml.p5e.48xlarge", tp=8,
+               context_tokens=10**9)
+    first = mla.lmcache["first_rank_max_local_cpu_size_gb"]
+    assert mla.startup is not None and first > mla.lmcache["max_local_cpu_size_gb"]
+    assert mla.startup.pin_s == pytest.approx(first * 2**30 / st.PIN_BYTES_PER_S, abs=0.1)
+    off = plan("Qwen/Qwen2.5-1.5B-Instruct", "ml.p4de.24xlarge", context_tokens=10_000)
+    assert off.tier == "none" and off.startup is not None and off.startup.pin_s == 0
