@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
+import botocore.loaders
+import botocore.session
 import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("deep", max_examples=5000, deadline=None)
+settings.register_profile("fast", max_examples=25, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Each new botocore session re-reads and re-parses the service models it needs (0.25-0.4 s a
+# client). They are read-only data, so one loader per data path serves every session of the
+# test process: real boto3, moto and the fake SageMaker alike.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast tier (``-m "not slow"``) tries 25 examples a property, CI's run 200, unless
+    HYPOTHESIS_PROFILE names a profile."""
+    if "not slow" in (config.option.markexpr or "") and "HYPOTHESIS_PROFILE" not in os.environ:
+        settings.load_profile("fast")
+
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
