@@ -102,6 +102,7 @@ def _local_adapter(root: Path, name: str = "a") -> str:
     return name
 
 
+@pytest.mark.slow
 def test_feature_rich_spec_fits_cloudformation_environment_cap(tmp_path: Path) -> None:
     """CloudFormation caps Container.Environment at 16; engine options go to
     serving.properties in the model artifact, so every feature at once still fits."""
@@ -223,6 +224,7 @@ def test_adapter_without_config_is_refused(tmp_path: Path) -> None:
         adapter_artifact(spec, spec.adapters[0], tmp_path)
 
 
+@pytest.mark.slow
 def test_adapter_asset_hash_is_stable_across_synths(synths: dict[str, Any],
                                                     adapter_spec_path: Path) -> None:
     from lmikit_cdk.stack import LmiStack

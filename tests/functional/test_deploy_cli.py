@@ -113,6 +113,7 @@ def test_deploy_and_destroy_without_a_terminal_print_a_line_per_resource(
     assert "  endpoint docqa" in gone[gone.index(deleted):]
 
 
+@pytest.mark.slow
 def test_cli_gc_and_destroy(cli: Any, fake: FakeSageMaker, tmp_path: Path) -> None:
     spec = str(tmp_path / "spec.yaml")
     assert cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET).exit_code == 0

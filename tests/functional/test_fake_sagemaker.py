@@ -111,6 +111,7 @@ def test_fake_missing_artifact_fails_the_component(sm: Any, fake: FakeSageMaker,
     assert "nope.tar.gz" in desc["FailureReason"]
 
 
+@pytest.mark.slow
 def test_fake_throttling_is_retried_by_botocore(sm: Any, fake: FakeSageMaker) -> None:
     fake.inject("ListEndpoints", "throttle", times=2)
     response = sm.list_endpoints()

@@ -376,6 +376,7 @@ def test_service_failure_is_an_internal_server_error(served: Served) -> None:
     assert served.calls_since(mark, "InvokeEndpoint") == ["InvokeEndpoint"] * 2
 
 
+@pytest.mark.slow
 def test_openai_client_retries_through_boto3(served: Served) -> None:
     client = openai_client("docqa", session=served.session)  # its own adaptive-mode client
     served.fake.inject("InvokeEndpoint", "throttle", times=1)

@@ -24,6 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +41,7 @@ EXAMPLE_DOCS = {name: yaml.safe_load(text) for name, text in EXAMPLE_TEXT.items(
 CONFIG_NAME = "models/llama-3.1-8b-config.json"
 CONFIG = json.loads((EXAMPLES / CONFIG_NAME).read_text())
 SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+pytestmark = pytest.mark.slow  # the CLI on hundreds of mutated examples
 
 # YAML text that a hostile or careless file might hold
 SNIPPETS = [

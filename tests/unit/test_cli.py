@@ -192,27 +192,6 @@ def test_cli_completion_completes_the_lazy_subcommands():
     assert result.output.split() == ["plain,render"]
 
 
-def test_the_readme_names_a_fast_test_command_whose_parts_exist():
-    """The README's fast line names real paths, and each test it deselects by name exists
-    (a rename would otherwise silently put a slow test back)."""
-    import re
-    import shlex
-
-    from tests.conftest import ROOT
-
-    line = next((x for x in (ROOT / "README.md").read_text().splitlines()
-                 if x.startswith(".venv/bin/python -m pytest") and "# fast" in x), None)
-    assert line, "the README names no fast test command"
-    args = shlex.split(line.split("#")[0])[3:]
-    paths = [a for a in args if a.startswith("tests/")]
-    ignored = [a.split("=", 1)[1] for a in args if a.startswith("--ignore=")]
-    assert all((ROOT / p).exists() for p in paths + ignored), paths + ignored
-    keyword = args[args.index("-k") + 1]
-    names = "\n".join(p.read_text() for p in (ROOT / "tests" / "unit").rglob("test_*.py"))
-    for word in re.findall(r"not (\w+)", keyword):
-        assert re.search(rf"def test_\w*{word}", names), word
-
-
 def test_cli_plan_what_if_takes_the_tier_sizes(run):
     """--cpu-size-gb and --disk-size-gb are the spec's kv_cache sizes: a CPU tier smaller
     than the working set sends it to the disk tier."""

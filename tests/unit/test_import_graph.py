@@ -9,6 +9,7 @@ because ``render.sagemaker`` imported ``render.env``). Names several modules sha
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import lmikit
@@ -21,6 +22,7 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache  # parsed once per test process; callers only read the graph
 def import_graph(root: Path = SDK) -> dict[str, set[str]]:
     """module -> lmikit modules it imports anywhere in its body (the root package's lazy
     re-exports excepted: ``lmikit/__init__`` imports everything on attribute access)."""

@@ -20,7 +20,6 @@ from lmikit.catalog.model_options import (
     MISTRAL_LARGE_3,
     OPTION_ROWS,
     QWEN3_VL_8B,
-    VLLM_VERSION,
     lmi_options,
     option_rows,
 )

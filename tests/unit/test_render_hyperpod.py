@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import botocore.session
 import jsonschema
@@ -25,23 +24,16 @@ from lmikit.render.hyperpod import (
 )
 from lmikit.spec import NAME_MAX
 from lmikit.startup import estimate_startup
-from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden, hyperpod_crd, hyperpod_crd_v1
 from tests.unit.test_spec import BASE
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
-CRD_CANDIDATES = [ROOT.parent / "shared" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml",
-                  ROOT / "tests" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml"]
 
 
 @pytest.fixture(scope="module")
 def crd_validator():
-    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
-    if path is None:
-        pytest.skip("the HyperPod CRD schema is not available")
-    crd = yaml.safe_load(Path(path).read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    schema = version["schema"]["openAPIV3Schema"]
-    assert crd["spec"]["group"] + "/v1" == "inference.sagemaker.aws.amazon.com/v1"
+    schema = hyperpod_crd_v1()
+    assert hyperpod_crd()["spec"]["group"] + "/v1" == "inference.sagemaker.aws.amazon.com/v1"
     return jsonschema.Draft7Validator(schema)
 
 

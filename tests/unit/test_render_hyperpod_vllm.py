@@ -35,8 +35,7 @@ from lmikit.render.hyperpod_vllm import (
     VLLM_FLAGS,
     VLLM_VERSION,
 )
-from tests.conftest import EXAMPLE_SPECS, ROOT, lmcache_would_track_usage
-from tests.unit.test_render_hyperpod import CRD_CANDIDATES
+from tests.conftest import EXAMPLE_SPECS, ROOT, hyperpod_crd_v1, lmcache_would_track_usage
 from tests.unit.test_spec import BASE
 
 DATA = ROOT / "tests" / "data" / "hyperpod"
@@ -93,12 +92,7 @@ KV_SPEC = BASE + "kv_cache:\n  mode: cpu\nrouting:\n  strategy: prefix_aware\n"
 
 def test_hyperpod_vllm_samples_validate_against_the_crd():
     """The vendored samples and the CRD we validate against agree (placeholders aside)."""
-    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
-    if path is None:
-        pytest.skip("the HyperPod CRD schema is not available")
-    crd = yaml.safe_load(path.read_text())
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]
-    validator = jsonschema.Draft7Validator(schema["openAPIV3Schema"])
+    validator = jsonschema.Draft7Validator(hyperpod_crd_v1())
     assert len(OPERATOR_SAMPLES) == 2
     for name, sample in SAMPLES.items():
         sample = copy.deepcopy(sample)
