@@ -258,3 +258,28 @@ def test_render_sagemaker_for_lmikits_image_names_no_stock_image(run):
     image, env = image_and_env()
     assert image == stock_uri
     assert not any(k.startswith("LMIKIT_") and k != "LMIKIT_MODEL_ID" for k in env)
+
+
+def test_plan_and_simulate_judge_the_sagemaker_deployment_not_hyperpods(tmp_path):
+    """LoRA next to the operator's LMCache is refused by the HyperPod manifest only
+    (lmikit.render.hyperpod.check_lora_isolation): plan and simulate of a SageMaker spec with
+    adapters still answer; validate names the HyperPod refusal, and --target hyperpod
+    refuses."""
+    from lmikit.testing import write_lora_adapter
+
+    write_lora_adapter(tmp_path / "adapters" / "legal")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("api_version: v1\nname: demo\nregion: us-east-1\n"
+                    "model: {id: Qwen/Qwen2.5-7B-Instruct}\ninstance: {type: ml.g6e.2xlarge}\n"
+                    "adapters:\n  - {name: legal, source: adapters/legal}\n")
+    runner = CliRunner()
+    planned = runner.invoke(main, ["plan", str(spec), "--json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.output)["tier"] == "cpu"
+    simulated = runner.invoke(main, ["simulate", str(spec), "--workload", "long-doc-qa",
+                                     "--documents", "10"])
+    assert simulated.exit_code == 0, simulated.output
+    for args in (["validate", str(spec)], ["plan", str(spec), "--target", "hyperpod"]):
+        refused = runner.invoke(main, args)
+        assert refused.exit_code == 2 and "Traceback" not in refused.output
+        assert "hyperpod: LoRA adapters" in refused.output

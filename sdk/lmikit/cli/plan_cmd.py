@@ -63,10 +63,11 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     config = str(config_path) if config_path is not None else None
     if spec is not None:
         refuse_beside_spec(ctx, WHAT_IF_ONLY, bool(model_id or instance_type))
-        from lmikit.accept import TARGETS
+        from lmikit.accept import DEPLOY_TARGETS
         from lmikit.cli._common import load
 
-        loaded, result = load(spec, targets or TARGETS)
+        # the SageMaker deployment unless --target names others (HyperPod's refusals: validate)
+        loaded, result = load(spec, targets or DEPLOY_TARGETS)
     else:
         if not (model_id and instance_type):
             raise click.UsageError("give a SPEC file, or both --model and --instance")

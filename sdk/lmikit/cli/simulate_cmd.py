@@ -225,7 +225,9 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
                                  "disk_size_gb", "remote_store"),
                            bool(model_id or instance_type))
 
-        loaded, plan = load(spec)
+        from lmikit.accept import DEPLOY_TARGETS
+
+        loaded, plan = load(spec, DEPLOY_TARGETS)  # SageMaker's routing and endpoint
         dep = deployment_from_spec(loaded, spec.parent, instances=instances)
         mode = {"none": "off"}.get(plan.tier, plan.tier)
         return dep, loaded.routing.strategy, mode
