@@ -26,8 +26,7 @@ from lmikit.render.hyperpod_images import (
     version_tuple,
 )
 from lmikit.render.hyperpod_vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
-from tests.conftest import ROOT
-from tests.unit.test_render_hyperpod import CRD_CANDIDATES
+from tests.conftest import ROOT, hyperpod_crd_v1
 from tests.unit.test_render_hyperpod_vllm import _flags, _vllm_worker_text
 
 DATA = ROOT / "tests" / "data" / "hyperpod"
@@ -168,11 +167,7 @@ def test_model_examples_render_a_worker_whose_vllm_takes_every_flag(path):
 
 def test_mistral_large_3_manifest_runs_the_newer_image_and_fits_the_crd():
     import jsonschema
-    import yaml
-
-    crd = yaml.safe_load(next(p for p in CRD_CANDIDATES if p.exists()).read_text())
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]
-    crd_validator = jsonschema.Draft7Validator(schema["openAPIV3Schema"])
+    crd_validator = jsonschema.Draft7Validator(hyperpod_crd_v1())
     example = ROOT / "examples" / "models" / "mistral-large-3-p5e.yaml"
     spec = load_spec(example)
     plan = plan_spec(spec, base_dir=example.parent)
