@@ -18,10 +18,8 @@ from __future__ import annotations
 from lmikit.advise._advise import Advice, advise
 from lmikit.advise._search import Candidate, Entry, Figures, SearchResult, pareto, search
 from lmikit.advise._slo import Slo, parse_slo, parse_slos
-from lmikit.advise._trust import ACCURACY
 
 __all__ = [
-    "ACCURACY",
     "Advice",
     "Candidate",
     "Entry",

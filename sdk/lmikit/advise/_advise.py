@@ -15,7 +15,7 @@ from lmikit.advise._runs import Runner, repeated_tokens
 from lmikit.advise._search import Entry, SearchResult, search
 from lmikit.advise._slo import Slo, parse_slos
 from lmikit.advise._space import Deployments, Settings, build_space
-from lmikit.advise._trust import BASIS, SAMPLE, SOURCE, categories, heading, trust
+from lmikit.advise._trust import BASIS, SAMPLE, SOURCE, category, figures, heading, trust
 from lmikit.advise._write import spec_data, spec_yaml
 from lmikit.errors import PlanError, safe_repr
 
@@ -58,17 +58,23 @@ class Advice:
     def pareto(self) -> list[Entry]:
         return self.result.pareto
 
+    def _layout(self) -> tuple[str | None, str | None]:
+        """The answer's KV-cache mode and routing; none without an answer."""
+        c = None if self.best is None else self.best.candidate
+        return (None, None) if c is None else (c.kv_cache, c.routing)
+
     def trust(self) -> list[str]:
-        """How far the figures can be trusted, per metric involved."""
-        return trust([s.metric for s in self.slos])
+        """How far the figures can be trusted: out of sample, per quantity involved in the
+        answer's category."""
+        return trust([s.metric for s in self.slos], *self._layout())
 
     def trust_heading(self) -> str:
-        """The line above :meth:`trust`'s: in or out of sample, and the answer's categories."""
-        c = None if self.best is None else self.best.candidate
-        return heading(None if c is None else c.kv_cache, None if c is None else c.routing)
+        """The line above :meth:`trust`'s: out of sample, and the answer's category."""
+        return heading(*self._layout())
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
+        kv_cache, routing = self._layout()
         return {"candidates_evaluated": r.considered, "pruned": r.pruned,
                 "seconds": round(self.seconds, 2),
                 "best": None if r.best is None else r.best.to_dict(),
@@ -77,8 +83,10 @@ class Advice:
                 "simulated": {"screened": r.screened, "full": r.refined,
                               "taken_from_an_identical_run": self.repeats},
                 "trust": {"source": SOURCE, "sample": SAMPLE, "against": BASIS,
-                          "categories": None if r.best is None else
-                          categories(r.best.candidate.kv_cache, r.best.candidate.routing),
+                          "category": None if kv_cache is None or routing is None else
+                          category(kv_cache, routing),
+                          "figures": [a.to_dict() for a in figures(
+                              [s.metric for s in self.slos], kv_cache, routing)],
                           "lines": self.trust()},
                 "notes": self.notes,
                 "calibration": None if self.calibration is None else

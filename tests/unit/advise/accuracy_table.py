@@ -1,63 +1,42 @@
-"""The simulator's accuracy table in docs/planner.md, read by category of figure.
+"""docs/accuracy.md's error by category and quantity, read from the doc as printed.
 
-``python -m tests.unit.advise.accuracy_table`` prints the summary that
-``lmikit.advise._trust.ACCURACY`` must hold (``test_trust.py`` compares them).
+advise's trust statement must state these figures (``test_trust.py`` compares them): read
+here from the Markdown a reader sees, not from the JSON the package carries.
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from lmikit.sim.scenario import percentile
-
-DOC = Path(__file__).resolve().parents[3] / "docs" / "planner.md"
-HEADER = "| figure | published | simulated | ratio before | ratio now | band held by the test |"
-WITHIN = 1.5
-
-
-def category(figure: str) -> str | None:
-    """Which advise metric a row's figure measures, or None (ITL, E2E, pools, orderings)."""
-    f = figure.lower()
-    if "1 = holds" in f:  # an ordering, not a figure
-        return None
-    if "ttft" in f:
-        return "ttft_p90_s" if re.search(r"\bp90\b", f) else (
-            None if re.search(r"\bp9[59]\b", f) else "ttft_p50_s")
-    if any(w in f for w in ("throughput", "tok/s", "output tokens", "in_t/s", "out_t/s")):
-        return "throughput_tokens_s"
-    return None
+DOC = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
+HEADING = "## Error by category and quantity"
+HEADER = ("| category | quantity | setups | rows | median | worst | within 1.5x | median (LOSO) "
+          "| worst (LOSO) | within 1.5x (LOSO) |")
 
 
-def rows() -> list[tuple[str, float]]:
-    """(figure, simulated / published now) of every row of the table."""
-    lines = DOC.read_text().splitlines()
-    start = lines.index(HEADER) + 2
-    out = []
+@dataclass(frozen=True)
+class Cell:
+    """One row of the table, its cells as printed."""
+
+    setups: int
+    rows: int
+    median: str
+    worst: str
+    within: str
+    median_loso: str
+    worst_loso: str
+    within_loso: str
+
+
+def cells() -> dict[tuple[str, str], Cell]:
+    """(category, quantity as the doc words it) -> the row."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = lines.index(HEADER, lines.index(HEADING)) + 2
+    out = {}
     for line in lines[start:]:
         if not line.startswith("|"):
             break
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        out.append((cells[0], float(cells[4])))
+        category, quantity, setups, rows, *rest = (c.strip() for c in line.strip("|").split("|"))
+        out[(category, quantity)] = Cell(int(setups), int(rows), *rest)
     return out
-
-
-def summary() -> dict[str, tuple[int, int, float, float, float]]:
-    """category -> (rows, rows within 1.5x, median ratio, 10th and 90th percentile ratio)."""
-    ratios: dict[str, list[float]] = {}
-    for figure, ratio in rows():
-        name = category(figure)
-        if name is not None:
-            ratios.setdefault(name, []).append(ratio)
-    out = {}
-    for name, values in sorted(ratios.items()):
-        values.sort()
-        inside = sum(1 for v in values if 1 / WITHIN <= v <= WITHIN)
-        out[name] = (len(values), inside, round(percentile(values, 0.5), 2),
-                     round(percentile(values, 0.1), 2), round(percentile(values, 0.9), 2))
-    return out
-
-
-if __name__ == "__main__":
-    for name, figures in summary().items():
-        print(f"    {name!r}: {figures},")

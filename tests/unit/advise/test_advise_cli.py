@@ -4,11 +4,13 @@ gives the figures advise reported."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from lmikit.advise._trust import category, trust
 from lmikit.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,6 +53,11 @@ def test_advise_writes_a_spec_that_validates_and_simulates_to_its_figures(
     data = json.loads(_run("advise", str(ROOT / "examples" / example), *workload, *search,
                            "--slo", "ttft_p90_s=2.0", "--json", "--write", str(out)))
     assert sorted(data["best"]) == sorted(ENTRY)
+    best = data["best"]
+    assert [(f["category"], f["quantity"]) for f in data["trust"]["figures"]] == [
+        (data["trust"]["category"], q) for q in ("ttft_hit", "ttft_miss", "throughput")
+        if (data["trust"]["category"], q) != ("cache_blind", "ttft_hit")]
+    assert data["trust"]["category"] == category(best["kv_cache"], best["routing"])
     assert all(sorted(e) == sorted(ENTRY) for e in data["pareto"])
     assert data["candidates_evaluated"] > data["pruned"] >= 0
     assert "Predicted: TTFT p50" in out.read_text()
@@ -67,8 +74,13 @@ def test_advise_prints_the_frontier_the_answer_and_the_trust(tmp_path: Path) -> 
                 "--requests", "40", "--instance-types", "ml.g6.xlarge,ml.g6.2xlarge",
                 "--max-instances", "2", "--slo", "ttft_p90_s=0.3")
     assert "Pareto frontier" in text and "Best (*): " in text
-    assert "Trust, in sample: simulated/published" in text
-    assert "TTFT p90: 53 of 61 published figures within 1.5x" in text
+    assert "Trust, out of sample (leave one source out)" in text
+    # the answer's category's figures, in the words trust() gives them
+    best = text.split("Best (*): ")[1].split("\n")[0]
+    kv_cache, routing = re.search(r"kv_cache (\w+), (\w+):", best).groups()
+    words = " ".join(text.split())  # as printed, wrapped to the terminal
+    for line in trust(["ttft_p90_s"], kv_cache, routing):
+        assert " ".join(line.split()) in words, line
 
 
 def test_advise_names_the_closest_when_none_meets() -> None:

@@ -18,11 +18,12 @@ each unit of ``published.PUBLICATIONS``, fit on the others and predict it at the
 global point with its own choices at their defaults (a choice about a source cannot be fit
 without it). Unseen: fit on the rows published before this version's new sources, predict
 those. Simulating every point takes a while, so the values are recorded in
-:data:`RECORD` and ``docs/accuracy.md`` is rendered from them; ``test_accuracy.py``
-re-simulates every recorded point and checks both files.
+:data:`RECORD`, and ``docs/accuracy.md`` and its table for the package
+(``lmikit/sim/accuracy.json``) are rendered from them; ``test_accuracy.py`` re-simulates every
+recorded point and checks those files.
 
     python -m tests.unit.sim.accuracy --write --jobs 2   # simulate, record, render the doc
-    python -m tests.unit.sim.accuracy --doc              # render the doc from the record
+    python -m tests.unit.sim.accuracy --doc              # render the docs from the record
     python -m tests.unit.sim.accuracy --freeze           # the record's predictions -> BEFORE
 """
 
@@ -271,7 +272,13 @@ def dump(values: Mapping[str, Mapping[str, float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - the CLI
-    from tests.unit.sim.accuracy_doc import PLANNER_DOC, render, with_planner_block
+    from tests.unit.sim.accuracy_doc import (
+        PACKAGE_TABLE,
+        PLANNER_DOC,
+        package_table,
+        render,
+        with_planner_block,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m tests.unit.sim.accuracy")
     parser.add_argument("--write", action="store_true", help="simulate every point, record")
@@ -287,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - the CL
     if args.write or args.doc:
         values = load()
         DOC.write_text(render(values), encoding="utf-8")
+        PACKAGE_TABLE.write_text(package_table(values), encoding="utf-8")
         PLANNER_DOC.write_text(with_planner_block(PLANNER_DOC.read_text(encoding="utf-8"),
                                                   values), encoding="utf-8")
     if not (args.write or args.doc or args.freeze):

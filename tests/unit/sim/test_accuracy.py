@@ -11,6 +11,7 @@ what the record renders. After a model change:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -18,7 +19,13 @@ import pytest
 
 from tests.unit.sim import accuracy, variant
 from tests.unit.sim.accuracy import GRID, cells, fit, report, setup_weights, weighted_median
-from tests.unit.sim.accuracy_doc import PLANNER_DOC, planner_block, render
+from tests.unit.sim.accuracy_doc import (
+    PACKAGE_TABLE,
+    PLANNER_DOC,
+    package_table,
+    planner_block,
+    render,
+)
 from tests.unit.sim.published import PUBLICATIONS, ROWS, UNITS, unit_of
 from tests.unit.sim.rows import Row
 
@@ -115,6 +122,22 @@ def test_aggregate_error_per_category_and_quantity_stays_within_its_limit(sample
 def test_docs_accuracy_and_the_planner_summary_are_what_the_record_renders() -> None:
     assert accuracy.DOC.read_text(encoding="utf-8") == render(RECORD), REWRITE
     assert planner_block(RECORD) in PLANNER_DOC.read_text(encoding="utf-8"), REWRITE
+
+
+def test_the_package_s_table_is_what_the_record_renders_and_the_doc_shows() -> None:
+    """The installed package cannot read docs/ or tests/: advise's trust statement reads
+    ``lmikit/sim/accuracy.json``, which must be the record's, cell for cell as the doc."""
+    assert PACKAGE_TABLE.read_text(encoding="utf-8") == package_table(RECORD), REWRITE
+    doc = accuracy.DOC.read_text(encoding="utf-8")
+    table = json.loads(PACKAGE_TABLE.read_text(encoding="utf-8"))
+    for category, quantities in table["in_sample"].items():
+        for quantity, c in quantities.items():
+            o = table["out_of_sample"][category][quantity]
+            line = (f"| {category} | {table['quantities'][quantity]} | {c['setups']} | "
+                    f"{c['rows']} | {c['median']:.2f}x | {c['worst']:.2f}x | "
+                    f"{c['within']:.0%} | {o['median']:.2f}x | {o['worst']:.2f}x | "
+                    f"{o['within']:.0%} |")
+            assert line in doc.splitlines(), line
 
 
 def test_the_frozen_predictions_before_the_hit_path_name_only_rows_that_exist() -> None:
