@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from lmikit.advise._calibration import Calibration
     from lmikit.spec import DeploymentSpec
 
-ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
+# every strategy SageMaker serves with the LMI image (kv_aware is refused there: render.sagemaker)
+ROUTINGS = ("sticky_session", "prefix_aware", "least_outstanding", "random")
 SIZE_HEADROOM = 1.1  # a right-sized CPU tier holds the repeated text plus 10%
 SIZE_STEP_GB = 0.5  # and is rounded up to this
 RIGHT_SIZE_AT_MOST = 0.8  # offered only when it saves at least a fifth of the auto size

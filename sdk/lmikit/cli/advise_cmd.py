@@ -47,8 +47,8 @@ _SHARED = {"workload", "seed", "prices_path", *WORKLOAD_FLAGS}
               type=click.Choice(["off", "cpu", "cpu+disk", "remote"]),
               help="KV-cache modes to search; repeat [default: every one the spec can state].")
 @click.option("--routing", "routings", multiple=True,
-              type=click.Choice(["sticky_session", "prefix_aware", "kv_aware",
-                                 "least_outstanding", "random"]),
+              type=click.Choice(["sticky_session", "prefix_aware", "least_outstanding",
+                                 "random"]),  # kv_aware: refused on the LMI image
               help="Routing strategies to search; repeat [default: all].")
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),

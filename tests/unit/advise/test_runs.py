@@ -66,3 +66,19 @@ def test_a_run_taken_from_another_candidate_gives_what_simulate_gives() -> None:
                                             theirs.throughput_tokens_s,
                                             theirs.usd_per_1k_tokens)
     assert runner.repeats == 4  # two of each routing's three
+
+
+def test_every_routing_advise_searches_renders_for_sagemaker(tmp_path):
+    """advise writes specs that validate: it never proposes a strategy the SageMaker renderer
+    refuses (kv_aware on the LMI image, botocore RoutingStrategy)."""
+    from lmikit.accept import accept_spec
+    from lmikit.advise._space import ROUTINGS
+
+    for routing in ROUTINGS:
+        spec = tmp_path / f"{routing}.yaml"
+        spec.write_text("api_version: v1\nname: r\nregion: us-east-1\n"
+                        "model: {id: Qwen/Qwen2.5-7B-Instruct}\n"
+                        "instance: {type: ml.g6e.2xlarge, max_count: 2}\n"
+                        f"routing: {{strategy: {routing}}}\n")
+        assert accept_spec(spec, ("sagemaker",)).rendered["sagemaker"]
+    assert "kv_aware" not in ROUTINGS
