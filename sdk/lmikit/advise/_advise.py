@@ -125,7 +125,8 @@ class Advice:
             f"These figures again: lmikit simulate {path} {self.simulate_flags()}",
             *self.calibration_lines(),
             *textwrap.wrap(self.trust_heading(), 88),
-            *(f"  {line}" for line in self.trust()),
+            *(text for line in self.trust()
+              for text in textwrap.wrap(line, 88, initial_indent="  ", subsequent_indent="    ")),
             "",
         ]
 
