@@ -81,7 +81,7 @@ def in_memory(path: Path) -> str:
 
 
 def streamed(path: Path) -> str:
-    from lmikit.lora._packaging import package_adapter
+    from lmikit.lora import package_adapter
 
     package = package_adapter(path, model_id="Qwen/Qwen2.5-7B-Instruct", max_rank=512)
     digest = package.sha256

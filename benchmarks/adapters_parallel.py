@@ -24,7 +24,7 @@ from moto import mock_aws  # noqa: E402
 
 from lmikit.deploy import Deployment  # noqa: E402
 from lmikit.lora import AdapterRegistry  # noqa: E402
-from lmikit.spec._loader import load_spec_text  # noqa: E402
+from lmikit.spec import load_spec_text  # noqa: E402
 from lmikit.testing import FakeSageMaker, SystemClock, Timings, write_lora_adapter  # noqa: E402
 
 BUCKET = "lmikit-bench"

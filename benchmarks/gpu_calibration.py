@@ -1,53 +1,8 @@
 """GPU calibration: prefill time per token, decode weight reads and pinned host<->GPU copies,
 measured.
 
-Needs an NVIDIA GPU, PyTorch and transformers; nothing else in lmikit does. Downloads
-nothing: each model is built from the ``config.json`` lmikit ships in its catalog, with
-random bf16 weights (a forward pass costs the same whatever the weights hold). Prints the
-figures in the simulator's terms and writes a record with the hardware they came from
-(``lmikit.sim.gpu_calibration`` reads it back):
-
-    python benchmarks/gpu_calibration.py --output gpu-calibration.json
-    python benchmarks/gpu_calibration.py --models Qwen/Qwen2.5-1.5B-Instruct --tokens 1024 4096
-    python benchmarks/gpu_calibration.py --contexts 0 8192 32768 --suffixes 256 2048 \
-        --suffix-models Qwen/Qwen3-8B meta-llama/Llama-3.1-70B-Instruct@8
-
-What is measured, each after two untimed passes, as the median of ``--repeats``:
-
-- prefill: one forward pass of ``tokens`` random token ids through the model with PyTorch's
-  SDPA attention and the logits of the last position only (``logits_to_keep=1``), as vLLM
-  computes them; CUDA-synchronized around a ``time.perf_counter()`` pair. The MFU printed is
-  ``lmikit.sizing.prefill_flops`` over (time x the catalog GPU's dense bf16 peak): the
-  simulator's ``prefill_mfu`` for plain transformers, an estimate of vLLM's.
-- decode: every ``nn.Linear`` of the model applied to ``--batches`` tokens, captured once
-  in a CUDA graph and replayed (so kernel launches cost nothing), as a decode step reads
-  every weight once. The efficiency printed is those weights' bytes over (time x the
-  catalog GPU's datasheet memory bandwidth): weight reads alone, to compare with the
-  simulator's whole-step ``decode_hbm_efficiency``. Each batch is read in both layouts
-  (``--layouts``): transformers' unfused one (q, k, v, gate, up, each its own matrix) and
-  vLLM's fused one (q/k/v stacked into one matrix and gate/up into another, as vLLM loads
-  them), which is what vLLM reads.
-- suffix (with ``--contexts``): the prefill of ``--suffixes`` new tokens after ``contexts``
-  tokens already cached, as a partial LMCache or prefix-cache hit runs it, with vLLM's layer
-  shapes built from the model's config (``MODEL@TP`` in ``--suffix-models`` measures one
-  tensor-parallel rank's share: heads, KV heads and the MLP width divided by TP, no
-  all-reduce): RMSNorm, one fused q/k/v GEMM, the new keys and values written into a
-  per-layer KV buffer, attention of the new queries over the cached keys and (causally)
-  over the new ones with each of PyTorch SDPA's ``--attention`` kernels: ``flash``
-  (FlashAttention-2, what vLLM runs on Ampere and Ada) and ``cudnn`` (cuDNN's fused
-  attention, which on Hopper stands in for the FlashAttention-3 vLLM runs there) (two calls, as a
-  lower-right causal mask over cached + new keys splits into; rotary embeddings and the
-  softmax merge of the two are elementwise and left out), the output projection, one fused
-  gate/up GEMM, SiLU x up, the down projection, then the last position's logits, replayed
-  from a CUDA graph (vLLM captures its steps in graphs too). Every layer has its own weights
-  and KV buffer, so nothing is served from L2 that vLLM would read from HBM.
-- copies: for each model, one LMCache chunk of its KV (256 tokens, tensor parallel 1) and 40
-  such chunks back to back, GPU -> pinned host and then back (LMCache's store, then its
-  retrieve), ``non_blocking=True`` then synchronize: the catalog's effective
-  ``host_to_gpu_gbps`` for this host.
-
-``--device cpu`` runs the same code on the CPU (no copies, no graph, no MFU) to check the script
-itself on a machine without a GPU; its times say nothing about a GPU.
+What it measures, and how to run it: docs/planner-model.md,
+"What benchmarks/gpu_calibration.py measures".
 """
 
 from __future__ import annotations
@@ -66,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmikit.catalog._models import catalog_entry, get_model
+from lmikit.catalog import catalog_entry, get_model
 from lmikit.sim.gpu_calibration import (
     KERNELS,
     LAYOUTS,

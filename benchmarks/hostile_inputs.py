@@ -71,8 +71,8 @@ def billion_laughs() -> str:
 
 
 def cases(folder: Path) -> dict[str, tuple[str, str]]:
-    from lmikit.catalog._model_config import MAX_CONFIG_BYTES
-    from lmikit.spec._loader import MAX_SPEC_BYTES
+    from lmikit.catalog import MAX_CONFIG_BYTES
+    from lmikit.spec import MAX_SPEC_BYTES
 
     spec = (ROOT / "examples" / "docqa-qwen7b.yaml").read_text()
     out: dict[str, tuple[str, str]] = {"imports only (floor)": ("none", "-")}

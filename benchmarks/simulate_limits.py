@@ -1,37 +1,7 @@
 """The simulator at its input bounds: time and peak memory, each case in its own interpreter.
 
-What ``lmikit simulate`` (and ``--calibrate``) accept is bounded in ``lmikit.sim.workloads``
-(``MAX_REQUESTS``, ``MAX_PROMPT_CHUNKS``, ``MAX_TRACE_BYTES``, ...) and
-``lmikit.sim.calibrate`` (``MAX_BENCH_REQUESTS``). This prints, per case, the seconds the
-call took (imports excluded) and the process's peak resident memory:
-
-- refusals: inputs past the bounds (a hundred million documents, a 10^11-token document, a
-  hundred-million-chunk corpus) must fail at once, before anything is built;
-- a RAG request that asks for the whole of a Zipf-10 corpus (the draws without replacement
-  that rejection sampling alone would take for ever to finish);
-- RAG requests of 40,000 chunks from a million-chunk Zipf-10 corpus (past the most popular
-  few hundred chunks the tree's rounding swamps the weights left, and each such draw takes
-  the most popular chunk left: found by a scan from 0 each time, one request took about 3
-  minutes);
-- the largest long-doc-qa workload accepted (100,000 requests, 5,000,000 prompt chunks), one
-  scenario on 8 copies with ``kv_aware`` routing and a CPU tier;
-- the most copies accepted (512) with ``kv_aware`` routing and a CPU tier: 100,000
-  multi-turn chat requests (each conversation's first chunk is on few copies, so the
-  router asks few what they hold) and 100,000 RAG requests (a 512-token system prompt
-  every copy holds: the router bounds each copy by how far past it the copy was sent and
-  asks the best bounds first);
-- the repeated text ``lmikit simulate``'s reading notes count over that same workload (the
-  seconds are the count's alone; the memory includes the workload);
-- the largest trace accepted in requests (100,000 lines of chunk ids), loaded;
-- a calibration fit on a 1,000-request bench file: how many replays it took, and the time
-  that projects to at ``MAX_BENCH_REQUESTS`` with as many replays and with the most a fit
-  takes (``calibrate.MAX_EVALUATIONS``); a replay's cost grows with requests and with their
-  prompts and queueing, so that projection is no bound;
-- a calibration fit on the heaviest bench file accepted in practice: 5,000 requests of
-  120,000-token prompts arriving 10 ms apart (Llama-3.1-8B on p4de, CPU tier), whose replay
-  takes seconds: the fit's time bound (``calibrate.MAX_FIT_SECONDS``) is what ends it.
-
-    python benchmarks/simulate_limits.py
+What it measures, and how to run it: docs/planner-model.md,
+"What benchmarks/simulate_limits.py measures".
 """
 
 from __future__ import annotations

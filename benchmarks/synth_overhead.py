@@ -40,7 +40,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 import aws_cdk as cdk  # noqa: E402
 
-from lmikit.spec._loader import load_spec  # noqa: E402
+from lmikit.spec import load_spec  # noqa: E402
 from lmikit_cdk.nag import nag_packs  # noqa: E402
 from lmikit_cdk.stack import LmiStack  # noqa: E402
 
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = load_spec(args.spec)
     from lmikit.artifact import deterministic_tar  # noqa: F401  (warm the import)
-    from lmikit.planner._planner import plan_spec
-    from lmikit.render._model_artifact import model_artifact
+    from lmikit.planner import plan_spec
+    from lmikit.render import model_artifact
     from lmikit_cdk.artifacts import stage_bytes
 
     data = model_artifact(spec, plan_spec(spec, args.spec.parent), args.spec.parent)

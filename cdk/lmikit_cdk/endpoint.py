@@ -23,11 +23,13 @@ from lmikit.catalog import ImageKind, get_instance
 from lmikit.errors import RenderError
 from lmikit.planner import Plan, plan_spec
 from lmikit.render import (
+    KV_AWARE_REFUSAL,
     SageMakerRequests,
     capacity_warning,
     model_artifact,
     render_requests,
     volume_kms_key,
+    weights_model_py,
 )
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
@@ -42,21 +44,26 @@ from lmikit_cdk.role import ExecutionRole
 from lmikit_cdk.scaling import CopyCountScaling
 
 PENDING_ADAPTER_URL = "s3://lmikit-pending/adapter.tar.gz"
-KV_AWARE_MESSAGE = (
-    "routing.strategy 'kv_aware' cannot be synthesized: CloudFormation accepts only "
-    "LEAST_OUTSTANDING_REQUESTS, RANDOM and PREFIX_AWARE routing (KV_AWARE is API-only "
-    "today). Deploy this spec with the SDK instead (`lmikit deploy <spec>` or "
-    "lmikit.deploy in Python), or choose routing.strategy 'prefix_aware' for CDK")
+
+WEIGHTS_MODEL_PY_MESSAGE = (
+    "LoRA with a KV cache tier and security.network_isolation needs lmikit's model.py in the "
+    "weights' prefix {prefix} (SageMaker copies that prefix into /opt/ml/model, and LMCache's "
+    "cache key has no LoRA id: that model.py keeps adapters' KV apart), and a CDK synth cannot "
+    "read S3 to check it is there. Deploy this spec with `lmikit deploy`, which checks it, "
+    "after `lmikit weights stage MODEL_ID {prefix} --lora-isolation` writes it; or turn LoRA, "
+    "the KV cache (kv_cache.mode 'off') or network isolation off")
 
 
-def validate_for_cdk(spec: DeploymentSpec) -> None:
+def validate_for_cdk(spec: DeploymentSpec, plan: Plan | None = None) -> None:
     """Every reason this spec cannot be synthesized, raised once as a RenderError.
 
     CloudFormation's 16-entry cap on the container Environment is enforced by
     render_requests, on exactly what the template carries."""
     errors = []
     if spec.routing.strategy == "kv_aware":
-        errors.append(KV_AWARE_MESSAGE)
+        errors.append(KV_AWARE_REFUSAL)
+    if plan is not None and weights_model_py(spec, plan) is not None:
+        errors.append(WEIGHTS_MODEL_PY_MESSAGE.format(prefix=spec.model.id))
     try:
         volume_kms_key(spec)
     except RenderError as exc:
@@ -97,7 +104,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.base_dir = Path(base_dir)
         self.plan = plan or plan_spec(spec, self.base_dir)
         # validate
-        validate_for_cdk(spec)
+        validate_for_cdk(spec, self.plan)
         # children: image, role, artifacts
         self.image = image or LmiImage.for_spec(self, "Image", spec, mode=image_mode,
                                                 build_context=build_context)

@@ -100,7 +100,8 @@ def autoconfigure(plan: RuntimePlan, facts: HostFacts, config_path: str) -> Runt
                 "remote_serde", "local_device"):
         cfg.pop(key, None)
     cfg.update({"chunk_size": plan.chunk_size, "local_cpu": True,
-                "max_local_cpu_size": cpu_gb, "enable_lazy_memory_allocator": True})
+                "max_local_cpu_size": cpu_gb})
+    cfg.pop("enable_lazy_memory_allocator", None)  # ignored by LMCache >= 0.3.13
     cfg.setdefault("save_unfull_chunk", False)
     if "first_rank_max_local_cpu_size" in planned_extra:
         # MLA at TP > 1: LMCache stores from the first rank only (save_only_first_rank), so
@@ -146,28 +147,38 @@ def _dir(path: str) -> str:
 
 
 def _disk_tier(plan: RuntimePlan, facts: HostFacts, tp: int) -> tuple[float, str]:
-    """(GB per worker, reason when 0)."""
+    """(GB per worker, reason when 0). ``auto`` takes what this host gives, or turns the tier
+    off with the reason; a fixed ``disk_size_gb`` the host cannot give is refused."""
+    budget_gb, why = _disk_budget(plan, facts, tp)
+    wanted = plan.disk_size_gb
+    if wanted is None:
+        return (budget_gb, "") if budget_gb >= MIN_TIER_GB else (0.0, why)
+    if budget_gb >= MIN_TIER_GB and wanted <= budget_gb:
+        return wanted, ""
+    fix = (f"Lower kv_cache.disk_size_gb to <= {budget_gb:g} or use 'auto'"
+           if budget_gb >= MIN_TIER_GB else "Use kv_cache.disk_size_gb 'auto' (the tier is "
+           "then off on such a host) or kv_cache.mode 'cpu'")
+    raise ConfigError(f"kv_cache.disk_size_gb {wanted:g} does not fit: {why}. {fix}")
+
+
+def _disk_budget(plan: RuntimePlan, facts: HostFacts, tp: int) -> tuple[float, str]:
+    """(GB per worker this host gives, how that came about). The path's free space, less the
+    weights of every copy (LMI downloads them into /tmp after this step:
+    ``sizing.weights_on_disk``), split across every worker of every copy."""
     disk = facts.disk
     if disk is None:
         return 0.0, f"{plan.disk_path} is on no known mount"
     if not disk.is_nvme:
         return 0.0, f"{plan.disk_path} is not on local NVMe ({disk.reason})"
-    budget = sizing.disk_cache_budget(disk.free_bytes, disk.total_bytes, plan.copies, tp,
-                                      is_nvme=True)
+    reserve = sizing.weights_on_disk(plan.weight_bytes, plan.copies)
+    budget = sizing.disk_cache_budget(max(0, disk.free_bytes - reserve), disk.total_bytes,
+                                      plan.copies, tp, is_nvme=True)
     budget_gb = sizing.floor_gb_tenth(budget.per_worker_bytes)
-    if budget_gb < MIN_TIER_GB:
-        return 0.0, (f"{disk.mount_point} has {disk.free_bytes / sizing.GIB:.1f} GiB free of "
-                     f"{disk.total_bytes / sizing.GIB:.1f} GiB"
-                     + (f" ({budget.reason})" if budget.reason else ""))
-    if plan.disk_size_gb is not None:
-        if plan.disk_size_gb > budget_gb:
-            raise ConfigError(
-                f"kv_cache.disk_size_gb {plan.disk_size_gb:g} does not fit: {disk.mount_point} "
-                f"gives {budget_gb} GB per worker ({disk.free_bytes / sizing.GIB:.0f} GiB free, "
-                f"{plan.copies} copies x {tp} workers). Lower kv_cache.disk_size_gb to <= "
-                f"{budget_gb} or use 'auto'")
-        return plan.disk_size_gb, ""
-    return budget_gb, ""
+    return budget_gb, (
+        f"{disk.mount_point} gives {budget_gb:g} GB per worker: "
+        f"{disk.free_bytes / sizing.GIB:.1f} GiB free of {disk.total_bytes / sizing.GIB:.1f} "
+        f"GiB, {reserve / sizing.GIB:.1f} GiB of it kept for {plan.copies} copies' weights, "
+        f"{plan.copies} copies x {tp} workers" + (f"; {budget.reason}" if budget.reason else ""))
 
 
 # --- the plan baked into the environment ---------------------------------------------------

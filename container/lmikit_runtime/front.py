@@ -3,18 +3,19 @@
 SageMaker's detailed observability scrapes ``ContainerMetricsConfig``'s path on port 8080,
 which LMI's djl-serving owns. With the front on, the start step moves djl-serving to
 ``127.0.0.1:LMIKIT_UPSTREAM_PORT`` (``SERVING_INFERENCE_ADDRESS``/``SERVING_MANAGEMENT_ADDRESS``)
-and this process listens on 8080. Per accepted connection it reads the first request head
-(bounded in size and time):
+and this process listens on 8080. Every request on a connection is routed by its own request
+line, kept-alive and pipelined ones included (heads bounded in size and time):
 
 - ``GET <LMIKIT_METRICS_PATH>`` (query string ignored; ``HEAD`` too) is answered here with
-  the merged multiprocess exposition (``metrics.exposition``), ``Connection: close``;
-- anything else is forwarded: the bytes already read are written to djl-serving, then both
-  directions are spliced byte for byte (one read-size chunk at a time, ``drain`` awaited, half
-  closes passed on) until both sides are done. No HTTP parsing, so chunked/SSE responses
+  the merged multiprocess exposition (``metrics.exposition``);
+- anything else goes to djl-serving over one connection held for this client connection:
+  the request, then the response, each relayed byte for byte as it arrives (one read at a
+  time, ``drain`` awaited) to the end its framing gives (``http1``), so chunked/SSE responses
   flow as they are produced. djl-serving not reachable: ``502`` and close.
 
-Only the FIRST request on a connection is inspected: a keep-alive connection whose first
-request went to djl-serving stays spliced. Scrapers open their own connection.
+The connection stays open as HTTP/1.1 says: it closes after ``Connection: close``, an HTTP/1.0
+request without keep-alive, a response that ends with its connection, or a request whose
+body was not read to its end.
 
 Run: ``python3 -m lmikit_runtime.front`` (the start step passes it a bound listening socket in
 ``LMIKIT_FRONT_FD`` and a pipe in ``LMIKIT_FRONT_READY_FD`` on which it writes ``ready``).
@@ -32,6 +33,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lmikit_runtime.http1 import (
+    FramingError,
+    Head,
+    parse_head,
+    relay_body,
+    request_body,
+    response_body,
+)
 from lmikit_runtime.metrics import exposition
 
 log = logging.getLogger("lmikit.front")
@@ -64,10 +73,6 @@ class FrontConfig:
     collect: Callable[[str], tuple[bytes, str]] = field(default=exposition)
 
 
-class _HeadTooLarge(Exception):
-    pass
-
-
 def upstream_address(port: int) -> str:
     """djl-serving's address behind the front (SERVING_INFERENCE_ADDRESS form)."""
     return f"http://{UPSTREAM_HOST}:{port}"
@@ -84,9 +89,11 @@ def is_metrics_request(head: bytes, path: str) -> tuple[bool, bool]:
 
 
 def _response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8",
-              head_only: bool = False) -> bytes:
+              head_only: bool = False, keep_alive: bool = False) -> bytes:
+    connection = "keep-alive" if keep_alive else "close"
     head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("latin-1")
+            f"Content-Length: {len(body)}\r\nConnection: {connection}\r\n\r\n"
+            ).encode("latin-1")
     return head if head_only else head + body
 
 
@@ -102,15 +109,17 @@ class Front:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
+        upstream: list[asyncio.StreamWriter] = []  # the connection to LMI, while it is open
         try:
-            await self._handle(reader, writer)
-        except (ConnectionError, OSError):
-            pass  # a peer went away: nothing to tell anyone
+            await self._handle(reader, writer, upstream)
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, FramingError):
+            pass  # a peer went away or broke its framing mid-message: drop the connection
         finally:
             if task is not None:
                 self._connections.discard(task)
-            if not writer.is_closing():
-                writer.transport.abort()
+            for w in (*upstream, writer):
+                if not w.is_closing():
+                    w.transport.abort()
 
     async def close_connections(self) -> None:
         """Cancel the connections in flight (tests, shutdown)."""
@@ -119,55 +128,101 @@ class Front:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      upstream: list[asyncio.StreamWriter]) -> None:
+        """One request after another, each routed by its own request line."""
         cfg = self.config
-        buf = bytearray()
-        try:
-            await asyncio.wait_for(self._read_head(reader, buf), cfg.head_timeout)
-        except asyncio.TimeoutError:
-            if buf:  # a partial head: say why; an idle connection is closed silently
+        up: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        first = True
+        while True:
+            try:
+                raw = await self._read_head(reader, first)
+            except asyncio.TimeoutError:  # a head begun and not finished in time
                 await self._reply(reader, writer, _response(
                     "408 Request Timeout", b"request head not received in time\n"))
-            else:
-                writer.close()
-            return
-        except _HeadTooLarge:
-            await self._reply(reader, writer, _response(
-                "400 Bad Request", f"request head exceeds {cfg.max_head} bytes\n".encode()))
-            return
-        if not buf:  # closed before sending anything
-            writer.close()
-            return
-        metrics, head_only = is_metrics_request(bytes(buf), cfg.metrics_path)
-        if metrics:
-            await self._serve_metrics(reader, writer, head_only)
-        else:
-            await self._forward(reader, writer, bytes(buf))
-
-    async def _read_head(self, reader: asyncio.StreamReader, buf: bytearray) -> None:
-        """Read until the end of the first head (or EOF) into ``buf``; bounded by max_head."""
-        while b"\r\n\r\n" not in buf:
-            if len(buf) > self.config.max_head:
-                raise _HeadTooLarge
-            chunk = await reader.read(CHUNK)
-            if not chunk:
                 return
-            buf += chunk
-        if buf.index(b"\r\n\r\n") + 4 > self.config.max_head:
-            raise _HeadTooLarge
+            except asyncio.LimitOverrunError:
+                await self._reply(reader, writer, _response(
+                    "400 Bad Request", f"request head exceeds {cfg.max_head} bytes\n".encode()))
+                return
+            if raw is None:  # closed, or idle past the first head's timeout: no answer
+                await _close(writer)
+                return
+            first = False
+            try:
+                head = parse_head(raw)
+                framing = request_body(head)
+                if not head.is_request:
+                    raise FramingError("a status line where a request line belongs")
+            except FramingError as exc:
+                await self._reply(reader, writer, _response("400 Bad Request",
+                                                            f"{exc}\n".encode()))
+                return
+            metrics, head_only = is_metrics_request(raw, cfg.metrics_path)
+            if metrics:
+                await relay_body(reader, None, framing)  # a body on GET is read and dropped
+                if not await self._serve_metrics(reader, writer, head_only, head.keep_alive):
+                    return
+                continue
+            if up is None:
+                up = await self._connect(reader, writer)
+                if up is None:
+                    return
+                upstream.append(up[1])
+            keep_client, keep_upstream = await self._forward(reader, writer, head, framing, up)
+            if not keep_upstream:
+                upstream.remove(up[1])
+                up[1].close()
+                up = None
+            if not keep_client:  # a lingering close: the client may still be sending
+                await self._reply(reader, writer, b"")
+                return
+
+    async def _read_head(self, reader: asyncio.StreamReader, first: bool) -> bytes | None:
+        """The next request head; None at EOF, or when the first request does not begin within
+        the head timeout. A later one may wait idle as long as the client keeps the connection
+        (djl-serving has no idle timeout either); once begun, a head has the timeout to end."""
+        begun = False
+
+        async def read() -> bytes:
+            nonlocal begun
+            lead = await reader.readexactly(1)
+            begun = True
+            return lead + await reader.readuntil(b"\r\n\r\n")
+
+        try:
+            if first:
+                try:
+                    return await asyncio.wait_for(read(), self.config.head_timeout)
+                except asyncio.TimeoutError:
+                    if begun:
+                        raise
+                    return None
+            lead = await reader.readexactly(1)
+            return lead + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                                 self.config.head_timeout)
+        except asyncio.IncompleteReadError:
+            return None
 
     async def _serve_metrics(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             head_only: bool) -> None:
+                             head_only: bool, keep_alive: bool) -> bool:
+        """Answer the metrics path; whether the connection stays open."""
         loop = asyncio.get_running_loop()
-        try:  # reading the mmap files is file I/O: keep it off the splicing loop
+        try:  # reading the mmap files is file I/O: keep it off the relaying loop
             body, content_type = await loop.run_in_executor(
                 None, self.config.collect, self.config.multiproc_dir)
+            status = "200 OK"
         except Exception as exc:  # a bad mmap file must not kill the front
             log.warning("metrics collection failed: %s", exc)
-            await self._reply(reader, writer, _response(
-                "500 Internal Server Error", b"metrics collection failed\n"))
-            return
-        await self._reply(reader, writer, _response("200 OK", body, content_type, head_only))
+            status, body, content_type = ("500 Internal Server Error",
+                                          b"metrics collection failed\n", "text/plain")
+        data = _response(status, body, content_type, head_only, keep_alive)
+        if not keep_alive:
+            await self._reply(reader, writer, data)
+            return False
+        writer.write(data)
+        await writer.drain()
+        return True
 
     async def _reply(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      data: bytes) -> None:
@@ -191,11 +246,12 @@ class Front:
         while await reader.read(CHUNK):
             pass
 
-    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       first: bytes) -> None:
+    async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to LMI, or None after answering 502."""
         cfg = self.config
         try:
-            up_reader, up_writer = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 asyncio.open_connection(cfg.upstream_host, cfg.upstream_port, limit=CHUNK),
                 cfg.connect_timeout)
         except (asyncio.TimeoutError, OSError) as exc:
@@ -206,20 +262,52 @@ class Front:
                             cfg.upstream_host, cfg.upstream_port, str(exc) or type(exc).__name__)
             await self._reply(reader, writer, _response(
                 "502 Bad Gateway", b"LMI server is not reachable\n"))
-            return
-        clean = False
+            return None
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       head: Head, framing: tuple[str, int],
+                       up: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                       ) -> tuple[bool, bool]:
+        """One request to LMI and its response back, bytes unchanged; the request body is
+        sent while the response is read (``100 Continue``, an early answer). Returns whether
+        the client and the LMI connection can carry another request."""
+        up_reader, up_writer = up
+        up_writer.write(head.raw)
+        sending = asyncio.ensure_future(_send_body(reader, up_writer, framing))
         try:
-            up_writer.write(first)
-            await up_writer.drain()
-            clean = await _splice(reader, writer, up_reader, up_writer)
+            while True:  # interim 1xx heads, then the final one
+                try:
+                    response = parse_head(await up_reader.readuntil(b"\r\n\r\n"))
+                except asyncio.LimitOverrunError as exc:
+                    raise FramingError("LMI sent a response head over 64 KiB") from exc
+                writer.write(response.raw)
+                await writer.drain()
+                status = int(response.start[1])
+                if status == 101:  # another protocol from here on: bytes both ways
+                    await _splice(reader, writer, up_reader, up_writer)
+                    return False, False
+                if status >= 200:
+                    break
+            body = response_body(response, head.start[0])
+            await relay_body(up_reader, writer, body)
+            sent = sending.done() and sending.exception() is None
         finally:
-            for w in (up_writer, writer):
-                if clean:
-                    w.close()  # both sides reached EOF: flush what is left, then FIN
-                else:
-                    w.transport.abort()  # an error or cancellation: drop both at once
-            for w in (up_writer, writer):
-                await _close(w)
+            if not sending.done():
+                sending.cancel()
+                await asyncio.gather(sending, return_exceptions=True)
+        keep_upstream = sent and response.keep_alive and body[0] != "close"
+        return keep_upstream and head.keep_alive, keep_upstream
+
+
+async def _send_body(reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter,
+                     framing: tuple[str, int]) -> None:
+    """The request body to LMI; if it cannot be sent whole, the LMI connection is dropped,
+    which ends the wait for a response that will not come."""
+    try:
+        await relay_body(reader, up_writer, framing)
+    except BaseException:
+        up_writer.transport.abort()
+        raise
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
@@ -270,9 +358,9 @@ async def serve(config: FrontConfig, *, sock: socket.socket | None = None,
     """Start accepting (on ``sock`` if given, else bind host:port)."""
     front = Front(config)
     if sock is not None:
-        server = await asyncio.start_server(front.handle, sock=sock, limit=CHUNK)
+        server = await asyncio.start_server(front.handle, sock=sock, limit=config.max_head)
     else:
-        server = await asyncio.start_server(front.handle, host, port, limit=CHUNK,
+        server = await asyncio.start_server(front.handle, host, port, limit=config.max_head,
                                             backlog=1024)
     return server, front
 

@@ -34,6 +34,7 @@ _EXPORTS = {
     "RenderError": "lmikit.errors",
     "SpecError": "lmikit.errors",
     "WaitTimeout": "lmikit.errors",
+    "advise": "lmikit.advisor",
     "get_instance": "lmikit.catalog",
     "get_model": "lmikit.catalog",
     "lmcache_config": "lmikit.render",
@@ -61,6 +62,7 @@ __all__ = [
     "RenderError",
     "SpecError",
     "WaitTimeout",
+    "advise",
     "get_instance",
     "get_model",
     "lmcache_config",
@@ -98,6 +100,7 @@ __getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lmikit.advisor import advise
     from lmikit.catalog import get_instance, get_model
     from lmikit.client import Endpoint, openai_client
     from lmikit.deploy import Deployment

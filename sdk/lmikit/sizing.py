@@ -25,6 +25,10 @@ WEIGHT_LOAD_FACTOR = 2.0  # host RAM used while loading weights, per copy (as LM
 WORKER_HOST_OVERHEAD_GIB = 4.0  # vLLM worker process: Python, torch, CUDA host allocations
 DISK_USABLE_FRACTION = 0.9  # filesystem overhead and a free-space margin on the NVMe
 DISK_MIN_FREE_FRACTION = 0.1  # below this free share a disk tier is not sized at all
+# LMI downloads Hub and S3 weights under /tmp (its image's HF_HOME=/tmp/.cache/huggingface,
+# DJL_CACHE_DIR=/tmp/.djl.ai: djl-serving serving/docker/lmi.Dockerfile), the filesystem of
+# LMCache's disk tier (/tmp/lmcache/): every copy's weights are kept free of the tier
+DOWNLOAD_SLACK = 1.1  # temporary files while a download is in flight
 PREFILL_MFU = 0.55  # share of dense bf16 peak achieved by vLLM prefill
 GPU_CACHE_RELIABLE_FRACTION = 0.5  # share of free KV pool that reliably keeps prefixes
 MAX_MODEL_LEN_POOL_SHARE = 0.9  # default max_model_len at most this share of the KV pool
@@ -82,9 +86,15 @@ class DiskBudget:
         return self.per_worker_bytes / GIB
 
 
+def weights_on_disk(weight_bytes: int, copies: int) -> int:
+    """Bytes the downloaded weights of ``copies`` copies take, download slack included."""
+    return int(DOWNLOAD_SLACK * weight_bytes * copies)
+
+
 def disk_cache_budget(free_bytes: int, total_bytes: int, copies: int, tp: int,
                       is_nvme: bool = True) -> DiskBudget:
-    """NVMe space for LMCache's disk tier, from the FREE space of the filesystem."""
+    """NVMe space for LMCache's disk tier, from the FREE space of the filesystem (less any
+    weights still to come: :func:`weights_on_disk`)."""
     workers = copies * tp
     if not is_nvme:
         return DiskBudget(free_bytes, workers, 0, "the cache directory is not on NVMe")

@@ -37,10 +37,32 @@ def _stack() -> cdk.Stack:
     return cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="us-east-1"))
 
 
-def test_kv_aware_routing_is_refused_and_points_to_the_sdk() -> None:
+def test_kv_aware_routing_is_refused_with_the_lmi_images_reason() -> None:
+    """botocore RoutingStrategy: KV_AWARE "works only with supported containers, such as the
+    SageMaker AI vLLM Deep Learning Container"; cdk synth refuses it as render does."""
     spec = _spec(routing={"strategy": "kv_aware"})
-    with pytest.raises(RenderError, match=r"API-only.*lmikit deploy"):
+    with pytest.raises(RenderError, match=r"routing.strategy 'kv_aware' cannot be used on "
+                       r"SageMaker with the LMI image: .*works only with supported containers"):
         LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_lora_with_lmcache_on_weights_sagemaker_copies_is_refused() -> None:
+    """The isolating model.py must be in the weights' S3 prefix, which a synth cannot check
+    (tests/formatters/test_lora_isolation_paths.py)."""
+    config = Path(__file__).resolve().parents[2] / "examples" / "models" / \
+        "llama-3.1-8b-config.json"
+    spec = _spec(model={"id": "s3://weights/llama/", "config_path": str(config)},
+                 instance={"type": "ml.g6e.4xlarge"}, engine={"lora": {"enabled": True}},
+                 kv_cache={"mode": "cpu"}, security={"network_isolation": True})
+    with pytest.raises(RenderError, match=r"cannot read S3 .*lmikit deploy.*--lora-isolation"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+    no_lora = _spec(model={"id": "s3://weights/llama/", "config_path": str(config)},
+                    instance={"type": "ml.g6e.4xlarge"}, kv_cache={"mode": "cpu"},
+                    security={"network_isolation": True})
+    from lmikit.planner._planner import plan_spec
+    from lmikit_cdk.endpoint import validate_for_cdk
+
+    validate_for_cdk(no_lora, plan_spec(no_lora))
 
 
 def test_required_volume_key_on_an_nvme_instance_is_refused() -> None:
@@ -50,11 +72,28 @@ def test_required_volume_key_on_an_nvme_instance_is_refused() -> None:
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
+def test_a_start_past_sagemakers_caps_is_refused_at_synth() -> None:
+    """botocore caps the start-up timeouts at 3600 s: ~680 GB from the Hub cannot start."""
+    spec = _spec(model={"id": "deepseek-ai/DeepSeek-V3.2"},
+                 instance={"type": "ml.p5e.48xlarge", "capacity_reservation_arn":
+                           "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5e"},
+                 engine={"tensor_parallel_degree": 8, "max_model_len": 131072},
+                 kv_cache={"mode": "off"}, routing={"strategy": "least_outstanding"})
+    with pytest.raises(RenderError, match=r"3600 s.*lmikit weights stage deepseek-ai"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
+def test_a_gated_hub_model_without_a_token_is_refused_at_synth() -> None:
+    spec = _spec(model={"id": "meta-llama/Llama-3.1-8B-Instruct"})
+    with pytest.raises(RenderError, match=r"gated Hugging Face repo.*hf_token_secret_arn"):
+        LmiEndpoint(_stack(), "E", spec=spec)
+
+
 def test_kv_aware_and_required_key_are_reported_together() -> None:
     spec = _spec(routing={"strategy": "kv_aware"},
                  security={"kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/k",
                            "kms_volume_encryption": "required"})
-    with pytest.raises(RenderError, match=r"(?s)API-only.*NVMe"):
+    with pytest.raises(RenderError, match=r"(?s)'kv_aware' cannot be used.*NVMe"):
         LmiEndpoint(_stack(), "E", spec=spec)
 
 
@@ -63,6 +102,7 @@ def _local_adapter(root: Path, name: str = "a") -> str:
     return name
 
 
+@pytest.mark.slow
 def test_feature_rich_spec_fits_cloudformation_environment_cap(tmp_path: Path) -> None:
     """CloudFormation caps Container.Environment at 16; engine options go to
     serving.properties in the model artifact, so every feature at once still fits."""
@@ -184,6 +224,7 @@ def test_adapter_without_config_is_refused(tmp_path: Path) -> None:
         adapter_artifact(spec, spec.adapters[0], tmp_path)
 
 
+@pytest.mark.slow
 def test_adapter_asset_hash_is_stable_across_synths(synths: dict[str, Any],
                                                     adapter_spec_path: Path) -> None:
     from lmikit_cdk.stack import LmiStack

@@ -299,6 +299,7 @@ def runs(synths: dict[str, Any]) -> Runs:
     return Runs(synths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_sdk_creates_every_template_resource_with_equal_properties(
         synths: dict[str, Any], runs: dict[str, SdkRun], name: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from lmikit.accept import TARGETS, RenderOptions, render_target
+from lmikit.accept._accept import TARGETS, RenderOptions, render_target
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
 from lmikit.render._env import KV_REMOTE_CREDENTIALS_ENV

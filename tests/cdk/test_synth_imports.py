@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO, write_adapter_spec
 
 CODE = """
@@ -23,6 +25,7 @@ sys.exit(1 if loaded else 0)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter is what it tests
 def test_cdk_synth_does_not_import_the_deployer(tmp_path: Path) -> None:
     spec = write_adapter_spec(tmp_path)
     result = subprocess.run([sys.executable, "-c", CODE, str(spec), str(tmp_path / "out"),

@@ -30,9 +30,9 @@ def test_variant_has_no_model_name(synths: dict[str, Any]) -> None:
     for synth in synths.values():
         _, config = synth.one("AWS::SageMaker::EndpointConfig")
         assert all("ModelName" not in v for v in config["Properties"]["ProductionVariants"])
-    # Only the isolated spec has a Model: SageMaker copies its S3 weights.
+    # Only the isolated specs have a Model: SageMaker copies their S3 weights.
     assert sorted(n for n, s in synths.items() if s.resources("AWS::SageMaker::Model")) == [
-        "claims-llama8b"]
+        "claims-llama8b", "docqa-mistral-large-3"]
 
 
 def test_isolated_component_names_the_model_sagemaker_fills_from_s3(

@@ -85,6 +85,31 @@ def test_autoconfig_non_nvme_falls_back_to_cpu_with_reason() -> None:
     assert any("not on local NVMe (EBS volume)" in line for line in cfg.log)
 
 
+def test_autoconfig_disk_tier_keeps_every_copys_weights_free() -> None:
+    """Copies on one instance share its disk, and LMI downloads each copy's weights into /tmp
+    (HF_HOME, DJL_CACHE_DIR: djl-serving lmi.Dockerfile) after this step: the tier is 90% of
+    the free space less every copy's weights (1.1x download slack), over copies x TP workers."""
+    weights = 145 * 10**9
+    plan = RuntimePlan(tier="cpu+disk", weight_bytes=weights, copies=2, tp=4)
+    cfg = autoconfigure(plan, facts(disk=nvme(free=1000, total=3800)), CFG)
+    per_worker = cfg.lmcache["max_local_disk_size"] * GIB
+    room = 1000 * GIB - 2 * 1.1 * weights
+    assert room * 0.9 / 8 - 0.1 * GIB <= per_worker <= room * 0.9 / 8  # floored to 0.1 GB
+    assert per_worker * 8 + 2 * 1.1 * weights <= 1000 * GIB
+
+
+def test_autoconfig_fixed_disk_size_the_host_cannot_give_is_refused() -> None:
+    """An explicit kv_cache.disk_size_gb is a promise: no NVMe, or too little of it, stops the
+    container with the reason (``auto`` turns the tier off instead)."""
+    plan = RuntimePlan(tier="cpu+disk", weight_bytes=WEIGHTS_8B, tp=8, disk_size_gb=50)
+    with pytest.raises(ConfigError, match=r"disk_size_gb 50 does not fit: /tmp/lmcache/ is not "
+                                          r"on local NVMe \(EBS volume\)\. Use kv_cache"
+                                          r"\.disk_size_gb 'auto'"):
+        autoconfigure(plan, facts(disk=nvme(free=500, total=1000, is_nvme=False)), CFG)
+    with pytest.raises(ConfigError, match=r"disk_size_gb 50 does not fit: /tmp gives 0 GB"):
+        autoconfigure(plan, facts(disk=nvme(free=300, total=7600)), CFG)
+
+
 def test_autoconfig_explicit_cpu_size_too_big_says_what_to_change() -> None:
     plan = RuntimePlan(tier="cpu", weight_bytes=WEIGHTS_8B, tp=1, cpu_size_gb=200)
     with pytest.raises(ConfigError, match=r"cpu_size_gb 200 does not fit.*Lower "

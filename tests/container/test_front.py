@@ -1,9 +1,13 @@
-"""The metrics front on real loopback sockets: splice to a fake LMI, metrics at the path.
+"""The metrics front on real loopback sockets: every request routed by its own path.
 
 Everything runs in one event loop per test (front, fake upstream, clients) on 127.0.0.1 and
-ephemeral ports, bounded by ``_run``'s timeout. The streaming test proves the front does not
-buffer: the fake upstream holds its remaining chunks until the client has received the first
-one THROUGH the front, so a buffering front would time out instead of passing.
+ephemeral ports, bounded by ``_run``'s timeout. Responses are read with h11 (python-hyper's
+HTTP/1.1 state machine), a parser none of us wrote, so a front that misframes a message on a
+kept-alive connection fails here. The fake upstream answers as djl-serving does
+(``NettyUtils.sendHttpResponse``: ``Connection: keep-alive`` always, a streamed response
+chunked; ``Connection: close`` and a close after a 4xx/5xx). The streaming tests prove the
+front does not buffer: the upstream holds its remaining chunks until the client has received
+the first one THROUGH the front, so a buffering front times out instead of passing.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+import h11
 import pytest
 from lmikit_runtime.front import FrontConfig, is_metrics_request, serve
 
@@ -22,15 +27,15 @@ from tests.container.test_metrics import samples_of
 
 T = TypeVar("T")
 STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+               b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
 
 
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-STREAM_CHUNKS = [_chunk(b'data: {"token": "%d"}\n\n' % i) for i in range(5)] + [
-    _chunk(b"data: [DONE]\n\n"), b"0\r\n\r\n"]
+STREAM_EVENTS = [b'data: {"token": "%d"}\n\n' % i for i in range(5)] + [b"data: [DONE]\n\n"]
+STREAM_CHUNKS = [_chunk(e) for e in STREAM_EVENTS] + [b"0\r\n\r\n"]
 
 
 def _run(coro: Awaitable[T], timeout: float = 8.0) -> T:
@@ -40,27 +45,29 @@ def _run(coro: Awaitable[T], timeout: float = 8.0) -> T:
 
 
 class Upstream:
-    """A fake djl-serving: /ping, echoing /invocations, a slow chunked SSE /stream, an
-    /echo-until-eof that answers only after the client half-closes, 404 otherwise.
-    Records the exact bytes of every request it receives."""
+    """A fake djl-serving: /ping, echoing POST /invocations (Content-Length or chunked
+    body), a slow chunked SSE /stream, 404 (and close) otherwise. Records the exact bytes
+    of every request it receives and how many connections it accepted."""
 
     def __init__(self) -> None:
         self.received: list[bytes] = []
+        self.connections = 0
         self.release = asyncio.Event()
         self.stream_finished = False
-        self._tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task] = set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
+        self.tasks.add(task)
+        self.connections += 1
         try:
             while await self._one(reader, writer):
                 pass
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
-            self._tasks.discard(task)
+            self.tasks.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
@@ -68,11 +75,10 @@ class Upstream:
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         head = await reader.readuntil(b"\r\n\r\n")
         method, target, _ = head.split(b"\r\n", 1)[0].split(b" ")
-        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
-        body = await reader.readexactly(int(m.group(1))) if m else b""
-        if target == b"/echo-until-eof":
-            body = await reader.read()  # until the client's half close
-        self.received.append(head + body)
+        if re.search(rb"(?i)\r\nexpect: *100-continue", head):  # as Netty's aggregator
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        raw, body = await self._body(reader, head)
+        self.received.append(head + raw)
         if target == b"/stream":
             writer.write(STREAM_HEAD + STREAM_CHUNKS[0])
             await writer.drain()
@@ -82,21 +88,39 @@ class Upstream:
                 writer.write(chunk)
                 await writer.drain()
             self.stream_finished = True
-            return False  # Connection: close
+            return True
         if target == b"/ping":
             status, out = b"200 OK", b"healthy\n"
-        elif target in (b"/invocations", b"/echo-until-eof") and method == b"POST":
+        elif target == b"/invocations" and method == b"POST":
             status, out = b"200 OK", body
         else:
             status, out = b"404 Not Found", b'{"code": 404, "message": "Resource not found"}'
-        writer.write(b"HTTP/1.1 %s\r\nContent-Length: %d\r\n\r\n%s" % (status, len(out), out))
+        keep = status == b"200 OK"
+        writer.write(b"HTTP/1.1 %s\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n%s" % (
+            status, len(out), b"keep-alive" if keep else b"close", out))
         await writer.drain()
-        return target != b"/echo-until-eof"
+        return keep
+
+    @staticmethod
+    async def _body(reader: asyncio.StreamReader, head: bytes) -> tuple[bytes, bytes]:
+        """(the body's bytes as sent, the decoded body)."""
+        if re.search(rb"(?i)\r\ntransfer-encoding: *chunked", head):
+            raw, body = b"", b""
+            while True:
+                line = await reader.readuntil(b"\r\n")
+                size = int(line.split(b";")[0], 16)
+                data = await reader.readexactly(size + 2)
+                raw, body = raw + line + data, body + data[:-2]
+                if size == 0:
+                    return raw, body
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+        body = await reader.readexactly(int(m.group(1))) if m else b""
+        return body, body
 
     async def cancel(self) -> None:
-        for t in list(self._tasks):
+        for t in list(self.tasks):
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager
@@ -136,6 +160,48 @@ async def connect(port: int) -> AsyncIterator[tuple[asyncio.StreamReader,
             await writer.wait_closed()
 
 
+class Responses:
+    """Reads the responses of one connection in order with h11; the requests themselves are
+    written raw by the test (so they can be pipelined)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.conn = h11.Connection(h11.CLIENT)
+
+    async def next_event(self) -> object:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            self.conn.receive_data(await self.reader.read(65536))
+
+    async def begin(self, method: str = "GET") -> h11.Response:
+        """The head of the next response (to a request with ``method``)."""
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+        self.conn.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
+        self.conn.send(h11.EndOfMessage())
+        event = await self.next_event()
+        assert isinstance(event, h11.Response), event
+        return event
+
+    async def rest(self) -> bytes:
+        body = b""
+        while not isinstance(event := await self.next_event(), h11.EndOfMessage):
+            assert isinstance(event, h11.Data), event
+            body += event.data
+        return body
+
+    async def read(self, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+        head = await self.begin(method)
+        headers = {k.decode(): v.decode() for k, v in head.headers}
+        return head.status_code, headers, await self.rest()
+
+    async def closed(self) -> bool:
+        """Whether the front closed the connection after the last response."""
+        return self.conn.their_state is h11.MUST_CLOSE and await self.reader.read() == b""
+
+
 async def exchange(port: int, request: bytes, half_close: bool = False) -> bytes:
     """Send a request, read the whole answer until the front closes."""
     async with connect(port) as (reader, writer):
@@ -153,21 +219,102 @@ def split(response: bytes) -> tuple[str, dict[str, str], bytes]:
     return status, headers, body
 
 
-def post(body: bytes, target: str = "/invocations") -> bytes:
-    return (f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+def post(body: bytes, target: str = "/invocations", extra: str = "") -> bytes:
+    return (f"POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def chunked_post(parts: list[bytes]) -> bytes:
+    return (b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"".join(_chunk(p) for p in parts) + b"0\r\n\r\n")
+
+
+PING = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+METRICS = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+STREAM = b"GET /stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n"
+HIT_TOKENS = ("lmcache:num_hit_tokens_total", (("model_name", "qwen"), ("tier", "cpu")))
+
+
+def test_keep_alive_ping_then_metrics_gets_lmikits_metrics(multiproc_dir: str) -> None:
+    """A scraper that reuses a connection first used for /ping still gets the front's
+    metrics (before, the connection stayed spliced to LMI, which answers 404)."""
+    async def go() -> None:
+        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(PING)
+            assert await responses.read() == (200, {"content-length": "8",
+                                                    "connection": "keep-alive"}, b"healthy\n")
+            writer.write(METRICS)
+            status, headers, body = await responses.read()
+            assert status == 200 and headers["connection"] == "keep-alive"
+            assert samples_of(body.decode())[HIT_TOKENS] == 8192
+            assert up.received == [PING]  # LMI never saw /metrics
+    _run(go())
+
+
+def test_metrics_then_invocations_on_one_connection_reach_upstream(
+        multiproc_dir: str) -> None:
+    async def go() -> None:
+        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(METRICS)
+            assert (await responses.read())[0] == 200
+            writer.write(post(b'{"inputs": "hi"}'))
+            assert await responses.read() == (200, {"content-length": "16",
+                                                    "connection": "keep-alive"},
+                                              b'{"inputs": "hi"}')
+            assert up.received == [post(b'{"inputs": "hi"}')]
+    _run(go())
+
+
+def test_pipelined_requests_answered_in_order_each_by_its_path(multiproc_dir: str) -> None:
+    """/ping, /metrics, a chunked /invocations and /metrics again, written at once."""
+    parts = [b'{"inputs": ', b'"caf\xc3\xa9"}']
+
+    async def go() -> None:
+        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(PING + METRICS + chunked_post(parts) + METRICS)
+            await writer.drain()
+            assert (await responses.read())[2] == b"healthy\n"
+            assert samples_of((await responses.read())[2].decode())[HIT_TOKENS] == 8192
+            assert (await responses.read())[2] == b"".join(parts)
+            assert samples_of((await responses.read())[2].decode())[HIT_TOKENS] == 8192
+            assert up.received == [PING, chunked_post(parts)]  # byte for byte
+            assert up.connections == 1  # one LMI connection carried both
+    _run(go())
+
+
+def test_stream_after_metrics_streams_unbuffered_then_the_connection_goes_on(
+        multiproc_dir: str) -> None:
+    async def go() -> None:
+        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(METRICS)
+            assert (await responses.read())[0] == 200
+            writer.write(STREAM)
+            head = await responses.begin()
+            first = await asyncio.wait_for(responses.next_event(), 3)
+            assert isinstance(first, h11.Data) and first.data == STREAM_EVENTS[0]
+            assert head.status_code == 200 and not up.stream_finished  # before the end
+            up.release.set()
+            assert STREAM_EVENTS[0] + await responses.rest() == b"".join(STREAM_EVENTS)
+            assert up.stream_finished
+            writer.write(METRICS)
+            assert samples_of((await responses.read())[2].decode())[HIT_TOKENS] == 8192
+    _run(go())
 
 
 def test_streamed_sse_flows_through_unbuffered_and_identical() -> None:
     async def go() -> None:
         async with stack() as (port, up), connect(port) as (reader, writer):
-            writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+            writer.write(STREAM)
             await writer.drain()
             first = STREAM_HEAD + STREAM_CHUNKS[0]
             got = await asyncio.wait_for(reader.readexactly(len(first)), 3)
             assert got == first and not up.stream_finished  # first chunk before the end
             up.release.set()
-            rest = await reader.read()  # until the upstream's close reaches us
+            rest = await reader.readexactly(len(b"".join(STREAM_CHUNKS[1:])))
             assert up.stream_finished
             assert got + rest == STREAM_HEAD + b"".join(STREAM_CHUNKS)
     _run(go())
@@ -203,22 +350,66 @@ def test_large_body_with_backpressure_both_ways() -> None:
     _run(go())
 
 
-def test_ping_passes_through() -> None:
+def test_connection_close_request_is_answered_then_closed() -> None:
     async def go() -> None:
-        async with stack() as (port, up):
-            response = await exchange(port, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n",
-                                      half_close=True)
-            assert split(response)[0] == "HTTP/1.1 200 OK" and split(response)[2] == b"healthy\n"
-            assert up.received == [b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"]
+        async with stack() as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(post(b"{}", extra="Connection: close\r\n"))
+            assert (await responses.read())[2] == b"{}"
+            assert await asyncio.wait_for(reader.read(), 3) == b""  # the front closed
     _run(go())
 
 
-def test_half_close_reaches_upstream_and_answer_comes_back() -> None:
+def test_upstream_error_that_closes_closes_the_client_too(multiproc_dir: str) -> None:
+    """djl-serving answers 4xx/5xx with Connection: close and closes: so does the front."""
+    async def go() -> None:
+        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, headers, _ = await responses.read()
+            assert status == 404 and headers["connection"] == "close"
+            assert await asyncio.wait_for(responses.closed(), 3)
+    _run(go())
+
+
+def test_expect_100_continue_is_relayed_before_the_body() -> None:
+    body = b'{"inputs": "x"}'
+    head = post(body, extra="Expect: 100-continue\r\n")[:-len(body)]
+
+    async def go() -> None:
+        async with stack() as (port, up), connect(port) as (reader, writer):
+            writer.write(head)
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 3)
+            assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(body)
+            final = await reader.readuntil(b"\r\n\r\n")
+            assert final.startswith(b"HTTP/1.1 200") and await reader.readexactly(15) == body
+            assert up.received == [head + body]
+    _run(go())
+
+
+def test_client_gone_mid_body_drops_the_lmi_connection_too() -> None:
     async def go() -> None:
         async with stack() as (port, up):
-            request = b"POST /echo-until-eof HTTP/1.1\r\nHost: x\r\n\r\nabc"
-            response = await exchange(port, request + b"def", half_close=True)
-            assert split(response)[2] == b"abcdef"
+            async with connect(port) as (_reader, writer):
+                writer.write(post(b"0123456789")[:-7])  # 3 of 10 body bytes, then gone
+                await writer.drain()
+                while not up.tasks:
+                    await asyncio.sleep(0.01)
+            for _ in range(300):  # the fake LMI's connection ends: nothing waits forever
+                if not up.tasks:
+                    break
+                await asyncio.sleep(0.01)
+            assert not up.tasks and up.received == []
+    _run(go())
+
+
+def test_ping_passes_through() -> None:
+    async def go() -> None:
+        async with stack() as (port, up):
+            response = await exchange(port, PING, half_close=True)
+            assert split(response)[0] == "HTTP/1.1 200 OK" and split(response)[2] == b"healthy\n"
+            assert up.received == [PING]
     _run(go())
 
 
@@ -226,8 +417,8 @@ def test_metrics_path_serves_merged_multiprocess_exposition(multiproc_dir: str) 
     async def go() -> tuple[bytes, bytes]:
         async with stack(multiproc_dir) as (port, up):
             response = await exchange(port, b"GET /metrics?name[]=x HTTP/1.1\r\nHost: x\r\n"
-                                      b"Connection: keep-alive\r\n\r\n")
-            head_only = await exchange(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                                      b"Connection: close\r\n\r\n")
+            head_only = await exchange(port, b"HEAD /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
             assert up.received == []  # answered by the front, LMI never saw them
             return response, head_only
     response, head_only = _run(go())
@@ -236,8 +427,7 @@ def test_metrics_path_serves_merged_multiprocess_exposition(multiproc_dir: str) 
     assert headers["content-type"].startswith("text/plain")
     assert int(headers["content-length"]) == len(body)
     samples = samples_of(body.decode())
-    assert samples[("lmcache:num_hit_tokens_total",
-                    (("model_name", "qwen"), ("tier", "cpu")))] == 8192  # two processes
+    assert samples[HIT_TOKENS] == 8192  # two processes
     assert samples[("vllm:time_to_first_token_seconds_count", (("model_name", "qwen"),))] == 2
     status, headers, body = split(head_only)
     assert status == "HTTP/1.1 200 OK" and body == b"" and int(headers["content-length"]) > 0
@@ -249,25 +439,11 @@ def test_metrics_collection_failure_is_500_not_a_crash() -> None:
 
     async def go() -> tuple[bytes, bytes]:
         async with stack(collect=broken) as (port, _up):
-            bad = await exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n")
-            ok = await exchange(port, b"GET /ping HTTP/1.1\r\n\r\n", half_close=True)
+            bad = await exchange(port, METRICS, half_close=True)
+            ok = await exchange(port, PING, half_close=True)
             return bad, ok
     bad, ok = _run(go())
     assert split(bad)[0].startswith("HTTP/1.1 500") and split(ok)[0] == "HTTP/1.1 200 OK"
-
-
-def test_only_the_first_request_of_a_connection_is_inspected(multiproc_dir: str) -> None:
-    """The documented limit: after a spliced first request, /metrics goes to LMI too."""
-    async def go() -> None:
-        async with stack(multiproc_dir) as (port, up), connect(port) as (reader, writer):
-            writer.write(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-            await writer.drain()
-            await reader.readuntil(b"healthy\n")
-            writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            writer.write_eof()
-            rest = await reader.read()
-            assert rest.startswith(b"HTTP/1.1 404") and len(up.received) == 2
-    _run(go())
 
 
 def test_other_paths_and_methods_go_to_lmi() -> None:
@@ -303,6 +479,23 @@ def test_upstream_down_is_502_and_close() -> None:
     assert body == b"LMI server is not reachable\n"
 
 
+@pytest.mark.parametrize("request_bytes,why", [
+    (b"POST /invocations HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+     b"both Transfer-Encoding and Content-Length"),
+    (b"POST /invocations HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"does not end in"),
+    (b"POST /invocations HTTP/1.1\r\nContent-Length: 2, 3\r\n\r\n", b"bad Content-Length"),
+    (b"GET /ping HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n", b"malformed header line"),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"HTTP/1.0 and HTTP/1.1 only")])
+def test_request_whose_end_cannot_be_told_is_400(request_bytes: bytes, why: bytes) -> None:
+    async def go() -> bytes:
+        async with stack() as (port, up):
+            response = await exchange(port, request_bytes)
+            assert up.received == []
+            return response
+    status, headers, body = split(_run(go()))
+    assert status == "HTTP/1.1 400 Bad Request" and why in body
+
+
 def test_head_too_large_is_400() -> None:
     request = b"GET /ping HTTP/1.1\r\nX-Pad: " + b"a" * (70 * 1024)  # no end of head
 
@@ -324,3 +517,17 @@ def test_head_timeout(sent: bytes, expected: bytes) -> None:
             assert up.received == []
             return response
     assert _run(go(), timeout=4).startswith(expected)
+
+
+def test_kept_alive_connection_may_idle_past_the_head_timeout() -> None:
+    """After a first request the connection idles as long as the client keeps it (as on
+    djl-serving); only a head once begun must end within the timeout."""
+    async def go() -> None:
+        async with stack(head_timeout=0.2) as (port, up), connect(port) as (reader, writer):
+            responses = Responses(reader)
+            writer.write(PING)
+            assert (await responses.read())[0] == 200
+            await asyncio.sleep(0.5)
+            writer.write(PING)
+            assert (await responses.read())[0] == 200
+    _run(go(), timeout=4)

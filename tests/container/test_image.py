@@ -14,8 +14,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from lmikit_runtime import front
 
+from tests.conftest import lmcache_would_track_usage
 from tests.container.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +101,19 @@ def test_dockerfile_metrics_front_env_matches_code_defaults() -> None:
     assert ("EXPOSE", "8080") in ins
     run = " ".join(rest for op, rest in ins if op == "RUN")
     assert "lmikit_runtime.front" in run  # imported at build time: a broken copy fails early
+
+
+def test_dockerfile_turns_lmcache_usage_telemetry_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LMCache sends usage messages (remote URL, model name) over plain HTTP unless told not
+    to (LMCache usage_telemetry/identity.py is_usage_tracking_enabled): the image's own
+    environment turns it off for every process, by either switch alone."""
+    env: dict[str, str] = {}
+    for op, rest in _instructions():
+        if op == "ENV":
+            env.update(item.split("=", 1) for item in rest.split())
+    assert lmcache_would_track_usage({}, monkeypatch)
+    for switch in ("LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"):
+        assert not lmcache_would_track_usage({switch: env[switch]}, monkeypatch)
 
 
 def test_dockerfile_installs_log_redaction_for_every_python_process() -> None:

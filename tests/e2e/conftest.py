@@ -1,8 +1,9 @@
-"""The sandbox (``lmikit sandbox serve``) as a subprocess, one per test module, and a runner
-for the real ``lmikit`` CLI against it."""
+"""The sandbox (``lmikit sandbox serve``) as a subprocess, one per test module, and two runners
+of the ``lmikit`` CLI against it: the real process, and click's CliRunner in this one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -11,8 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -77,6 +80,16 @@ class _Output:
         self._thread.join(seconds)
 
 
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts the sandbox process (the ``sandbox`` fixture) is in the slow tier."""
+    for item in items:
+        if item.path.is_relative_to(HERE) and "sandbox" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     port = _free_port_pair()
@@ -109,3 +122,33 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
 def lmikit(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "lmikit.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
+
+
+def cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """What :func:`lmikit` returns, from click's CliRunner in this process: for a test of what a
+    command does against the sandbox, where the process (its start, entry point, exit) is not
+    what is tested; each file keeps a walk-through through :func:`lmikit`. The environment is
+    ``env`` alone, as for a process, and its poll interval applies (a process reads it when
+    the command modules are imported). An exception that escapes is printed to ``stderr`` as
+    the process would print it."""
+    from click.testing import CliRunner
+
+    from lmikit.cli import adapters_cmd, deploy_cmd, main
+
+    poll = float(env["LMIKIT_POLL_SECONDS"])
+    previous = Path.cwd()
+    with contextlib.ExitStack() as stack:
+        for module in (deploy_cmd, adapters_cmd):
+            stack.enter_context(mock.patch.object(module, "POLL", poll))
+        for command in (deploy_cmd.deploy_cmd, deploy_cmd.destroy_cmd):
+            option = next(p for p in command.params if p.name == "poll_seconds")
+            stack.enter_context(mock.patch.object(option, "default", poll))
+        os.chdir(cwd)
+        stack.callback(os.chdir, previous)
+        result = CliRunner().invoke(main, list(args), prog_name="lmikit",
+                                    env={**dict.fromkeys(os.environ), **env})
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(["lmikit", *args], result.exit_code, result.stdout,
+                                       stderr)

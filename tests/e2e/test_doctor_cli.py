@@ -9,7 +9,7 @@ from pathlib import Path
 
 import boto3
 
-from .conftest import lmikit
+from .conftest import cli, lmikit
 
 SPEC = """api_version: v1
 name: doc
@@ -58,6 +58,6 @@ def test_doctor_cli_healthy_then_drift(sandbox: dict[str, str], tmp_path: Path) 
 
 def test_doctor_cli_rejects_a_bad_window(sandbox: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text(SPEC)
-    r = lmikit(sandbox, tmp_path, "doctor", "spec.yaml", "--since", "soon")
+    r = cli(sandbox, tmp_path, "doctor", "spec.yaml", "--since", "soon")
     assert r.returncode == 2
     assert "'soon' is not a duration" in r.stderr

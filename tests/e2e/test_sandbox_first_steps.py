@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .conftest import lmikit
+from .conftest import cli, lmikit
 from .test_sandbox_cli import SPEC
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -69,7 +69,7 @@ def test_first_steps_and_mistakes_give_clear_answers(sandbox: dict[str, str],
 
 def test_adapters_remove_help_says_what_wait_waits_for(sandbox: dict[str, str],
                                                        tmp_path: Path) -> None:
-    r = lmikit(sandbox, tmp_path, "adapters", "remove", "--help")
+    r = cli(sandbox, tmp_path, "adapters", "remove", "--help")
     assert "Wait until the adapter component is deleted." in " ".join(r.stdout.split())
-    r = lmikit(sandbox, tmp_path, "adapters", "register", "--help")
+    r = cli(sandbox, tmp_path, "adapters", "register", "--help")
     assert "Wait until the adapter component is InService." in " ".join(r.stdout.split())

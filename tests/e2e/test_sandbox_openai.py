@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import adapter_dir, lmikit
+from .conftest import adapter_dir, cli
 
 pytest.importorskip("openai")
 
@@ -62,7 +62,7 @@ def run_python(code: str, env: dict[str, str], cwd: Path) -> str:
 def test_openai_sdk_against_the_sandbox(sandbox: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text(SPEC)
     adapter_dir(tmp_path, "legal")
-    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
+    r = cli(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
     assert r.returncode == 0, r.stderr + r.stdout
 
     assert run_python(docs_example(), sandbox, tmp_path).splitlines() == [
@@ -79,5 +79,5 @@ def test_openai_sdk_against_the_sandbox(sandbox: dict[str, str], tmp_path: Path)
     assert out["bad_request"][0] == 424
     assert "Stream options can only be defined when `stream=True`" in out["bad_request"][1]
 
-    r = lmikit(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
+    r = cli(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
     assert r.returncode == 0, r.stderr

@@ -1,5 +1,6 @@
-"""End to end, the real CLI against ``lmikit sandbox serve`` + moto: deployments whose names
-share a prefix stay apart, two deploys of one spec at once do not break each other, destroy
+"""End to end, the CLI against ``lmikit sandbox serve`` + moto (the concurrent deploys as real
+processes, the other commands through click's runner): deployments whose names share a prefix
+stay apart, two deploys of one spec at once do not break each other, destroy
 leaves nothing of the deployment behind, and the adapter commands act in the deployment's
 region."""
 
@@ -16,7 +17,7 @@ import boto3
 
 from tests.functional._account import extras, nothing
 
-from .conftest import adapter_dir, lmikit
+from .conftest import adapter_dir, cli
 
 SPEC = """api_version: v1
 name: {name}
@@ -120,12 +121,12 @@ def test_prefix_sharing_deployments_stay_apart_and_destroy_leaves_nothing(
     assert neighbour["scalable-targets"] == {"inference-component/docqa-v2-base": (1, 1)}
     assert neighbour["dashboards"] and neighbour["alarms"] and neighbour["roles"]
 
-    r = lmikit(sandbox, tmp_path, "destroy", "docqa.yaml", "--yes")
+    r = cli(sandbox, tmp_path, "destroy", "docqa.yaml", "--yes")
     assert r.returncode == 0, r.stderr
     assert _everything(sandbox, "docqa") == NOTHING
     assert _everything(sandbox, "docqa-v2") == neighbour
 
-    r = lmikit(sandbox, tmp_path, "destroy", "docqa-v2.yaml", "--yes", "--keep-artifacts")
+    r = cli(sandbox, tmp_path, "destroy", "docqa-v2.yaml", "--yes", "--keep-artifacts")
     assert r.returncode == 0, r.stderr
     left = _everything(sandbox, "docqa-v2")
     assert left == {**NOTHING, "objects": neighbour["objects"]}  # kept, as asked
@@ -134,7 +135,7 @@ def test_prefix_sharing_deployments_stay_apart_and_destroy_leaves_nothing(
 def test_scale_to_zero_deploy_creates_scaling_and_observability_and_destroy_leaves_nothing(
         sandbox: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text(SCALE_TO_ZERO)
-    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role", "--dry-run")
+    r = cli(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role", "--dry-run")
     assert r.returncode == 0, r.stderr
     for line in ("create iam-role lmikit-zero-execution",
                  "create scalable-target inference-component/zero-base",
@@ -143,7 +144,7 @@ def test_scale_to_zero_deploy_creates_scaling_and_observability_and_destroy_leav
         assert line in r.stdout, r.stdout
     assert _everything(sandbox, "zero") == NOTHING  # a dry run changes nothing
 
-    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
+    r = cli(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
     assert r.returncode == 0, r.stderr
     have = _everything(sandbox, "zero")
     assert have["scalable-targets"] == {"inference-component/zero-base": (0, 2)}
@@ -154,12 +155,12 @@ def test_scale_to_zero_deploy_creates_scaling_and_observability_and_destroy_leav
     assert list(have["dashboards"]) == ["zero-lmikit"]
     assert list(have["roles"]) == list(have["iam-policies"]) == ["lmikit-zero-execution"]
 
-    r = lmikit(sandbox, tmp_path, "status", "spec.yaml", "--json")
+    r = cli(sandbox, tmp_path, "status", "spec.yaml", "--json")
     assert r.returncode == 0, r.stderr
     assert {"scalable-target", "scaling-policy", "alarm", "dashboard", "iam-role"} <= {
         row["kind"] for row in json.loads(r.stdout)}
 
-    r = lmikit(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
+    r = cli(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
     assert r.returncode == 0, r.stderr
     assert _everything(sandbox, "zero") == NOTHING
 
@@ -169,27 +170,27 @@ def test_adapter_commands_act_in_the_deployments_region(sandbox: dict[str, str],
     adapter_dir(tmp_path, "legal")
     adapter_dir(tmp_path, "support")
     (tmp_path / "spec.yaml").write_text(SPEC.format(name="west", region="eu-west-1"))
-    r = lmikit(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
+    r = cli(sandbox, tmp_path, "deploy", "spec.yaml", "--create-role")
     assert r.returncode == 0, r.stderr  # the shell's default region is us-east-1
 
-    r = lmikit(sandbox, tmp_path, "adapters", "register", "support", "adapters/support",
-               "--endpoint", "west")
+    r = cli(sandbox, tmp_path, "adapters", "register", "support", "adapters/support",
+            "--endpoint", "west")
     assert r.returncode == 2
     assert "AdapterError: endpoint 'west' not found in region us-east-1; deploy it first, " \
         "or pass the spec (--spec) or --region" in r.stderr
     assert "Traceback" not in r.stderr
 
-    r = lmikit(sandbox, tmp_path, "adapters", "register", "support", "adapters/support",
-               "--spec", "spec.yaml", "--wait")
+    r = cli(sandbox, tmp_path, "adapters", "register", "support", "adapters/support",
+            "--spec", "spec.yaml", "--wait")
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("lmikit adapters: endpoint west in eu-west-1, artifacts in "
                                "s3://sagemaker-eu-west-1-123456789012/lmikit/west/")
     assert "west-support InService" in r.stdout
 
-    r = lmikit(sandbox, tmp_path, "adapters", "remove", "base", "--spec", "spec.yaml")
+    r = cli(sandbox, tmp_path, "adapters", "remove", "base", "--spec", "spec.yaml")
     assert r.returncode == 2
     assert "AdapterError: 'base' names west-base, the base inference component" in r.stderr
 
-    r = lmikit(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
+    r = cli(sandbox, tmp_path, "destroy", "spec.yaml", "--yes")
     assert r.returncode == 0, r.stderr
     assert _client(sandbox, "sagemaker", "eu-west-1").list_endpoints()["Endpoints"] == []

@@ -40,6 +40,24 @@ def djl_stub(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setitem(sys.modules, module.__name__, module)
 
 
+@pytest.fixture(scope="module")
+def lmcache() -> Iterator[Any]:
+    """LMCache's own key parts (:func:`tests.formatters.lmi_request_path.load_lmcache_keys`)."""
+    from tests.formatters.lmi_request_path import load_lmcache_keys
+
+    yield from load_lmcache_keys()
+
+
+@pytest.fixture
+def fresh_worker() -> Iterator[None]:
+    """A new LMI worker process: no model.py shared state left over."""
+    from lmikit.formatters.isolation import _LK_SHARED_MODULE
+
+    sys.modules.pop(_LK_SHARED_MODULE, None)
+    yield
+    sys.modules.pop(_LK_SHARED_MODULE, None)
+
+
 def find_decorated(module: types.ModuleType, attribute: str) -> Callable[..., Any] | None:
     for name in dir(module):
         obj = getattr(module, name)

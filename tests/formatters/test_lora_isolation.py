@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import tarfile
 import textwrap
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lmikit.formatters.isolation import _LK_SHARED_MODULE, CACHE_TAG_KEY
+from lmikit.formatters.isolation import CACHE_TAG_KEY
 from lmikit.lora import package_adapter, package_spec_adapter
 from lmikit.planner._planner import plan_spec
 from lmikit.render._model_artifact import model_artifact_files
@@ -34,7 +33,6 @@ from tests.formatters.lmi_request_path import (
     ADAPTER_HEADER,
     LMCacheKeys,
     LmiWorker,
-    load_lmcache_keys,
 )
 
 LoadModelPy = Callable[[str], types.ModuleType]
@@ -65,17 +63,7 @@ adapters:
 """
 
 
-@pytest.fixture(scope="module")
-def lmcache() -> Iterator[LMCacheKeys]:
-    yield from load_lmcache_keys()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_worker() -> Iterator[None]:
-    """Each test is a new LMI worker process: no model.py shared state left over."""
-    sys.modules.pop(_LK_SHARED_MODULE, None)
-    yield
-    sys.modules.pop(_LK_SHARED_MODULE, None)
+pytestmark = pytest.mark.usefixtures("fresh_worker")  # each test is a new LMI worker
 
 
 def _adapter(root: Path, name: str, fill: int | None = None) -> Path:

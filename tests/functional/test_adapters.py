@@ -86,6 +86,7 @@ def test_package_ships_the_formatter_as_model_py(tmp_path: Path) -> None:
     assert "model.py" in package.files
 
 
+@pytest.mark.slow
 def test_register_uploads_and_creates_the_component(registry: AdapterRegistry,
                                                     fake: FakeSageMaker,
                                                     tmp_path: Path) -> None:
@@ -150,6 +151,7 @@ def test_failed_registration_leaves_no_component(registry: AdapterRegistry,
     assert "docqa-tax" not in live(fake)["inference-component"]
 
 
+@pytest.mark.slow
 def test_register_many_runs_concurrently(aws: None, lora_spec: Any, tmp_path: Path) -> None:
     # real time here: 8 adapters that take 0.5 s each to create cannot finish in under 4 s
     # one after another; any time well under that shows they overlapped (a loaded machine
@@ -264,6 +266,7 @@ def neighbour(fake: FakeSageMaker, session: Any, clock: VirtualClock, registry: 
     deployment(v2, session, clock, tmp_path).deploy()
 
 
+@pytest.mark.slow
 def test_adapter_commands_never_touch_another_deployment(registry: AdapterRegistry,
                                                          fake: FakeSageMaker,
                                                          neighbour: None,
@@ -313,6 +316,7 @@ def test_registry_takes_region_and_bucket_from_the_deployment(
         elsewhere.register("x", make_adapter(tmp_path / "new", "x"))
 
 
+@pytest.mark.slow
 def test_registry_waits_for_a_deploy_holding_the_lease(registry: AdapterRegistry,
                                                        session: Any, clock: VirtualClock,
                                                        tmp_path: Path) -> None:

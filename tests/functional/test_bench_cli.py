@@ -19,7 +19,7 @@ import boto3
 import pytest
 from click.testing import CliRunner, Result
 
-from lmikit.bench import BenchInterrupted, Measurement, run_round
+from lmikit.bench._long_doc_qa import BenchInterrupted, Measurement, run_round
 from lmikit.cli import main
 from lmikit.errors import InvokeError
 from lmikit.metric_catalog import CLIENT_NAMESPACE
@@ -139,6 +139,7 @@ def test_progress_lines_come_every_tenth_of_a_round_and_at_its_end(
         for n in (5, 10, 15, 20, 25, 30, 35, 40, 45, 46)]
 
 
+@pytest.mark.slow
 def test_bench_output_is_a_calibration_file_of_every_request(
         served: FakeSageMaker, tmp_path: Path) -> None:
     from lmikit.sim.calibrate import load_bench
@@ -163,6 +164,7 @@ def test_bench_output_is_a_calibration_file_of_every_request(
                for x in bench.records if x.round == "warmup")
 
 
+@pytest.mark.slow
 def test_bench_output_says_which_tier_should_serve_each_query(
         served: FakeSageMaker, tmp_path: Path) -> None:
     """A spec target labels each query request with what the spec's caches should give it
@@ -206,6 +208,7 @@ def test_a_second_bench_on_a_warm_endpoint_still_starts_cold(
     assert {i.split("-")[0] for i in first} != {i.split("-")[0] for i in second}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("where", "why"), [
     ("no/bench.json", "folder '{tmp}/no' does not exist"),
     (".", "is a directory"),  # click.Path(dir_okay=False)
@@ -423,6 +426,7 @@ def test_bench_reads_the_copy_count_from_the_endpoint_or_says_why_not(
     assert "sagemaker:DescribeInferenceComponent" in err
 
 
+@pytest.mark.slow
 def test_a_bench_of_an_endpoint_name_records_what_the_endpoint_runs(
         served: FakeSageMaker, tmp_path: Path) -> None:
     """Its model, instance type and TP come from DescribeInferenceComponent and

@@ -43,6 +43,26 @@ def test_cli_refuses_an_invalid_bucket_before_creating_a_role(cli: Any, fake: Fa
     assert fake.calls == []
 
 
+@pytest.mark.parametrize("old,new,refusal", [
+    ("strategy: sticky_session", "strategy: kv_aware",
+     "routing.strategy 'kv_aware' cannot be used on SageMaker with the LMI image"),
+    ("type: ml.g6e.2xlarge", "type: ml.g6e.12xlarge\n  copies_per_instance: 2",
+     "routing.strategy 'sticky_session': stateful sessions need one model copy per instance")])
+def test_cli_deploy_refuses_a_routing_the_endpoint_would_not_do(
+        cli: Any, fake: FakeSageMaker, tmp_path: Path, old: str, new: str,
+        refusal: str) -> None:
+    """Refused before anything is uploaded or created, with the field and what is valid."""
+    spec = tmp_path / "spec.yaml"
+    assert old in spec.read_text()
+    spec.write_text(spec.read_text().replace(old, new))
+    result = cli("deploy", str(spec), "--role-arn", ROLE, "--bucket", BUCKET)
+    assert result.exit_code == 2, result.output
+    assert refusal in result.output and "Traceback" not in result.output
+    assert [c.operation for c in fake.calls if c.operation.startswith(MUTATING)] == []
+    assert boto3.client("s3", region_name="us-east-1").list_objects_v2(
+        Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
 def test_cli_dry_run_prints_the_plan_and_changes_nothing(cli: Any, fake: FakeSageMaker,
                                                          tmp_path: Path) -> None:
     spec = str(tmp_path / "spec.yaml")
@@ -93,6 +113,7 @@ def test_deploy_and_destroy_without_a_terminal_print_a_line_per_resource(
     assert "  endpoint docqa" in gone[gone.index(deleted):]
 
 
+@pytest.mark.slow
 def test_cli_gc_and_destroy(cli: Any, fake: FakeSageMaker, tmp_path: Path) -> None:
     spec = str(tmp_path / "spec.yaml")
     assert cli("deploy", spec, "--role-arn", ROLE, "--bucket", BUCKET).exit_code == 0

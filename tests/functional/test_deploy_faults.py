@@ -52,6 +52,7 @@ def test_deploy_adopts_a_resource_whose_create_answer_was_lost(
     assert len(live(fake)["endpoint-config"]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("times", [1, 8])  # 8: every retry's answer too; botocore gives up
 def test_rollback_deletes_a_resource_whose_create_answer_was_lost(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, lora_spec: Any,
@@ -148,6 +149,7 @@ def test_second_ctrl_c_says_what_is_still_running_and_how_to_resume(
     assert not deployment(lora_spec, session, clock, tmp_path).deploy().changed
 
 
+@pytest.mark.slow
 def test_destroy_that_stops_halfway_says_what_is_left(fake: FakeSageMaker, session: Any,
                                                       clock: VirtualClock, lora_spec: Any,
                                                       tmp_path: Path) -> None:

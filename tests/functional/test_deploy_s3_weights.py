@@ -14,6 +14,7 @@ import pytest
 
 from lmikit.errors import DeployError
 from lmikit.lora import AdapterRegistry
+from lmikit.render._model_artifact import weights_model_py
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
@@ -101,10 +102,42 @@ def test_destroy_deletes_the_model(fake: FakeSageMaker, session: Any, clock: Vir
     assert live(fake) == {}
 
 
+LORA = "engine:\n  lora: {enabled: true, max_rank: 32}\n"
+WEIGHTS_BUCKET = "example-models-bucket"
+MODEL_PY_KEY = "meta-llama/Llama-3.1-8B-Instruct/model.py"
+
+
+def _stage_model_py(session: Any, body: bytes | None = None) -> None:
+    """What `lmikit weights stage --lora-isolation` leaves in the weights' prefix."""
+    from lmikit.planner._planner import plan_spec
+
+    spec = _spec(LORA)
+    expected = weights_model_py(spec, plan_spec(spec))
+    assert expected is not None
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=WEIGHTS_BUCKET)
+    if body != b"":
+        s3.put_object(Bucket=WEIGHTS_BUCKET, Key=MODEL_PY_KEY,
+                      Body=expected if body is None else body)
+
+
+@pytest.mark.parametrize("body", [b"", b"# another model.py\n"], ids=["missing", "foreign"])
+def test_deploy_with_lora_and_lmcache_refuses_weights_without_lmikits_model_py(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path,
+        body: bytes) -> None:
+    """LMCache's key has no LoRA id; on this path the base's isolating model.py can only come
+    from the weights' prefix, so deploy checks it before it creates anything."""
+    _stage_model_py(session, body)  # b"": the prefix has no model.py
+    with pytest.raises(DeployError, match=r"model.id: s3://example-models-bucket/.*model.py "
+                                          r"is (missing|not lmikit's).*--lora-isolation"):
+        deployment(_spec(LORA), session, clock, tmp_path).deploy()
+    assert live(fake) == {}
+
+
 def test_adapter_registry_reads_the_base_settings_from_the_model(
         fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
-    deployment(_spec("engine:\n  lora: {enabled: true, max_rank: 32}\n"), session, clock,
-               tmp_path).deploy()
+    _stage_model_py(session)
+    deployment(_spec(LORA), session, clock, tmp_path).deploy()
     registry = AdapterRegistry("docqa", session=session, bucket=BUCKET, clock=clock,
                                poll_seconds=1)
     assert registry.max_rank() == 32

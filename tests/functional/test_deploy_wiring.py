@@ -191,6 +191,7 @@ def test_failed_update_puts_scaling_alarms_and_dashboard_back(
     assert extras(_client, "docqa") == before
 
 
+@pytest.mark.slow
 def test_step_failing_halfway_is_undone(fake: FakeSageMaker, session: Any,
                                         clock: VirtualClock, tmp_path: Path) -> None:
     """The undo is registered before the step's first write: a step that fails after the

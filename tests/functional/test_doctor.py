@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from lmikit.bench import LongDocQA
+from lmikit.bench._long_doc_qa import LongDocQA
 from lmikit.deploy import Deployment
 from lmikit.deploy._doctor import Report, doctor
 from lmikit.render._alarms import alarm_prefix
@@ -90,6 +90,7 @@ def _verdicts(report: Report) -> dict[str, str]:
     return {c.name: c.verdict for c in report.checks}
 
 
+@pytest.mark.slow
 def test_doctor_healthy_deployment_passes(fake: FakeSageMaker, clock: VirtualClock,
                                           tmp_path: Path) -> None:
     live = Live(fake, clock, tmp_path)
@@ -102,6 +103,7 @@ def test_doctor_healthy_deployment_passes(fake: FakeSageMaker, clock: VirtualClo
     assert report.measured["cache"]["total"] > 0.8  # five of six rounds hit
 
 
+@pytest.mark.slow
 def test_doctor_kv_cache_off_on_repeated_context_says_the_cache_does_not_pay(
         fake: FakeSageMaker, clock: VirtualClock, tmp_path: Path) -> None:
     live = Live(fake, clock, tmp_path, mode="off")
@@ -115,6 +117,7 @@ def test_doctor_kv_cache_off_on_repeated_context_says_the_cache_does_not_pay(
     assert report.measured["cache"]["total"] < 0.05  # the GPU pool cycles: nothing stays
 
 
+@pytest.mark.slow
 def test_doctor_random_routing_with_sessions_says_hits_collapse(
         fake: FakeSageMaker, clock: VirtualClock, tmp_path: Path) -> None:
     live = Live(fake, clock, tmp_path, routing="random", instances=4)

@@ -168,6 +168,7 @@ def test_remove_keeps_a_role_that_is_not_ours_or_still_used(session: Any,
     assert remove_execution_role(spec, session=session)[0].action == "kept"
 
 
+@pytest.mark.slow
 def test_govcloud_role_policy_uses_the_govcloud_partition() -> None:
     """(moto's IAM answers with ``arn:aws`` ARNs in every partition, so the role's own ARN
     is taken from IAM's answer and not checked here.)"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import doctest
 import importlib
+import json
 from typing import Any
 
 import pytest
@@ -110,6 +111,7 @@ def test_fake_missing_artifact_fails_the_component(sm: Any, fake: FakeSageMaker,
     assert "nope.tar.gz" in desc["FailureReason"]
 
 
+@pytest.mark.slow
 def test_fake_throttling_is_retried_by_botocore(sm: Any, fake: FakeSageMaker) -> None:
     fake.inject("ListEndpoints", "throttle", times=2)
     response = sm.list_endpoints()
@@ -262,3 +264,66 @@ def test_fake_holds_at_most_fifty_tags_per_resource(sm: Any, fake: FakeSageMaker
     assert len(_component_tags(sm, "docqa-base")) == 50
     with pytest.raises(ClientError, match="at most 50 tags; this request would give it 51"):
         sm.add_tags(ResourceArn=arn, Tags=[{"Key": "one-more", "Value": "v"}])
+
+
+P4DE_TP4 = """
+api_version: v1
+name: docqa
+region: us-east-1
+model: {id: Qwen/Qwen2.5-72B-Instruct}
+instance: {type: ml.p4de.24xlarge, copies_per_instance: COPIES, min_count: INSTANCES,
+           max_count: 2}
+engine: {tensor_parallel_degree: 4, max_model_len: 32768}
+routing: {strategy: ROUTING}
+"""
+
+
+def _session_turns(fake: FakeSageMaker, session: Any, copies: int, instances: int,
+                   routing: str) -> list[str]:
+    """Deploy p4de copies at TP 4 as rendered, open one session, send 12 turns; each turn's
+    answer, or the container's error message."""
+    import boto3
+
+    from lmikit.planner._planner import plan_spec
+    from lmikit.spec._loader import load_spec_text
+
+    spec = load_spec_text(P4DE_TP4.replace("COPIES", str(copies))
+                          .replace("INSTANCES", str(instances)).replace("ROUTING", routing))
+    boto3.client("s3", region_name="us-east-1").put_object(Bucket=BUCKET, Key=ARTIFACT_KEY,
+                                                            Body=b"model")
+    _up(session.client("sagemaker"), fake, render_requests(
+        spec, plan_spec(spec), image_uri=IMAGE, execution_role_arn=ROLE,
+        model_artifact_url=f"s3://{BUCKET}/{ARTIFACT_KEY}"))
+    rt = session.client("sagemaker-runtime")
+    call = {"EndpointName": "docqa", "InferenceComponentName": "docqa-base"}
+    opened = rt.invoke_endpoint(**call, Body='{"requestType": "NEW_SESSION"}',
+                                SessionId="NEW_SESSION")
+    sid = opened["NewSessionId"].split(";")[0]
+    out = []
+    for turn in range(12):
+        try:
+            got = rt.invoke_endpoint(**call, SessionId=sid,
+                                     Body=f'{{"prompt": "turn {turn}", "max_tokens": 3}}')
+            out.append(json.loads(got["Body"].read())["choices"][0]["text"])
+        except ClientError as exc:
+            out.append(exc.response["OriginalMessage"])
+    return out
+
+
+def test_fake_pins_a_session_to_its_instance_not_its_copy(fake: FakeSageMaker,
+                                                          session: Any) -> None:
+    """Two copies on one instance (prefix_aware: lmikit renders it; LMI's sessions are on by
+    default): SageMaker keeps the session's instance, any copy there may answer, and the one
+    that did not open the session answers as LMI does."""
+    turns = _session_turns(fake, session, copies=2, instances=1, routing="prefix_aware")
+    lost = [t for t in turns if "session not found" in t]
+    assert lost and len(lost) < len(turns)
+    assert all(json.loads(t)["error"].startswith("Input parsing failed: session not found: ")
+               for t in lost)
+
+
+def test_fake_session_with_one_copy_per_instance_keeps_every_turn(fake: FakeSageMaker,
+                                                                  session: Any) -> None:
+    turns = _session_turns(fake, session, copies=1, instances=2, routing="sticky_session")
+    assert [t.split()[:3] for t in turns] == [["[docqa-base", "turn", f"{i + 1}]"]
+                                              for i in range(12)]

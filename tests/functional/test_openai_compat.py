@@ -283,16 +283,27 @@ def test_session_openai_opens_and_reopens_the_session(served: Served) -> None:
 
 
 def test_request_header_overrides_the_clients_session_and_prefix(served: Served) -> None:
-    client = served.endpoint.openai(session_id="abc", prefix_id="doc-1")
-    client.chat.completions.create(model="docqa", messages=USER)
-    assert (last_call(served)["session"], last_call(served)["prefix_aware_id"]) == (
-        "abc", "doc-1")
-    client.chat.completions.create(
-        model="docqa", messages=USER, stream=True,
-        extra_headers={"X-Amzn-SageMaker-Session-Id": "def",
-                       "X-Amzn-SageMaker-Prefix-Aware-Id": "doc-2"})
-    assert (last_call(served)["session"], last_call(served)["prefix_aware_id"]) == (
-        "def", "doc-2")
+    with served.endpoint.session() as first, served.endpoint.session() as second:
+        client = served.endpoint.openai(session_id=first.id, prefix_id="doc-1")
+        client.chat.completions.create(model="docqa", messages=USER)
+        assert (last_call(served)["session"], last_call(served)["prefix_aware_id"]) == (
+            first.id, "doc-1")
+        client.chat.completions.create(
+            model="docqa", messages=USER, stream=True,
+            extra_headers={"X-Amzn-SageMaker-Session-Id": str(second.id),
+                           "X-Amzn-SageMaker-Prefix-Aware-Id": "doc-2"})
+        assert (last_call(served)["session"], last_call(served)["prefix_aware_id"]) == (
+            second.id, "doc-2")
+
+
+def test_a_session_id_no_container_holds_is_refused_as_lmi_does(served: Served) -> None:
+    """LMI's SessionManager.get_session raises "session not found" for an id it never opened
+    (djl-serving djl_python/session_manager.py), answered 424."""
+    client = served.endpoint.openai(session_id="abc")
+    with pytest.raises(openai.APIStatusError, match="Input parsing failed: session not found: "
+                                                    "abc") as caught:
+        client.chat.completions.create(model="docqa", messages=USER)
+    assert caught.value.status_code == 424
 
 
 def test_other_runtime_headers_pass_through(client: Any, served: Served) -> None:
@@ -365,6 +376,7 @@ def test_service_failure_is_an_internal_server_error(served: Served) -> None:
     assert served.calls_since(mark, "InvokeEndpoint") == ["InvokeEndpoint"] * 2
 
 
+@pytest.mark.slow
 def test_openai_client_retries_through_boto3(served: Served) -> None:
     client = openai_client("docqa", session=served.session)  # its own adaptive-mode client
     served.fake.inject("InvokeEndpoint", "throttle", times=1)

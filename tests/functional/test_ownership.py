@@ -45,6 +45,7 @@ def _v2_things(fake: FakeSageMaker) -> dict[str, Any]:
             "objects": sorted(keys)}
 
 
+@pytest.mark.slow
 def test_destroy_leaves_a_deployment_whose_name_shares_its_prefix(
         fake: FakeSageMaker, pair: Any) -> None:
     docqa, _ = pair
@@ -55,6 +56,7 @@ def test_destroy_leaves_a_deployment_whose_name_shares_its_prefix(
     assert "docqa" not in live(fake)["endpoint"]
 
 
+@pytest.mark.slow
 def test_gc_considers_only_what_its_tags_say_is_its_own(fake: FakeSageMaker, session: Any,
                                                          pair: Any) -> None:
     """Fails if ownership were decided by name (``NameContains=docqa`` also lists
@@ -102,6 +104,7 @@ def test_deploy_refuses_a_component_name_taken_elsewhere(fake: FakeSageMaker, se
     assert "docqa-v2-base" in live(fake)["inference-component"]
 
 
+@pytest.mark.slow
 def test_role_arn_is_not_needed_to_destroy(fake: FakeSageMaker, session: Any,
                                            clock: VirtualClock, pair: Any,
                                            tmp_path: Path) -> None:

@@ -169,6 +169,7 @@ def test_fetch_stops_at_the_page_limit(monkeypatch: pytest.MonkeyPatch, fake: Fa
     assert MAX_PAGES * PAGE_SIZE >= 10_000
 
 
+@pytest.mark.slow
 def test_fetch_rides_out_throttling_and_names_a_denial(fake: FakePriceList,
                                                        session: Any) -> None:
     fake.inject("throttle", times=2)

@@ -19,9 +19,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from lmikit.adapters import AdapterRegistry
 from lmikit.deploy import Deployment
 from lmikit.errors import AdapterError
+from lmikit.lora._registry import AdapterRegistry
 from lmikit.names import execution_role_name
 from lmikit.testing import FakeSageMaker, VirtualClock, iam_role_reads
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from lmikit.deploy import Deployment
 from lmikit.spec._loader import load_spec_text
@@ -108,6 +109,7 @@ def test_cache_model_sessions_stick_and_random_routing_scatters(cached_fake: Fak
     assert _sum(cached_fake, "GpuPrefixCacheHitTokens") == (8 - copies_reached) * 7 * 256
 
 
+@pytest.mark.slow
 def test_cache_model_session_pins_one_copy(cached_fake: FakeSageMaker, clock: VirtualClock,
                                            tmp_path: Path) -> None:
     rt = _deploy(cached_fake, clock, tmp_path, instances=4)

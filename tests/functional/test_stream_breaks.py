@@ -112,6 +112,7 @@ def _endpoint(server: BreakingServer, mode: str) -> Endpoint:
     return Endpoint("demo", client=server.runtime())
 
 
+@pytest.mark.slow
 def test_stream_that_stalls_raises_invoke_error_naming_the_timeout(
         breaking: BreakingServer) -> None:
     stream = _endpoint(breaking, "stall").stream("hi")
@@ -135,6 +136,7 @@ def test_stream_whose_connection_drops_raises_invoke_error(breaking: BreakingSer
     assert pieces == ["Hello"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "match"), [
     ("stall", "no data arrived within the client's read timeout"),
     ("drop", "the connection dropped before the answer ended")])
@@ -144,6 +146,7 @@ def test_invoke_whose_body_breaks_raises_invoke_error(breaking: BreakingServer, 
         _endpoint(breaking, mode).invoke("hi")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "error"), [("stall", "APITimeoutError"),
                                              ("drop", "APIConnectionError")])
 def test_openai_stream_that_breaks_raises_the_openai_error(breaking: BreakingServer,
@@ -166,6 +169,7 @@ def test_openai_stream_that_breaks_raises_the_openai_error(breaking: BreakingSer
     assert type(info.value) is getattr(openai, error)  # a drop is not a timeout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "error"), [("stall", "APITimeoutError"),
                                              ("drop", "APIConnectionError")])
 def test_async_openai_stream_that_breaks_raises_the_openai_error(breaking: BreakingServer,
@@ -192,6 +196,7 @@ def test_async_openai_stream_that_breaks_raises_the_openai_error(breaking: Break
     assert type(info.value) is getattr(openai, error)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "error"), [("stall", "APITimeoutError"),
                                              ("drop", "APIConnectionError")])
 def test_openai_reply_whose_body_breaks_raises_the_openai_error(breaking: BreakingServer,

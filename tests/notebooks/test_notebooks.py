@@ -30,6 +30,7 @@ def test_notebook_is_stored_without_outputs(path: Path) -> None:
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+@pytest.mark.slow  # a Jupyter kernel per notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_top_to_bottom(path: Path) -> None:
     from nbclient import NotebookClient

@@ -102,7 +102,7 @@ def trace(fn: Callable[..., object], *args: object) -> tuple[list[str], Climbs]:
 
 def walk(spec_path: str | Path) -> tuple[list[str], Climbs]:
     """The walk of ``lmikit validate SPEC``: every target, as the CLI renders them."""
-    from lmikit.accept import TARGETS, accept_spec
+    from lmikit.accept._accept import TARGETS, accept_spec
 
     return trace(accept_spec, spec_path, TARGETS)
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from lmikit.accept import DEPLOY_TARGETS, TARGETS, accept_spec
+from lmikit.accept._accept import DEPLOY_TARGETS, TARGETS, accept_spec
 from lmikit.cli import main
 from lmikit.errors import RenderError, SpecError
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS, deadline
@@ -151,11 +151,13 @@ def test_accept_cli_bad_config_json_is_a_catalog_error(tmp_path):
 
 
 def test_accept_plan_target_option_limits_the_check(tmp_path):
+    """plan judges the SageMaker deployment unless --target names others."""
     path = str(_remote_lm(tmp_path))
-    assert _cli("plan", path).exit_code == 2
-    result = _cli("plan", path, "--json", "-t", "sagemaker")
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["tier"] == "remote"
+    assert _cli("plan", path, "-t", "hyperpod").exit_code == 2
+    for extra in ((), ("-t", "sagemaker")):
+        result = _cli("plan", path, "--json", *extra)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["tier"] == "remote"
 
 
 def test_accept_resolves_the_image_without_the_sagemaker_package(monkeypatch):

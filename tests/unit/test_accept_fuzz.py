@@ -24,12 +24,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lmikit.accept import TARGETS
+from lmikit.accept._accept import TARGETS
 from lmikit.cli import main
 from tests.conftest import EXAMPLE_SPECS, EXAMPLES, deadline
 
@@ -40,6 +41,7 @@ EXAMPLE_DOCS = {name: yaml.safe_load(text) for name, text in EXAMPLE_TEXT.items(
 CONFIG_NAME = "models/llama-3.1-8b-config.json"
 CONFIG = json.loads((EXAMPLES / CONFIG_NAME).read_text())
 SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+pytestmark = pytest.mark.slow  # the CLI on hundreds of mutated examples
 
 # YAML text that a hostile or careless file might hold
 SNIPPETS = [

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lmikit.bench import (
+from lmikit.bench._long_doc_qa import (
     BenchResult,
     LongDocQA,
     Measurement,
@@ -218,7 +218,7 @@ def test_a_request_starts_when_it_leaves_not_when_its_session_was_opened() -> No
     """With --session-per-document the first request of a document opens its session
     first: its start once counted that call while its TTFT did not, so a replay had it
     arrive early."""
-    from lmikit.bench import run_round
+    from lmikit.bench._long_doc_qa import run_round
 
     rnd = run_round("warmup", ["a"], lambda _: Measurement(0.1, 0.2, 1, sent_after_s=0.5),
                     in_flight=1)

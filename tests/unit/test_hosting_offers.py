@@ -11,7 +11,7 @@ from pathlib import Path
 import cfnlint
 import pytest
 
-from lmikit.accept import accept_spec
+from lmikit.accept._accept import accept_spec
 from lmikit.catalog import _offers as offers
 from lmikit.catalog._instances import INSTANCES
 from lmikit.catalog._prices import price_or_reason

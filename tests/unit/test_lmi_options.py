@@ -127,10 +127,14 @@ def test_table_rows_are_unique_and_cite_a_source():
 
 
 def test_lmcache_rows_are_lmcache_config_keys():
-    """Every LMCACHE_<KEY> row names a key LMCache 0.5.6's own config knows."""
+    """Every LMCACHE_<KEY> row names a key LMCache 0.5.6's own config knows, but the usage
+    telemetry switch, which its usage_telemetry/identity.py reads from the environment."""
     config = pytest.importorskip("lmcache.v1.config")
     for option in ROWS:
-        if option.key.startswith("LMCACHE_"):
+        if option.key == "LMCACHE_TRACK_USAGE":
+            assert option.key.lower() not in config._CONFIG_DEFINITIONS
+            assert "usage_telemetry/identity.py" in option.source
+        elif option.key.startswith("LMCACHE_"):
             assert option.key[len("LMCACHE_"):].lower() in config._CONFIG_DEFINITIONS, option.key
 
 

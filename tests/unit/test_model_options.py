@@ -21,7 +21,6 @@ from lmikit.catalog._model_options import (
     MISTRAL_LARGE_3,
     OPTION_ROWS,
     QWEN3_VL_8B,
-    VLLM_VERSION,
     lmi_options,
     option_rows,
 )
@@ -112,8 +111,9 @@ def test_model_spec_renders_exactly_its_table_rows(model_id):
     assert rows
     assert {k: v for k, v in env.items() if k in TABLE_ENV_NAMES} == {
         r.env_name: r.value for r in rows}
-    for row in rows:
-        assert f"option.{row.option}={row.value}\n" in props
+    for row in rows:  # no serving.properties where SageMaker copies the weights (_rendered)
+        assert f"option.{row.option}={row.value}\n" in props or (
+            props == "" and weights_source(spec) == "s3-sagemaker")
 
 
 @pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)
@@ -256,12 +256,19 @@ def test_model_specs_use_both_hyperpod_worker_kinds():
 
 @pytest.mark.parametrize("model_id", sorted(MODEL_SPECS))
 def test_model_spec_hyperpod_notes_name_the_vllm_the_options_were_checked_against(model_id):
-    from lmikit.render._hyperpod import hyperpod_notes
+    """A worker image whose vLLM lmikit's table does not know gets a note naming the vLLM
+    the model's flags were checked against; a spec without the operator's KV cache or
+    routing runs no vLLM worker and gets none."""
+    from lmikit.render._hyperpod import hyperpod_notes, uses_operator_cache
 
     spec = load_spec(MODEL_SPECS[model_id])
-    notes = hyperpod_notes(spec, plan_spec(spec, base_dir=MODEL_SPECS[model_id].parent))
-    assert any(f"checked against vLLM {VLLM_VERSION}" in n and "--vllm-image" in n
-               for n in notes)
+    plan = plan_spec(spec, base_dir=MODEL_SPECS[model_id].parent)
+    notes = hyperpod_notes(spec, plan, vllm_image="registry.example.com/team/vllm:custom")
+    named = [n for n in notes if "cannot check vllm_image" in n]
+    if uses_operator_cache(spec, plan):
+        assert len(named) == 1 and "were checked against vLLM" in named[0]
+    else:
+        assert named == []
 
 
 def test_docs_list_every_rendered_option_with_its_value():

@@ -213,7 +213,7 @@ def test_env_stock_image_on_s3_weights_configures_lmcache_by_its_own_variables(m
     assert config.max_local_cpu_size == plan.lmcache["max_local_cpu_size_gb"]
     assert config.chunk_size == plan.lmcache["chunk_size"]
     assert config.local_cpu is True
-    assert config.enable_lazy_memory_allocator is True
+    assert config.enable_lazy_memory_allocator is False  # not rendered: no LMI honours it
 
 
 @pytest.mark.parametrize("path", [p for p in EXAMPLE_SPECS if "regulated" not in p.name],

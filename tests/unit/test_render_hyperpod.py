@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import botocore.session
 import jsonschema
@@ -23,25 +22,17 @@ from lmikit.render._hyperpod import (
     max_deploy_time_s,
     rfc1123,
 )
-from lmikit.spec._loader import load_spec, load_spec_text
-from lmikit.spec._model import NAME_MAX
-from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from lmikit.spec import NAME_MAX, load_spec, load_spec_text
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden, hyperpod_crd, hyperpod_crd_v1
 from tests.unit.test_spec import BASE
 
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.38.0-lmi29.0.0-cu130"
-CRD_CANDIDATES = [ROOT.parent / "shared" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml",
-                  ROOT / "tests" / "schemas" / "hyperpod-inferenceendpointconfig-crd.yaml"]
 
 
 @pytest.fixture(scope="module")
 def crd_validator():
-    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
-    if path is None:
-        pytest.skip("the HyperPod CRD schema is not available")
-    crd = yaml.safe_load(Path(path).read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    schema = version["schema"]["openAPIV3Schema"]
-    assert crd["spec"]["group"] + "/v1" == "inference.sagemaker.aws.amazon.com/v1"
+    schema = hyperpod_crd_v1()
+    assert hyperpod_crd()["spec"]["group"] + "/v1" == "inference.sagemaker.aws.amazon.com/v1"
     return jsonschema.Draft7Validator(schema)
 
 
@@ -161,9 +152,11 @@ def test_hyperpod_remote_backend_must_be_redis():
 def test_hyperpod_operator_owned_env_is_not_passed():
     spec = _manifest(BASE + "kv_cache:\n  mode: cpu\n")["spec"]
     names = {e["name"] for e in spec["worker"]["environmentVariables"]}
-    assert not any(n.startswith(("LMCACHE_", "OPTION_", "LMIKIT_")) for n in names)
+    # LMCache's settings are the operator's; its telemetry switch is lmikit's to turn off
+    assert not any(n.startswith(("LMCACHE_", "OPTION_", "LMIKIT_"))
+                   for n in names - {"LMCACHE_TRACK_USAGE"})
     assert not any("prefix-caching" in a or "kv-transfer" in a for a in spec["worker"]["args"])
-    assert names == {"PYTHONHASHSEED"}
+    assert names == {"PYTHONHASHSEED", "LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"}
 
 
 def test_hyperpod_lmi_worker_serves_the_mounted_weights_without_lmikit_env():
@@ -227,7 +220,7 @@ MODEL_EXAMPLES = sorted((ROOT / "examples" / "models").glob("*.yaml"))
 @pytest.mark.parametrize("path", EXAMPLE_SPECS + MODEL_EXAMPLES, ids=lambda p: p.name)
 def test_hyperpod_max_deploy_time_is_the_startup_estimate_with_margin(crd_validator, path):
     """maxDeployTimeInSeconds (CRD: default 3600, int32) = the plan's expected download +
-    load + warm-up x 1.5 (lmikit.planner._startup.MARGIN, as for SageMaker's start-up timeouts),
+    load + warm-up x 1.5 (lmikit.planner.MARGIN, as for SageMaker's start-up timeouts),
     rounded up to a minute, at least the operator's 3600 s default."""
     spec = load_spec(path)
     plan = plan_spec(spec, base_dir=path.parent)
@@ -240,9 +233,14 @@ def test_hyperpod_max_deploy_time_is_the_startup_estimate_with_margin(crd_valida
 
 
 def test_hyperpod_max_deploy_time_exceeds_the_default_for_the_largest_models():
-    # DeepSeek-V3.2 from the Hub: about 2 h 20 min expected, so the 1 h default times it out.
+    # DeepSeek-V3.2 from the Hub: about 2 h 20 min expected, so the 1 h default times it out
+    # (the example stages it in S3: SageMaker's caps are 3600 s).
     path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
-    spec = load_spec(path)
+    staged = "  id: s3://example-models-bucket/deepseek-ai/DeepSeek-V3.2/\n"
+    text = path.read_text()
+    assert staged in text
+    spec = load_spec_text(text.replace(staged, "  id: deepseek-ai/DeepSeek-V3.2\n")
+                          .replace("  hub_id: deepseek-ai/DeepSeek-V3.2", "  # hub_id"))
     plan = plan_spec(spec, base_dir=path.parent)
     assert plan.startup.expected_s > 3600
     assert hyperpod_manifest(spec, plan, image_uri=IMAGE)["spec"][

@@ -34,9 +34,8 @@ from lmikit.render._hyperpod_vllm import (
     VLLM_FLAGS,
     VLLM_VERSION,
 )
-from lmikit.spec._loader import load_spec, load_spec_text
-from tests.conftest import EXAMPLE_SPECS, ROOT
-from tests.unit.test_render_hyperpod import CRD_CANDIDATES
+from lmikit.spec import load_spec, load_spec_text
+from tests.conftest import EXAMPLE_SPECS, ROOT, hyperpod_crd_v1, lmcache_would_track_usage
 from tests.unit.test_spec import BASE
 
 DATA = ROOT / "tests" / "data" / "hyperpod"
@@ -93,12 +92,7 @@ KV_SPEC = BASE + "kv_cache:\n  mode: cpu\nrouting:\n  strategy: prefix_aware\n"
 
 def test_hyperpod_vllm_samples_validate_against_the_crd():
     """The vendored samples and the CRD we validate against agree (placeholders aside)."""
-    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
-    if path is None:
-        pytest.skip("the HyperPod CRD schema is not available")
-    crd = yaml.safe_load(path.read_text())
-    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]
-    validator = jsonschema.Draft7Validator(schema["openAPIV3Schema"])
+    validator = jsonschema.Draft7Validator(hyperpod_crd_v1())
     assert len(OPERATOR_SAMPLES) == 2
     for name, sample in SAMPLES.items():
         sample = copy.deepcopy(sample)
@@ -147,6 +141,8 @@ def test_hyperpod_vllm_image_is_the_blog_sample_and_pins_the_flag_list_version()
 
 
 MODEL_LINE = "Qwen/Qwen2.5-7B-Instruct"
+# LoRA runs on the vLLM worker only without the operator's KV cache (routing alone): with it,
+# the manifest is refused (tests/formatters/test_lora_isolation_paths.py).
 RICH = BASE.replace(MODEL_LINE, f"{MODEL_LINE}\n  revision: {SHA}") + """\
 engine:
   kv_cache_dtype: fp8
@@ -160,7 +156,7 @@ engine:
     method: eagle3
     draft_model: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
 kv_cache:
-  mode: cpu
+  mode: "off"
 routing:
   strategy: kv_aware
 """
@@ -229,8 +225,24 @@ def test_hyperpod_vllm_leaves_lmcache_to_the_operator_like_the_samples():
     worker = _render(KV_SPEC)[2]["spec"]["worker"]
     for w in [worker] + [s["spec"]["worker"] for s in SAMPLES.values()]:
         assert not any("kv-transfer-config" in a or "prefix-caching" in a for a in w["args"])
-        assert not any(e["name"].startswith("LMCACHE_") for e in w.get("environmentVariables", []))
-    assert worker["environmentVariables"] == [{"name": "PYTHONHASHSEED", "value": "0"}]
+        assert not any(e["name"].startswith("LMCACHE_") and e["name"] != "LMCACHE_TRACK_USAGE"
+                       for e in w.get("environmentVariables", []))
+    assert worker["environmentVariables"] == [
+        {"name": "DO_NOT_TRACK", "value": "1"}, {"name": "LMCACHE_TRACK_USAGE", "value": "false"},
+        {"name": "PYTHONHASHSEED", "value": "0"}]
+
+
+@pytest.mark.parametrize("switch", ["LMCACHE_TRACK_USAGE", "DO_NOT_TRACK"])
+def test_hyperpod_vllm_worker_turns_lmcache_telemetry_off_by_either_switch(switch, monkeypatch):
+    """LMCache sends usage messages (remote URL, model name) over plain HTTP unless told not
+    to (LMCache 0.5.6 usage_telemetry/identity.py is_usage_tracking_enabled). The operator may
+    drop user LMCACHE_* variables (not verified: it is closed source), so the worker also gets
+    DO_NOT_TRACK, which LMCache honours from 0.5.2; each alone turns telemetry off."""
+    assert lmcache_would_track_usage({}, monkeypatch)
+    for strategy in ("prefix_aware", "kv_aware"):
+        worker = _render(KV_SPEC.replace("prefix_aware", strategy))[2]["spec"]["worker"]
+        env = {e["name"]: e["value"] for e in worker["environmentVariables"]}
+        assert not lmcache_would_track_usage({switch: env[switch]}, monkeypatch)
 
 
 def test_hyperpod_vllm_routing_only_passes_prefix_caching_off_when_asked():
@@ -378,15 +390,14 @@ def _vllm_worker_text(path: Path) -> str:
 
 
 @pytest.mark.parametrize("path", MODEL_EXAMPLES, ids=lambda p: p.name)
-def test_hyperpod_model_options_start_on_the_default_image_or_are_refused(path):
+def test_hyperpod_model_options_start_on_the_default_image_or_it_is_not_used(path):
     """vLLM builds argparse choices from a Literal type (literal_to_kwargs, vLLM 0.11.1
-    vllm/engine/arg_utils.py): a value outside them stops the server before it serves."""
+    vllm/engine/arg_utils.py): a value outside them stops the server before it serves. Where
+    the default image's vLLM would, lmikit runs a newer image (test_hyperpod_images.py)."""
     spec = load_spec_text(_vllm_worker_text(path))
     plan = plan_spec(spec, base_dir=path.parent)
-    try:
-        manifest = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
-    except RenderError as exc:
-        assert "accepts only" in str(exc) and "--vllm-image" in str(exc)
+    manifest = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    if manifest["spec"]["worker"]["image"] != DEFAULT_VLLM_IMAGE:
         return
     for flag, value in _pairs(manifest["spec"]["worker"]["args"]).items():
         allowed = VLLM.get(flag)
@@ -397,10 +408,13 @@ def test_hyperpod_deepseek_v32_tokenizer_mode_needs_a_newer_vllm_image():
     path = ROOT / "examples" / "models" / "deepseek-v3.2-p5e.yaml"
     spec = load_spec_text(_vllm_worker_text(path))
     plan = plan_spec(spec, base_dir=path.parent)
-    with pytest.raises(RenderError, match=r"needs --tokenizer-mode deepseek_v32 .* vLLM 0.11.1, "
-                                          r"whose --tokenizer-mode accepts only auto, slow, "
-                                          r"mistral, custom"):
-        hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)
+    with pytest.raises(RenderError, match=r"runs vLLM 0.11.1, but deepseek-ai/DeepSeek-V3.2 "
+                                          r"needs vLLM >= 0.13.0 \(--tokenizer-mode "
+                                          r"deepseek_v32"):
+        hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE, vllm_image=DEFAULT_VLLM_IMAGE)
+    picked = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE)["spec"]["worker"]
+    assert picked["image"] != DEFAULT_VLLM_IMAGE
+    assert _pairs(picked["args"])["--tokenizer-mode"] == "deepseek_v32"
     newer = hyperpod_manifest(spec, plan, image_uri=LMI_IMAGE,
                               vllm_image="vllm/vllm-openai:v0.23.0")
     assert _pairs(newer["spec"]["worker"]["args"])["--tokenizer-mode"] == "deepseek_v32"

@@ -5,7 +5,6 @@ for a secret reference), never a credential."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
@@ -14,7 +13,8 @@ from lmikit.render._hyperpod import hyperpod_manifest
 from lmikit.render._lmcache import render_lmcache_yaml
 from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
-from tests.unit.test_render_hyperpod import CRD_CANDIDATES, IMAGE
+from tests.conftest import hyperpod_crd_v1
+from tests.unit.test_render_hyperpod import IMAGE
 from tests.unit.test_spec import BASE
 
 KV_ARN = "arn:aws:secretsmanager:us-east-1:111122223333:secret:kv-redis-AbCdEf"
@@ -64,12 +64,7 @@ def test_both_secrets_on_the_stock_image_are_reported_together() -> None:
 
 def test_hyperpod_crd_has_no_secret_reference_for_the_l2_cache() -> None:
     """The refusal below rests on this: l2CacheSpec takes a backend and a URL, nothing else."""
-    path = next((p for p in CRD_CANDIDATES if p.exists()), None)
-    if path is None:
-        pytest.skip("the HyperPod CRD schema is not available")
-    crd = yaml.safe_load(path.read_text())
-    v1 = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    kv = v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["kvCacheSpec"]
+    kv = hyperpod_crd_v1()["properties"]["spec"]["properties"]["kvCacheSpec"]
     assert set(kv["properties"]["l2CacheSpec"]["properties"]) == {"l2CacheBackend",
                                                                    "l2CacheLocalUrl"}
     assert not [k for k in kv["properties"] if "secret" in k.lower()]

@@ -4,17 +4,19 @@ patterns, max lengths: the parts botocore's own client validation skips)."""
 from __future__ import annotations
 
 import json
+import re
 
 import botocore.session
 import pytest
 
 from lmikit.catalog._images import lmi_image_uri
+from lmikit.catalog._instances import get_instance
 from lmikit.errors import RenderError
 from lmikit.planner._planner import plan_spec
-from lmikit.render._sagemaker import render_requests
+from lmikit.render._sagemaker import copies_one_instance_holds, render_requests
 from lmikit.spec._loader import load_spec, load_spec_text
 from lmikit.testing import ShapeValidator
-from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden
+from tests.conftest import EXAMPLE_SPECS, ROOT, assert_golden, lmcache_would_track_usage
 from tests.unit.test_render_env import ISOLATED as ISOLATED_ENV
 from tests.unit.test_spec import BASE
 
@@ -221,6 +223,88 @@ def test_stock_image_metrics_come_with_a_note_on_what_to_change():
     assert lmikit.warnings == () and lmikit.image_note is None
 
 
+P4DE_TP4 = """
+api_version: v1
+name: rag
+region: us-west-2
+model: {id: Qwen/Qwen2.5-72B-Instruct}
+instance: {type: ml.p4de.24xlarge, copies_per_instance: COPIES}
+engine: {tensor_parallel_degree: 4, max_model_len: 32768}
+"""
+
+
+def test_copies_one_instance_holds_is_what_its_gpus_cpus_and_memory_allow():
+    """SageMaker allocates each copy its ComputeResourceRequirements (botocore), so one
+    instance holds min(GPUs // TP, vCPUs // cores, memory // MinMemoryRequiredInMb)."""
+    inst = get_instance("ml.p4de.24xlarge")
+    for copies in (1, 2):
+        spec = load_spec_text(P4DE_TP4.replace("COPIES", str(copies))
+                              + "routing: {strategy: prefix_aware}\n")
+        plan = plan_spec(spec, base_dir=ROOT)
+        need = _render(spec, plan).base_component["Specification"][
+            "ComputeResourceRequirements"]
+        held = min(inst.gpu_count // need["NumberOfAcceleratorDevicesRequired"],
+                   inst.vcpus // need["NumberOfCpuCoresRequired"],
+                   inst.host_memory_gib * 1024 // need["MinMemoryRequiredInMb"])
+        assert copies_one_instance_holds(spec, plan) == held == copies
+
+
+@pytest.mark.parametrize("routing,field", [
+    ("routing: {strategy: sticky_session}\n", "routing.strategy 'sticky_session'"),
+    ("routing: {strategy: prefix_aware}\nsessions: {enabled: true}\n", "sessions.enabled")])
+def test_sessions_with_two_copies_on_one_instance_are_refused(routing, field):
+    """SageMaker pins a session to an instance (botocore InvokeEndpoint.SessionId), LMI keeps
+    it in the copy that opened it (djl-serving session_manager.py): with two copies on one
+    instance a turn can reach the copy that does not hold it."""
+    spec = load_spec_text(P4DE_TP4.replace("COPIES", "2") + routing)
+    with pytest.raises(RenderError, match=re.escape(field) + r": stateful sessions need one "
+                       r"model copy per instance, but up to 2 copies can share one "
+                       r"ml.p4de.24xlarge .*Set instance.copies_per_instance: 1 .*"
+                       r"routing.strategy: prefix_aware"):
+        _render(spec)
+
+
+def test_sessions_with_one_copy_per_instance_render():
+    """copies_per_instance 1 on an 8-GPU instance at TP 4: the copy's CPU cores leave no room
+    for a second copy, so every session has its instance to itself."""
+    spec = load_spec_text(P4DE_TP4.replace("COPIES", "1")
+                          + "routing: {strategy: sticky_session}\n")
+    assert spec.sessions_enabled
+    r = _render(spec)
+    assert r.endpoint_config["ProductionVariants"][0]["RoutingConfig"] == {
+        "RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+def test_stock_image_disk_tier_is_a_fixed_size_lmikit_cannot_check():
+    """The stock image writes the planned disk tier as is; SageMaker does not document where a
+    hosting container's instance storage is mounted (botocore ProductionVariant.VolumeSizeInGB
+    speaks of EBS only; djl-serving lmcache_utils.py "assumes /tmp is a NVMe"), so the one
+    stock-image note says so and names lmikit's image, which measures /tmp at start."""
+    path = ROOT / "examples" / "rag-qwen72b-nvme.yaml"
+    spec = load_spec(path)
+    plan = plan_spec(spec, base_dir=path.parent)
+    assert plan.tier == "cpu+disk"
+    stock = _render(spec, plan)
+    assert stock.warnings == ()
+    note = stock.image_note or ""
+    assert (f"its LMCache disk tier is fixed at {plan.lmcache['max_local_disk_size_gb']:g} GB "
+            "per worker x 8 workers at file:///tmp/lmcache/, sized from ml.p4de.24xlarge's "
+            "8000 GB of instance store") in note
+    assert "does not document where a hosting container's instance storage is mounted" in note
+    assert note.endswith("lmikit's image publishes them and measures /tmp at start (the tier "
+                         "is then off, or a fixed kv_cache.disk_size_gb refused, where it "
+                         "does not fit): `cdk deploy` builds it, and `--image lmikit` checks "
+                         "for it")
+    assert _render(spec, plan, image_kind="lmikit").image_note is None
+    no_metrics = load_spec_text(path.read_text() + "observability: {detailed_metrics: false}\n")
+    only_disk = _render(no_metrics, plan_spec(no_metrics, base_dir=path.parent)).image_note
+    assert only_disk is not None and "DJL's server metrics" not in only_disk
+    assert "lmikit's image measures /tmp at start" in only_disk
+    cpu_only = load_spec_text(BASE)
+    assert plan_spec(cpu_only, base_dir=ROOT).tier != "cpu+disk"
+    assert "disk tier" not in (_render(cpu_only).image_note or "")
+
+
 def test_stock_image_on_sagemaker_copied_weights_turns_detailed_metrics_off():
     r = _render(load_spec_text(ISOLATED))
     assert r.endpoint_config["MetricsConfig"]["EnableDetailedObservability"] is False
@@ -257,3 +341,46 @@ def test_nvme_instances_request_no_ebs_volume():
     EBS-only instance types."""
     (variant,) = _render(load_spec_text(BASE)).endpoint_config["ProductionVariants"]
     assert "VolumeSizeInGB" not in variant
+
+
+def test_kv_aware_is_refused_on_the_lmi_image_with_botocores_reason():
+    """botocore ProductionVariantRoutingConfig.RoutingStrategy: KV_AWARE "works only with
+    supported containers, such as the SageMaker AI vLLM Deep Learning Container"; lmikit runs
+    the LMI image (its own is built on it), so it refuses rather than render a routing that
+    would not happen, and names the strategies that are valid."""
+    doc = botocore.session.get_session().get_service_model("sagemaker").shape_for(
+        "ProductionVariantRoutingConfig").members["RoutingStrategy"].documentation
+    quoted = "works only with supported containers, such as the SageMaker AI vLLM Deep " \
+             "Learning Container"
+    assert quoted in doc
+    spec = load_spec_text(BASE + "routing: {strategy: kv_aware}\n")
+    for kind in ("stock", "lmikit"):
+        with pytest.raises(RenderError) as caught:
+            _render(spec, image_kind=kind)
+        message = str(caught.value)
+        assert message.startswith("routing.strategy 'kv_aware' cannot be used on SageMaker")
+        assert quoted in message
+        assert all(f"'{valid}'" in message for valid in
+                   ("prefix_aware", "sticky_session", "least_outstanding", "random"))
+
+
+@pytest.mark.parametrize("image_kind", ["stock", "lmikit"])
+def test_lmcache_telemetry_is_off_in_every_sagemaker_container_that_runs_it(image_kind,
+                                                                            monkeypatch):
+    """LMCache sends usage messages (remote URL, model name) over plain HTTP unless
+    LMCACHE_TRACK_USAGE is exactly "false" (LMCache 0.5.6 usage_telemetry/identity.py,
+    transport.py, messages.py): the base component's environment, and the Model's where
+    SageMaker copies the weights, turn it off; a deployment without LMCache gets nothing."""
+    assert lmcache_would_track_usage({}, monkeypatch)
+    cases = [(load_spec_text(BASE), "component"), (load_spec_text(ISOLATED), "model")]
+    for spec, where in cases:
+        plan = plan_spec(spec, base_dir=ROOT)
+        assert plan.uses_lmcache
+        r = _render(spec, plan, image_kind=image_kind)
+        env = (r.base_component["Specification"]["Container"]["Environment"]
+               if where == "component" else r.model["PrimaryContainer"]["Environment"])
+        assert not lmcache_would_track_usage(env, monkeypatch), where
+    off = load_spec_text(BASE + "kv_cache: {mode: 'off'}\n")
+    r = _render(off, image_kind=image_kind)
+    assert "LMCACHE_TRACK_USAGE" not in r.base_component["Specification"]["Container"][
+        "Environment"]

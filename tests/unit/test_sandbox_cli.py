@@ -71,6 +71,7 @@ def test_sandbox_starts_on_a_free_pair_without_moto():
         sandbox.stop()
 
 
+@pytest.mark.slow
 def test_sandbox_serve_prints_no_line_per_request():
     """moto's server is werkzeug's, which logged every S3/IAM/CloudWatch request to stderr
     while the fake SageMaker logged none: noise for a person, and a pipe that fills when the

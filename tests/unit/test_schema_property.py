@@ -9,6 +9,7 @@ Bounded by the hypothesis profile (a fifth of its examples: 40 under "ci").
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 from pathlib import Path
@@ -20,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from lmikit.accept import TARGETS, accept_spec
+from lmikit.accept._accept import TARGETS, accept_spec
 from lmikit.catalog._instances import INSTANCES
 from lmikit.catalog._models import catalog_ids
 from lmikit.errors import AdapterError, CatalogError, PlanError, RenderError, SpecError
@@ -28,7 +29,7 @@ from lmikit.render._sagemaker import render_requests
 from lmikit.spec._loader import load_spec_text
 from lmikit.spec._schema import spec_json_schema
 from lmikit.testing import ShapeValidator
-from tests.conftest import ROOT
+from tests.conftest import hyperpod_crd_v1
 from tests.unit.schema_strategy import from_schema
 
 lmcache_config = pytest.importorskip("lmcache.v1.config")
@@ -53,17 +54,11 @@ SPECS = from_schema(spec_json_schema(), {
 })
 
 
+
+
+@functools.cache
 def _crd() -> jsonschema.Draft7Validator:
-    path = next(p for p in (ROOT.parent / "shared" / "schemas" /
-                            "hyperpod-inferenceendpointconfig-crd.yaml",
-                            ROOT / "tests" / "schemas" /
-                            "hyperpod-inferenceendpointconfig-crd.yaml") if p.exists())
-    crd = yaml.safe_load(path.read_text())
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
-
-
-CRD = _crd()
+    return jsonschema.Draft7Validator(hyperpod_crd_v1())
 
 
 def _shape(model: object, operation: str, request: dict) -> list[str]:
@@ -92,7 +87,7 @@ def _check_output(target: str, text: str, accepted: object, folder: Path) -> Non
         assert errors == [], errors
     elif target == "hyperpod":
         manifest = yaml.safe_load(text)
-        errors = [f"{list(e.absolute_path)}: {e.message}" for e in CRD.iter_errors(manifest)]
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in _crd().iter_errors(manifest)]
         assert errors == [], errors
     elif target == "cloudwatch":
         data = json.loads(text)

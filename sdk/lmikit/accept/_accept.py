@@ -54,7 +54,7 @@ class RenderOptions:
 
     namespace: str = "default"  # hyperpod: Kubernetes namespace of the manifest
     hourly_price: float | None = None  # grafana: on-demand $/hour per instance
-    vllm_image: str | None = None  # hyperpod: vLLM worker image (None: the pinned default)
+    vllm_image: str | None = None  # hyperpod: vLLM worker image (None: lmikit picks)
     image: ImageKind = "stock"  # IMAGE_KIND_TARGETS: AWS's stock LMI image or lmikit's
     prices: PriceTable | None = None  # grafana: a price file (`lmikit prices fetch`)
 
@@ -70,6 +70,7 @@ class Accepted:
     notes: tuple[str, ...] = ()  # checks that could not run (an uploaded adapter)
     warnings: tuple[str, ...] = ()  # what a renderer says the deployment will lack
     image_note: str | None = None  # what the stock image leaves out, and what to change
+    gate_note: str | None = None  # a Hub model whose gate lmikit cannot tell (validate)
 
     def output(self, target: str) -> str:
         """The text ``lmikit render --target`` prints for ``target``."""
@@ -127,9 +128,14 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
         from lmikit.render import stock_image_note
 
-        image_note = stock_image_note(spec)
+        image_note = stock_image_note(spec, plan)
+    gate_note = None
+    if any(t in IMAGE_TARGETS for t in chosen):  # the targets that download the weights
+        from lmikit.render import gating_note
+
+        gate_note = gating_note(spec)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
-                    image_note)
+                    image_note, gate_note)
 
 
 def render_target(target: str, spec: DeploymentSpec, plan: Plan,
@@ -160,6 +166,10 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
 
         urls = {a.name: f"s3://<bucket>/{spec.name}/adapters/{a.name}/<sha256>.tar.gz"
                 for a in spec.adapters}
+        from lmikit.catalog import lmikit_image_placeholder
+
+        if options.image == "lmikit":  # never the stock URI beside lmikit-only environment
+            image_uri = lmikit_image_placeholder(image_uri)
         r = render_requests(spec, plan, image_uri=image_uri,
                             execution_role_arn=PLACEHOLDER_ROLE,
                             model_artifact_url=f"s3://<bucket>/{spec.name}/model/<sha256>.tar.gz",
@@ -175,12 +185,13 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     if target == "hyperpod":
         import yaml
 
-        from lmikit.render import DEFAULT_VLLM_IMAGE, hyperpod_manifest, hyperpod_notes
+        from lmikit.render import hyperpod_manifest, hyperpod_notes
 
         manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
                                      namespace=options.namespace,
-                                     vllm_image=options.vllm_image or DEFAULT_VLLM_IMAGE)
-        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(spec, plan))
+                                     vllm_image=options.vllm_image)
+        notes = "".join(f"# note: {n}\n"
+                        for n in hyperpod_notes(spec, plan, options.vllm_image))
         return notes + yaml.safe_dump(manifest, sort_keys=False)
     if target == "cloudwatch":
         from lmikit.render import dashboard_body, dashboard_name, put_metric_alarm_requests

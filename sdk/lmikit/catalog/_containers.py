@@ -66,6 +66,17 @@ def reserved_path_problem(path: str) -> str | None:
     return None
 
 
+def lmikit_image_placeholder(base_image_uri: str) -> str:
+    """What a render names for lmikit's image, which only ``cdk deploy`` gives a URI (it
+    builds container/Dockerfile on the stock image as a CDK asset): a placeholder that says
+    so, within the API's Image shape (botocore ContainerImage: no spaces, at most 255).
+
+    >>> lmikit_image_placeholder("djl-inference:0.38.0-lmi29.0.0-cu130")
+    '<lmikit-image-built-by-cdk-deploy-from-container/Dockerfile-FROM-djl-inference:0.38.0-lmi29.0.0-cu130>'
+    """
+    return f"<lmikit-image-built-by-cdk-deploy-from-container/Dockerfile-FROM-{base_image_uri}>"
+
+
 def image_kind_of(image_uri: str) -> ImageKind:
     """``stock`` for an AWS LMI image (repository ``djl-inference``), else ``lmikit``.
 

@@ -29,8 +29,8 @@ from lmikit.catalog._context import context_limit
 from lmikit.catalog._model_config import DTYPE_BYTES, ConfigShape, config_shape, read_config_file
 from lmikit.errors import CatalogError
 
-__all__ = ["CATALOG_DIR", "DTYPE_BYTES", "ModelGeometry", "catalog_entry", "catalog_ids",
-           "count_params", "from_config", "get_model"]
+__all__ = ["CATALOG_DIR", "DTYPE_BYTES", "HubGate", "ModelGeometry", "catalog_entry",
+           "catalog_ids", "count_params", "from_config", "get_model", "hub_gate"]
 
 CATALOG_DIR = Path(__file__).parent / "models"
 
@@ -184,6 +184,26 @@ def catalog_entry(model_id: str) -> dict[str, Any]:
         "model.config_path, or --config with --model; planning never downloads it). Catalog "
         "models: " + ", ".join(sorted(entries))
     )
+
+
+@dataclass(frozen=True)
+class HubGate:
+    """Whether a catalog model's Hugging Face repo is gated (a token of an approved account
+    is needed to download it): True, False, or None where lmikit could not establish it."""
+
+    gated: bool | None
+    source: str
+
+
+def hub_gate(model_id: str) -> HubGate | None:
+    """The catalog's record of ``model_id``'s gate (its ``hub_gate``), or None for a model
+    outside the catalog."""
+    key = model_id.lower()
+    for mid, entry in _catalog().items():
+        if mid.lower() == key:
+            gate = entry["hub_gate"]
+            return HubGate(gate["gated"], gate["source"])
+    return None
 
 
 _CACHE: dict[str, dict[str, Any]] = {}

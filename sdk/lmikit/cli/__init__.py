@@ -16,6 +16,8 @@ import click
 
 # name -> (module:attribute, one-line help shown by --help without importing the module)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "advise": ("lmikit.cli._advise:advise_cmd",
+               "The cheapest deployment meeting a latency target, for a workload."),
     "plan": ("lmikit.cli._plan:plan_cmd", "Size the KV cache tiers and predict TTFT."),
     "render": ("lmikit.cli._render:render_cmd", "Print a rendered target (lmcache, env, ...)."),
     "validate": ("lmikit.cli._spec:validate_cmd",

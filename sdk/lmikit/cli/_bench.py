@@ -74,9 +74,10 @@ def bench_cmd(target: str, num_documents: int, document_tokens: int, output_toke
     if output_path is not None:  # the run takes minutes: refuse what would fail after it
         check_writable(output_path, "--output")
         if spec_path is not None:  # the file names the spec's model, instance and tiers
+            from lmikit.accept import DEPLOY_TARGETS
             from lmikit.cli._common import load
 
-            planned = load(spec_path)
+            planned = load(spec_path, DEPLOY_TARGETS)  # a SageMaker endpoint is measured
     if deployed.spec is not None and adapter \
             and adapter not in {a.name for a in deployed.spec.adapters}:
         spec = deployed.spec

@@ -29,11 +29,55 @@ image_option = click.option(
     "lmikit's.")
 
 
+class SizeGB(click.ParamType):
+    """An LMCache tier size per worker as the spec's ``kv_cache.cpu_size_gb`` takes it:
+    ``auto`` or a number of GB above 0."""
+
+    name = "auto|GB"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float | str:
+        import math
+
+        if value == "auto" or isinstance(value, float):
+            return value
+        try:
+            size = float(value)
+        except (TypeError, ValueError):
+            size = math.nan
+        if not math.isfinite(size) or size <= 0:
+            self.fail(f"{value!r} is not 'auto' or a size in GB (a number greater than 0)",
+                      param, ctx)
+        return size
+
+
+def size_options(command: Any) -> Any:
+    """``--cpu-size-gb`` and ``--disk-size-gb``: LMCache's tier sizes in the what-if form."""
+    command = click.option(
+        "--disk-size-gb", type=SizeGB(), default="auto", show_default=True,
+        help="LMCache NVMe per worker for the cpu+disk tier, in GB, as the spec's "
+             "kv_cache.disk_size_gb (what-if form; auto: what the NVMe can give).")(command)
+    return click.option(
+        "--cpu-size-gb", type=SizeGB(), default="auto", show_default=True,
+        help="LMCache CPU RAM per worker, in GB, as the spec's kv_cache.cpu_size_gb "
+             "(what-if form; auto: what the host can give).")(command)
+
+
+def size_error(exc: Exception) -> click.BadParameter | None:
+    """A planner refusal of an explicit --cpu-size-gb or --disk-size-gb, as the flag's
+    error (None for any other refusal)."""
+    text = str(exc)
+    for name in ("cpu_size_gb", "disk_size_gb"):
+        if text.startswith((f"{name} is ", f"kv_cache.{name} ")):
+            return click.BadParameter(text, param_hint="--" + name.replace("_", "-"))
+    return None
+
+
 def load(spec_path: Path, targets: Iterable[str] = TARGETS, *, warn: bool = False,
          image: str = "stock") -> tuple[Any, Any]:
     """The one acceptance path (:func:`lmikit.accept.accept_spec`); returns (spec, plan).
-    ``warn``: also print what the renderers say the deployment will lack, and what the
-    ``image`` leaves out (validate)."""
+    ``warn``: also print what the renderers say the deployment will lack, what the
+    ``image`` leaves out, and a Hub gate lmikit cannot tell (validate)."""
     from lmikit.accept import RenderOptions, accept_spec
 
     accepted = accept_spec(spec_path, targets,
@@ -44,6 +88,8 @@ def load(spec_path: Path, targets: Iterable[str] = TARGETS, *, warn: bool = Fals
         click.echo(f"Warning: {warning}", err=True)
     if warn and accepted.image_note:
         click.echo(f"Note: {accepted.image_note}", err=True)
+    if warn and accepted.gate_note:
+        click.echo(f"Note: {accepted.gate_note}", err=True)
     return accepted.spec, accepted.plan
 
 

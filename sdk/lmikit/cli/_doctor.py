@@ -58,11 +58,12 @@ def doctor_cmd(spec: Path, since: str, role_arn: str | None, image_uri: str | No
       3  doctor could not read the account (credentials, permissions, network,
          throttling): nothing was judged
     """
+    from lmikit.accept import DEPLOY_TARGETS
     from lmikit.deploy import doctor
     from lmikit.errors import AwsError
 
     window = parse_since(since)
-    loaded, _ = load(spec)
+    loaded, _ = load(spec, DEPLOY_TARGETS)  # the SageMaker deployment; not HyperPod's manifest
     try:
         report = doctor(loaded, base_dir=spec.parent, role_arn=role_arn, image_uri=image_uri,
                         bucket=bucket, since_s=window)

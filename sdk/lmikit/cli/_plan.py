@@ -11,11 +11,14 @@ from lmikit.cli._common import (
     calibrate_anyway_option,
     echo_json,
     refuse_beside_spec,
+    size_error,
+    size_options,
     targets_option,
 )
 
 # what the what-if form takes and a SPEC states itself
-WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path")
+WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path",
+                "cpu_size_gb", "disk_size_gb")
 
 
 @click.command("plan")
@@ -34,6 +37,7 @@ WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path
                                                          path_type=Path),
               help="The model's config.json, for a model not in lmikit's catalog (what-if "
                    "form; a SPEC names its own model.config_path).")
+@size_options
 @click.option("--calibrate", "bench_path", type=click.Path(dir_okay=False, exists=True,
                                                            path_type=Path),
               help="Predict TTFT with coefficients fitted to this lmikit bench --output file.")
@@ -43,36 +47,46 @@ WHAT_IF_ONLY = ("tp", "copies", "context_tokens", "request_tokens", "config_path
 @click.pass_context
 def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
              instance_type: str | None, tp: int, copies: int, context_tokens: int,
-             request_tokens: int, config_path: Path | None, bench_path: Path | None,
+             request_tokens: int, config_path: Path | None, cpu_size_gb: float | str,
+             disk_size_gb: float | str, bench_path: Path | None,
              calibrate_anyway: bool, as_json: bool, targets: tuple[str, ...]) -> None:
     """Size the KV cache tiers for SPEC (or --model/--instance) and predict TTFT.
 
     A SPEC is accepted as `lmikit validate` accepts it: it must also render to every target
     (or each --target).
     """
+    from lmikit.errors import PlanError
     from lmikit.planner import plan
 
     loaded = None
+    sizes = {"cpu_size_gb": cpu_size_gb, "disk_size_gb": disk_size_gb}
     config = str(config_path) if config_path is not None else None
     if spec is not None:
         refuse_beside_spec(ctx, WHAT_IF_ONLY, bool(model_id or instance_type))
-        from lmikit.accept import TARGETS
+        from lmikit.accept import DEPLOY_TARGETS
         from lmikit.cli._common import load
 
-        loaded, result = load(spec, targets or TARGETS)
+        # the SageMaker deployment unless --target names others (HyperPod's refusals: validate)
+        loaded, result = load(spec, targets or DEPLOY_TARGETS)
     else:
         if not (model_id and instance_type):
             raise click.UsageError("give a SPEC file, or both --model and --instance")
         if targets:
             raise click.UsageError("--target applies to a SPEC, not to --model/--instance")
-        result = plan(model_id, instance_type, tp=tp, copies=copies,
-                      context_tokens=context_tokens, request_tokens=request_tokens,
-                      config_path=config)
+        try:
+            result = plan(model_id, instance_type, tp=tp, copies=copies,
+                          context_tokens=context_tokens, request_tokens=request_tokens,
+                          config_path=config, **sizes)
+        except PlanError as exc:
+            flag = size_error(exc)
+            if flag is None:
+                raise
+            raise flag from None
     calibration = None
     if bench_path is not None:
         result, calibration = _calibrated(result, loaded, spec, bench_path,
                                           context_tokens, request_tokens, config,
-                                          calibrate_anyway)
+                                          calibrate_anyway, sizes)
     if as_json:
         data = result.to_dict()
         if calibration is not None:
@@ -86,7 +100,8 @@ def plan_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
                 context_tokens: int, request_tokens: int,
-                config: str | None, anyway: bool = False) -> tuple[Any, Any]:
+                config: str | None, anyway: bool = False,
+                sizes: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """The plan again, its TTFT block costed with coefficients fitted to a bench file."""
     from functools import partial
 
@@ -99,10 +114,11 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
         replan = partial(plan_spec, loaded, spec.parent)
     else:
         dep = deployment(result.model_id, result.instance_type, tp=result.tp,
-                         copies=result.copies, config_path=config)
+                         copies=result.copies, config_path=config,
+                         cpu_size_gb=(sizes or {}).get("cpu_size_gb", "auto"))
         replan = partial(plan, result.model_id, result.instance_type, tp=result.tp,
                          copies=result.copies, context_tokens=context_tokens,
-                         request_tokens=request_tokens, config_path=config)
+                         request_tokens=request_tokens, config_path=config, **(sizes or {}))
     calibration = calibrate(dep, bench_path, anyway)
     return replan(costs=Costs(calibration.coefficients, bench_path.name,
                               tuple(calibration.fitted))), calibration

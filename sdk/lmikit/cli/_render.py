@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 @click.option("--vllm-image", default=None, metavar="IMAGE",
               help="hyperpod: vLLM worker image for manifests with the operator's KV cache or "
               "intelligent routing (pinned tag or digest; default: the AWS sample's vLLM "
-              "0.11.1 image, see docs/hyperpod.md).")
+              "0.11.1 image, or a newer known one when the model needs it; see "
+              "docs/hyperpod.md).")
 @click.option("--hourly-price", type=click.FloatRange(min=0, min_open=True,
                                                     max=MAX_USD_PER_HOUR), default=None,
               help="grafana: on-demand $/hour per instance for the cost panels (default: "

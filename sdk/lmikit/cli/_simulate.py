@@ -10,7 +10,13 @@ import click
 from click.core import ParameterSource
 
 from lmikit.catalog import MAX_USD_PER_HOUR
-from lmikit.cli._common import calibrate_anyway_option, check_writable, echo_json
+from lmikit.cli._charts import chart, check_plot_path
+from lmikit.cli._common import (
+    calibrate_anyway_option,
+    echo_json,
+    size_error,
+    size_options,
+)
 
 if TYPE_CHECKING:
     from lmikit.catalog import PriceTable
@@ -20,6 +26,8 @@ if TYPE_CHECKING:
 WORKLOADS = ("long-doc-qa", "multi-turn-chat", "rag", "trace")
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
 MODES = ("off", "cpu", "cpu+disk", "remote")
+# lmikit.sim.stores.STORES, kept here so that --help does not import the simulator
+REMOTE_STORES = ("redis", "lm", "s3", "mooncake", "infinistore", "hyperpod")
 # flag (click parameter name) -> workloads it applies to
 WORKLOAD_FLAGS: dict[str, tuple[str, ...]] = {
     "documents": ("long-doc-qa",),
@@ -67,6 +75,12 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
               help="Model copies sharing one instance, as plan's --copies (what-if form; a "
                    "SPEC sets instance.copies_per_instance): they split its host memory, and "
                    "cost counts whole instances.")
+@size_options
+@click.option("--remote-store", type=click.Choice(REMOTE_STORES), default="redis",
+              show_default=True,
+              help="The store --kv-cache remote reads, behind LMCache's CPU tier (what-if "
+                   "form; a SPEC's kv_cache.remote_url names its own): hyperpod is SageMaker "
+                   "HyperPod's managed tiered storage.")
 @click.option("--instances", type=click.IntRange(1, 512), default=None,
               help="Model copies requests are routed across [default: the spec's "
                    "min_count x copies_per_instance, else --copies].")
@@ -123,7 +137,9 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 @click.pass_context
 def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                  instance_type: str | None, tp: int, region: str,
-                 config_path: Path | None, copies: int, instances: int | None, workload: str,
+                 config_path: Path | None, copies: int, cpu_size_gb: float | str,
+                 disk_size_gb: float | str, remote_store: str, instances: int | None,
+                 workload: str,
                  routings: tuple[str, ...], modes: tuple[str, ...], seed: int,
                  bench_path: Path | None, calibrate_anyway: bool, hourly_price: float | None,
                  prices_path: Path | None, plot_path: Path | None, as_json: bool,
@@ -140,21 +156,8 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
     requests and 5,000,000 prompt chunks (docs/planner.md, "Bounds").
     """
     if plot_path is not None:
-        check_writable(plot_path, "--plot")
-        if plot_path.suffix.lower() not in PLOT_FORMATS:
-            raise click.BadParameter(
-                f"{str(plot_path)!r} must end in {', '.join(PLOT_FORMATS)} (the chart's "
-                "format)", param_hint="--plot")
-        if plot_path.exists() and not plot_path.is_file():  # a FIFO would block the write
-            raise click.BadParameter(f"{str(plot_path)!r} is not a regular file",
-                                     param_hint="--plot")
-    for name, applies in WORKLOAD_FLAGS.items():
-        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
-                and workload not in applies:
-            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
-                                     f"{workload}", param_hint=_flag(name))
-    if workload == "trace" and flags["trace"] is None:
-        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
+        check_plot_path(plot_path)
+    check_workload_flags(ctx, workload, flags)
     prices = None
     if prices_path is not None:
         from lmikit.catalog import load_prices
@@ -162,9 +165,14 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
         prices = load_prices(prices_path)
     dep, default_routing, default_mode = _deployment(spec, model_id, instance_type, tp,
                                                      region, config_path, copies, instances,
-                                                     ctx)
+                                                     ctx, cpu_size_gb, disk_size_gb,
+                                                     remote_store)
     routings = routings or (default_routing,)
     modes = modes or (default_mode,)
+    if disk_size_gb != "auto" and "cpu+disk" not in modes:
+        raise click.BadParameter("sizes the disk tier of --kv-cache cpu+disk, which is not "
+                                 f"simulated here (--kv-cache {' '.join(modes)})",
+                                 param_hint="--disk-size-gb")
     for mode in modes:
         if problem := dep.mode_problem(mode):
             raise click.BadParameter(problem, param_hint="--kv-cache")
@@ -187,7 +195,11 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
                            "copies_per_instance": dep.copies_per_instance,
                            "instances": dep.instances, "chunk_size": dep.chunk_size,
                            "max_batch_size": dep.max_batch_size, "region": dep.region,
-                           "gpu_kv_tokens": dep.gpu_tokens},
+                           "gpu_kv_tokens": dep.gpu_tokens,
+                           "tier_tokens": {m: {"cpu": dep.tier_tokens[m][0],
+                                               "disk": dep.tier_tokens[m][1]}
+                                           for m in dict.fromkeys(modes)},
+                           "remote_store": dep.engine.remote_store},
             "workload": {"name": work.name, **work.params},
             "coefficients": dep.engine.coeff.to_dict(), "seed": seed}
         if calibration is not None:
@@ -200,16 +212,22 @@ def simulate_cmd(ctx: click.Context, spec: Path | None, model_id: str | None,
 
 def _deployment(spec: Path | None, model_id: str | None, instance_type: str | None, tp: int,
                 region: str, config_path: Path | None, copies: int, instances: int | None,
-                ctx: click.Context) -> tuple[Deployment, str, str]:
+                ctx: click.Context, cpu_size_gb: float | str = "auto",
+                disk_size_gb: float | str = "auto",
+                remote_store: str = "redis") -> tuple[Deployment, str, str]:
+    from lmikit.errors import PlanError
     from lmikit.sim.scenario import deployment, deployment_from_spec
 
     if spec is not None:
         from lmikit.cli._common import load, refuse_beside_spec
 
-        refuse_beside_spec(ctx, ("tp", "copies", "region", "config_path"),
+        refuse_beside_spec(ctx, ("tp", "copies", "region", "config_path", "cpu_size_gb",
+                                 "disk_size_gb", "remote_store"),
                            bool(model_id or instance_type))
 
-        loaded, plan = load(spec)
+        from lmikit.accept import DEPLOY_TARGETS
+
+        loaded, plan = load(spec, DEPLOY_TARGETS)  # SageMaker's routing and endpoint
         dep = deployment_from_spec(loaded, spec.parent, instances=instances)
         mode = {"none": "off"}.get(plan.tier, plan.tier)
         return dep, loaded.routing.strategy, mode
@@ -220,15 +238,35 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
     if not REGION_RE.match(region):
         raise click.BadParameter(f"{region!r} is not an AWS region name such as us-east-1",
                                  param_hint="--region")
-    dep = deployment(model_id, instance_type, tp=tp, copies=copies,
-                     instances=instances or copies, region=region,
-                     config_path=str(config_path) if config_path is not None else None)
+    try:
+        dep = deployment(model_id, instance_type, tp=tp, copies=copies,
+                         instances=instances or copies, region=region,
+                         config_path=str(config_path) if config_path is not None else None,
+                         cpu_size_gb=cpu_size_gb, disk_size_gb=disk_size_gb,
+                         remote_store=remote_store)
+    except PlanError as exc:
+        flag = size_error(exc)
+        if flag is None:
+            raise
+        raise flag from None
     if "cpu" in dep.tier_tokens:
         return dep, "sticky_session", "cpu"
     if ctx.get_parameter_source("modes") != ParameterSource.COMMANDLINE:
         click.echo(f"Note: simulating --kv-cache off, as the planner refuses LMCache's CPU "
                    f"tier on {dep.instance_type} ({dep.unplannable['cpu']})", err=True)
     return dep, "sticky_session", "off"
+
+
+def check_workload_flags(ctx: click.Context, workload: str, flags: dict[str, Any]) -> None:
+    """Refuse a workload flag given for a workload that does not take it, and a trace
+    workload without its file."""
+    for name, applies in WORKLOAD_FLAGS.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE \
+                and workload not in applies:
+            raise click.BadParameter(f"applies to --workload {' or '.join(applies)}, not "
+                                     f"{workload}", param_hint=_flag(name))
+    if workload == "trace" and flags["trace"] is None:
+        raise click.BadParameter("--workload trace needs a trace file", param_hint="--trace")
 
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
@@ -335,9 +373,6 @@ def tick_label(seconds: float, minor: bool = False) -> str:
     return f"{seconds:.3g} s"
 
 
-PLOT_FORMATS = (".png", ".svg", ".pdf")
-
-
 def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
     """The points of a TTFT distribution's step plot (sorted TTFTs, share of requests at or
     under each), from 0 at the first TTFT, so even one request draws a step.
@@ -354,29 +389,14 @@ def cdf_steps(ttfts: list[float]) -> tuple[list[float], list[float]]:
 
 
 def _plot(results: list[ScenarioResult], path: Path, title: str) -> None:
-    from lmikit._extras import require
+    with chart(path, "simulate", "TTFT distribution") as ax:
+        from matplotlib.ticker import FuncFormatter
 
-    require("matplotlib", "lmikit simulate --plot").use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for r in results:
-        ax.step(*cdf_steps(r.ttfts_s), where="post", label=f"{r.routing} / {r.kv_cache}")
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))
-    ax.set_xlabel("TTFT")
-    ax.set_ylabel("share of requests")
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        fig.savefig(path, format=path.suffix.lower()[1:])
-    except (OSError, ValueError) as exc:
-        raise click.BadParameter(f"cannot write {str(path)!r}: {exc}",
-                                 param_hint="--plot") from exc
-    finally:
-        plt.close(fig)
-    click.echo(f"Wrote the TTFT distribution chart to {path}", err=True)
+        for r in results:
+            ax.step(*cdf_steps(r.ttfts_s), where="post", label=f"{r.routing} / {r.kv_cache}")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: tick_label(x, minor=True)))
+        ax.set_xlabel("TTFT")
+        ax.set_ylabel("share of requests")
+        ax.set_title(title)

@@ -126,10 +126,14 @@ def weights_group() -> None:
               help="Files copied at once; memory peaks near 2 x workers x 16 MiB.")
 @click.option("--exclude", multiple=True, metavar="GLOB",
               help="Leave out repo paths matching GLOB, e.g. 'original/*' (repeatable).")
+@click.option("--lora-isolation", is_flag=True,
+              help="Also write lmikit's model.py for the base model, which keeps LoRA "
+              "adapters from sharing LMCache's cache (needed by a spec with LoRA, a KV cache "
+              "tier and security.network_isolation; `lmikit deploy` checks for it).")
 @click.option("--dry-run", is_flag=True, help="Say what would be copied; write nothing.")
 def stage_cmd(model_id: str, destination: str, revision: str, region: str | None,
               token_secret: str | None, kms_key_id: str | None, workers: int,
-              exclude: tuple[str, ...], dry_run: bool) -> None:
+              exclude: tuple[str, ...], lora_isolation: bool, dry_run: bool) -> None:
     """Copy MODEL_ID from the Hugging Face Hub to DESTINATION (s3://BUCKET/PREFIX/) as
     SageMaker's uncompressed model data, file by file, streamed and checked against the
     Hub's checksums, then write lmikit-manifest.json. Run it again to resume: files already
@@ -138,12 +142,18 @@ def stage_cmd(model_id: str, destination: str, revision: str, region: str | None
 
     from lmikit.weights import stage
 
+    model_py = None
+    if lora_isolation:
+        from lmikit.render import base_isolation_model_py
+
+        model_py = base_isolation_model_py()
     progress = StageProgress()
     try:
         result = stage(model_id, destination, revision=revision, region=region,
                        token_secret_arn=token_secret, kms_key_id=kms_key_id, workers=workers,
                        exclude=exclude, dry_run=dry_run,
-                       endpoint=os.environ.get("HF_ENDPOINT"), on_event=progress)
+                       endpoint=os.environ.get("HF_ENDPOINT"), on_event=progress,
+                       model_py=model_py)
     finally:
         progress.close()
     for note in result.notes:
@@ -166,6 +176,7 @@ def stage_cmd(model_id: str, destination: str, revision: str, region: str | None
     click.echo(f"Staged {what} in {result.uri}: {copied_text}, {len(result.skipped)} file(s) "
                "already there; manifest written.")
     click.echo(f"Use it in a spec as   model.id: {result.uri}")
+    click.echo(f"                      model.hub_id: {model_id}")
 
 
 @weights_group.command("check")

@@ -185,7 +185,7 @@ class Deployment:
         """Package every artifact (content-addressed, nothing uploaded) and render every
         request."""
         from lmikit.lora import package_spec_adapter
-        from lmikit.render import model_artifact, render_requests
+        from lmikit.render import model_artifact, render_requests, weights_model_py
 
         if not self.role_arn and self.create_role:
             from lmikit.deploy._role import role_arn_of
@@ -198,6 +198,14 @@ class Deployment:
                               f"deployed in {self.spec.region} yet, so there is no role to "
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
+        expected = weights_model_py(self.spec, self.plan)
+        if expected is not None:  # read only: plan_changes calls this too
+            from lmikit.weights import WeightsError, check_model_py
+
+            try:
+                check_model_py(self.spec.model.id, expected, s3=self.clients.s3)
+            except WeightsError as exc:
+                raise DeployError(f"model.id: {exc}") from None
         store = self.store()
         artifacts: list[PendingArtifact] = []
         model_url = None

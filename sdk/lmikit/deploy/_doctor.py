@@ -423,6 +423,7 @@ class Doctor:
     def simulated(self) -> dict[str, Any]:
         """Hit rates and TTFT the simulator expects for the spec, and for the alternatives."""
         from lmikit.planner import plan_spec
+        from lmikit.render import copies_one_instance_holds
         from lmikit.sim import deployment_from_spec, long_doc_qa, simulate
 
         w = self.spec.workload
@@ -435,8 +436,11 @@ class Doctor:
         docs = max(1, w.reused_context_tokens // max(1, w.typical_request_tokens))
         work = long_doc_qa(docs, max(1, w.typical_request_tokens - w.unique_suffix_tokens),
                            w.output_tokens, w.concurrency, self.spec.kv_cache.chunk_size)
+        # sessions pin an instance, not a copy: sticky is no alternative where copies share one
+        # (lmikit.render._sagemaker.sessions_problem)
+        sticky_ok = copies_one_instance_holds(self.spec, plan) == 1
         routings = [routing] + ([] if routing in ("sticky_session", "prefix_aware")
-                                else ["sticky_session"])
+                                or not sticky_ok else ["sticky_session"])
         modes = [mode] + (["cpu"] if mode == "off" else [])
         results = {(r.routing, r.kv_cache): r for r in simulate(dep, work, routings, modes)}
 

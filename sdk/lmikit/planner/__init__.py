@@ -6,7 +6,7 @@ rules a spec must meet. The simulator's engine model supplies the predicted late
 >>> plan_spec(spec).tier  # doctest: +SKIP
 'cpu'
 
-The root re-exports :func:`plan`, :func:`plan_spec` and :class:`Plan` (``lmikit.plan`` is the
+The root re-exports :func:`plan`, :func:`plan_spec` and :class:`Plan` (``lmikit.planner`` is the
 function).
 """
 
@@ -18,11 +18,14 @@ from lmikit import _lazy_face
 
 _EXPORTS = {
     "Costs": "lmikit.planner._planner",
+    "FASTER_LOADERS": "lmikit.planner._startup",
     "MARGIN": "lmikit.planner._startup",
     "MinVersion": "lmikit.planner._versions",
+    "PIN_BYTES_PER_S": "lmikit.planner._startup",
     "Plan": "lmikit.planner._planner",
     "PlanInputs": "lmikit.planner._planner",
     "Predicted": "lmikit.planner._planner",
+    "RATES": "lmikit.planner._startup",
     "StartupEstimate": "lmikit.planner._startup",
     "Volume": "lmikit.planner._startup",
     "WeightsSource": "lmikit.planner._startup",
@@ -33,17 +36,22 @@ _EXPORTS = {
     "isolates_base": "lmikit.planner._planner",
     "plan": "lmikit.planner._planner",
     "plan_spec": "lmikit.planner._planner",
+    "startup_problem": "lmikit.planner._startup",
     "startup_warning": "lmikit.planner._startup",
+    "tp_degrees": "lmikit.planner._fit",
     "weights_source": "lmikit.planner._startup",
 }
 
 __all__ = [
     "Costs",
+    "FASTER_LOADERS",
     "MARGIN",
     "MinVersion",
+    "PIN_BYTES_PER_S",
     "Plan",
     "PlanInputs",
     "Predicted",
+    "RATES",
     "StartupEstimate",
     "Volume",
     "WeightsSource",
@@ -54,13 +62,16 @@ __all__ = [
     "isolates_base",
     "plan",
     "plan_spec",
+    "startup_problem",
     "startup_warning",
+    "tp_degrees",
     "weights_source",
 ]
 
 __getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from lmikit.planner._fit import tp_degrees
     from lmikit.planner._planner import (
         Costs,
         Plan,
@@ -72,12 +83,16 @@ if TYPE_CHECKING:  # pragma: no cover
         plan_spec,
     )
     from lmikit.planner._startup import (
+        FASTER_LOADERS,
         MARGIN,
+        PIN_BYTES_PER_S,
+        RATES,
         StartupEstimate,
         Volume,
         WeightsSource,
         estimate_startup,
         instance_volume,
+        startup_problem,
         startup_warning,
         weights_source,
     )

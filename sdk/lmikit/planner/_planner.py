@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     startup: su.StartupEstimate | None = None
     volume: su.Volume | None = None
+    # config.json "architectures" (model.config_path's, else the catalog's); empty: none named
+    architectures: tuple[str, ...] = ()
 
     @property
     def uses_lmcache(self) -> bool:
@@ -132,7 +134,7 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
     result = _plan(PlanInputs(
-        model_id=spec.model.id,
+        model_id=spec.model.catalog_id,
         instance_type=spec.instance.type,
         tp=spec.engine.tensor_parallel_degree,
         copies=spec.instance.copies_per_instance,
@@ -156,10 +158,10 @@ def plan_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
         costs=costs,
     ))
     check_adapter_sources(spec, result.uses_lmcache)
+    architectures = tuple(model_architectures(spec.model.catalog_id, config_path))
     # Refuse an LMI version older than a feature or the model needs (engine.lmi_version).
-    check_lmi_version(spec, uses_lmcache=result.uses_lmcache,
-                      architectures=model_architectures(spec.model.id, config_path))
-    return result
+    check_lmi_version(spec, uses_lmcache=result.uses_lmcache, architectures=architectures)
+    return replace(result, architectures=architectures)
 
 
 def isolates_base(spec: DeploymentSpec, uses_lmcache: bool) -> bool:
@@ -246,6 +248,13 @@ def _plan(i: PlanInputs) -> Plan:
     disk_ranks = 1 if first_rank_only else i.tp  # ranks whose disk share holds the copy's KV
     cpu_tokens = host.per_worker_bytes * i.tp // stored_bytes
     disk_tokens = disk.per_worker_bytes * disk_ranks // stored_bytes
+    # an explicit size below what the host or the NVMe can give is what the tier holds
+    if i.cpu_size_gb != "auto":
+        cpu_tokens = min(cpu_tokens, int(float(i.cpu_size_gb) * sizing.GIB) * i.tp
+                         // stored_bytes)
+    if i.disk_size_gb != "auto":
+        disk_tokens = min(disk_tokens, int(float(i.disk_size_gb) * sizing.GIB) * disk_ranks
+                          // stored_bytes)
 
     if geo.sparse_attention and i.mode == "auto":
         # vLLM keeps a second, indexer key cache per layer for DeepSeek sparse attention, and
@@ -286,7 +295,11 @@ def _plan(i: PlanInputs) -> Plan:
         raise PlanError(f"{copies} {min_memory_mb * i.copies} MB of host memory "
                         f"but {inst.name} has {int(inst.host_memory_gib * 1024)} MB; {fix}")
     cpu_cores = float(max(1, inst.vcpus // i.copies - 1))
-    start = su.estimate_startup(weight_bytes, _source(i.weights_source))
+    # the largest worker's CPU tier, pinned whole at start (su.PIN_BYTES_PER_S)
+    pinned_gib = max(lmcache["max_local_cpu_size_gb"],
+                     lmcache.get("first_rank_max_local_cpu_size_gb") or 0.0)
+    start = su.estimate_startup(weight_bytes, _source(i.weights_source), inst.network_gbit,
+                                pinned_bytes=int(pinned_gib * sizing.GIB))
     late = su.startup_warning(start)
 
     return Plan(
@@ -462,11 +475,13 @@ def _engine(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
     """The simulator's engine model of this plan (with ``i.costs``' coefficients where
     given): the TTFT block and the assumptions that state its rules both read it."""
     from lmikit.sim.engine import engine_for
+    from lmikit.sim.stores import store_for_url
 
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
                         weight_bytes=weight_bytes,
-                        config_path=i.config_path)
+                        config_path=i.config_path, chunk_size=i.chunk_size,
+                        remote_store=store_for_url(i.remote_url).kind)
     if i.costs is not None:
         engine = engine.with_coefficients(i.costs.coefficients)
     return engine
@@ -479,7 +494,8 @@ def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bo
     tier, so a remote hit (a prefix another copy stored) is costed too."""
     from lmikit.sim.engine import single_request
 
-    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache)
+    one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache,
+                         remote)
     miss = one.miss_s
     hits = {"gpu": one.hit_s["gpu"], "cpu": one.hit_s["cpu"],
             "disk": one.hit_s["disk"] if inst.has_nvme else None}
@@ -499,7 +515,8 @@ def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bo
 
 def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
                      source: str = "", remote: bool = False,
-                     fitted: Collection[str] = ()) -> list[str]:
+                     fitted: Collection[str] = (), lmcache: bool = False,
+                     store: str = "redis") -> list[str]:
     """The plan's lines on what prefill, overhead and retrieve cost, from ``coeff``.
 
     The TTFT block is computed from these coefficients (the simulator's defaults, or those
@@ -509,8 +526,10 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     """
     from lmikit.sim.coefficients import Coefficients, hbm_gbps
     from lmikit.sim.engine import remote_read_gbps
+    from lmikit.sim.stores import STORES
 
     c = coeff if coeff is not None else Coefficients()
+    kind = STORES[store]
 
     def mark(name: str) -> str:
         return f" (fitted to {source})" if name in fitted else ""
@@ -530,13 +549,23 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
         + (f" at {c.disk_read_efficiency:.0%}{mark('disk_read_efficiency')}"
            if c.disk_read_efficiency != 1.0 or "disk_read_efficiency" in fitted else "")
         + ", not overlapped with the host->GPU copy",
-        *([f"remote tier read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} per copy"
+        *([f"LMCache's lookup holds the scheduler before each request's step: "
+           f"{c.lookup_rpc_s * 1e6:g} us{mark('lookup_rpc_s')} a request to the workers and "
+           f"{c.hash_s_per_chunk * 1e6:g} us{mark('hash_s_per_chunk')} a chunk hashed (again "
+           "in the retrieve and the store); a miss waits for the store of its full chunks"]
+          if lmcache or remote else []),
+        *([f"remote tier ({kind.kind}) read at {c.remote_gbps:g} GB/s{mark('remote_gbps')} "
+           "per copy"
            + (f" (at most {inst.network_gbit / 8:g} GB/s, the instance's "
               f"{inst.network_gbit:g} Gbit/s network)"
               if remote_read_gbps(c.remote_gbps, inst.network_gbit / 8) < c.remote_gbps
               else "")
-           + f" plus {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a request, then copied "
-           "to the GPUs"] if remote else []),
+           + f", {c.remote_rtt_s * 1000:g} ms{mark('remote_rtt_s')} a round trip: "
+           f"{kind.lookup_trips} per chunk looked up, one chunk after another, and "
+           f"{kind.get_trips} per chunk read, "
+           + (f"{kind.parallel_gets} reads at once" if kind.parallel_gets else
+              "every chunk at once")
+           + "; then copied to the GPUs"] if remote else []),
     ]
 
 
@@ -571,10 +600,12 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         f"weights per copy) + {s.WORKER_HOST_OVERHEAD_GIB:g} GiB per vLLM worker; the rest is "
         f"split across {i.copies * i.tp} LMCache workers (copies x TP)",
         f"disk tier = {s.DISK_USABLE_FRACTION:.0%} of the NVMe's free space, split across "
-        "workers; never on a non-NVMe or >90% full filesystem",
-        *(cost_assumptions(inst, i.costs.coefficients, i.costs.source, tier == "remote",
-                           i.costs.fitted) if i.costs is not None
-          else cost_assumptions(inst, remote=tier == "remote")),
+        "workers; never on a non-NVMe or >90% full filesystem; /tmp/lmcache/ taken to be on "
+        "the whole instance store (not documented for SageMaker hosting; lmikit's image "
+        "measures it at start)",
+        *cost_assumptions(inst, engine.coeff, i.costs.source if i.costs else "",
+                          tier == "remote", i.costs.fitted if i.costs else (),
+                          lmcache=tier != "none", store=engine.remote_store),
         *([f"tensor-parallel all-reduces cross PCIe ({inst.gpu.name} has no NVLink): 2 per "
            f"layer per step, each GPU sending {2 * (engine.tp - 1) / engine.tp:g}x the step's "
            f"bf16 activations at most at {engine.pcie_allreduce_gbps:g} GB/s, a floor"]
@@ -588,9 +619,15 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
         "logits)",
         f"disk = {volume.kind} volume of {volume.size_gb:g} GB, less {volume.weights_gb:g} GB "
         "of downloaded weights (every copy keeps its own)",
-        f"start-up: Hub download {su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 "
-        f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, load "
-        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, warm-up {su.WARMUP_S:g} s; timeouts = "
-        f"{su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
+        f"start-up rates are assumptions, none published by AWS: Hub download "
+        f"{su.HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, S3 copy "
+        f"{su.s3_download_bytes_per_s(inst.network_gbit) / 1e6:g} MB/s (the smaller of "
+        f"{su.S3_DOWNLOAD_BYTES_PER_S / 1e9:g} GB/s and half of {inst.network_gbit:g} Gbit/s; "
+        "basis: third-party EC2 measurements of s5cmd and S3, lmikit.planner.RATES), load "
+        f"{su.LOAD_BYTES_PER_S / 1e6:g} MB/s, LMCache's CPU tier pinned whole at "
+        f"{su.PIN_BYTES_PER_S / 1e9:g} GB/s per worker (third-party cudaHostAlloc "
+        f"measurements, not SageMaker's), warm-up {su.WARMUP_S:g} s; no LMI version "
+        "lmikit renders streams weights from S3 to the GPUs (lmikit.planner.FASTER_LOADERS); "
+        f"timeouts = {su.MARGIN:g}x that, {su.TIMEOUT_FLOOR_S}..{su.API_TIMEOUT_MAX_S} s",
     ]
     return out

@@ -14,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -105,6 +106,61 @@ MODEL_IDS: dict[str, MinVersion] = {
 }
 
 
+
+@dataclass(frozen=True)
+class ShippedLmcache:
+    """The LMCache an LMI release can hold: exact where its requirements pin it, else the
+    versions pip could have resolved when the image was built (``candidates``, oldest
+    first). Only ``pip show lmcache`` inside the image settles an unpinned one."""
+
+    release: str
+    candidates: tuple[str, ...]
+    pinned: bool
+    source: str
+
+
+REQUIREMENTS = "serving/docker/lmi-container-requirements.txt"
+PYPI_DATES = "PyPI upload dates of lmcache"
+# engine.lmi_version -> its LMCache. The release each version names is the sagemaker package's
+# djl-lmi table's (module docstring).
+LMCACHE_SHIPPED: dict[str, ShippedLmcache] = {
+    "0.35.0": ShippedLmcache(
+        "LMI v17", ("0.3.9.post2", "0.3.10.post2"), False,
+        f"{DJL}@0.35.0-dlc {REQUIREMENTS} ('lmcache', unpinned); built Nov-Dec 2025, when "
+        f"the newest were 0.3.9.post2 (2025-11-11) and 0.3.10.post2 (2025-12-08): {PYPI_DATES}"),
+    "0.36.0": ShippedLmcache(
+        "LMI v27", ("0.4.5",), False,
+        f"{DJL}@0.36.0-lmi27-dlc {REQUIREMENTS} ('lmcache >= 0.3.9', nixl <= 0.10.1, which "
+        "rules out 0.4.6-0.5.1: they require nixl >= 1.1.0); listed by "
+        "aws/deep-learning-containers PR #6416 on 2026-07-15, before 0.5.2 (2026-07-22)"),
+    "0.38.0": ShippedLmcache(
+        "LMI v29", ("0.5.4", "0.5.5"), False,
+        "no djl-serving source for LMI v29 was found; the sagemaker package maps 0.38.0 to it "
+        "from sagemaker-core 2.23.0 (2026-09-24), when the newest were 0.5.4 (2026-08-20) and "
+        f"0.5.5 (2026-09-12), assuming master's {REQUIREMENTS} ('lmcache >= 0.3.9'); a later "
+        "rebuild of the image could hold a newer one"),
+}
+# LMCache honours enable_lazy_memory_allocator from 0.3.10 up to, not including, 0.3.13:
+# 0.3.9.post2 does not know the key; from 0.3.13 lmcache/v1/storage_backend/
+# local_cpu_backend.py logs "LazyMixedMemoryAllocator is temporarily unavailable" and
+# allocates the whole max_local_cpu_size (checked 0.3.9.post2 to 0.5.6).
+LAZY_ALLOCATOR_HONOURED = ((0, 3, 10), (0, 3, 13))
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    """The numeric release of a Python package version: ``"0.3.9.post2"`` -> ``(0, 3, 9)``."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("post")[0])[:3])
+
+
+def lazy_allocator_honoured(lmi_version: str) -> bool:
+    """Whether every LMCache ``lmi_version`` can hold honours enable_lazy_memory_allocator
+    (False where lmikit does not know the release's LMCache)."""
+    shipped = LMCACHE_SHIPPED.get(lmi_version)
+    low, high = LAZY_ALLOCATOR_HONOURED
+    return shipped is not None and all(low <= release_tuple(v) < high
+                                       for v in shipped.candidates)
+
+
 def min_version_for(architectures: Iterable[str]) -> tuple[str, str] | None:
     """(version, feature) the newest of ``architectures`` needs, or None if none is known."""
     rows = [ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES]
@@ -136,8 +192,8 @@ def requirements(spec: DeploymentSpec, *, uses_lmcache: bool,
     if spec.engine.speculative:
         rows.append(SPECULATIVE)
     rows += [ARCHITECTURES[a] for a in architectures if a in ARCHITECTURES]
-    if spec.model.id in MODEL_IDS:
-        rows.append(MODEL_IDS[spec.model.id])
+    if spec.model.catalog_id in MODEL_IDS:
+        rows.append(MODEL_IDS[spec.model.catalog_id])
     return sorted(rows, key=lambda r: version_tuple(r.version))
 
 

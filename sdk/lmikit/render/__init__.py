@@ -15,6 +15,8 @@ from lmikit import _lazy_face
 _EXPORTS = {
     "AlarmDef": "lmikit.render._alarms",
     "DEFAULT_VLLM_IMAGE": "lmikit.render._hyperpod_vllm",
+    "FIRST_VLLM": "lmikit.render._hyperpod_images",
+    "KV_AWARE_REFUSAL": "lmikit.render._sagemaker",
     "LMCACHE_FILE_NAME": "lmikit.render._lmcache",
     "ResourceNames": "lmikit.render._sagemaker",
     "SAGEMAKER_PRINCIPAL": "lmikit.render._iam",
@@ -25,15 +27,19 @@ _EXPORTS = {
     "ScalingRequests": "lmikit.render._scaling",
     "TRUST_POLICY": "lmikit.render._iam",
     "WILDCARD_REASONS": "lmikit.render._iam",
+    "WORKER_IMAGES": "lmikit.render._hyperpod_images",
     "alarm_definitions": "lmikit.render._alarms",
     "alarm_prefix": "lmikit.render._alarms",
+    "base_isolation_model_py": "lmikit.render._model_artifact",
     "capacity_warning": "lmikit.render._sagemaker",
     "container_environment": "lmikit.render._env",
+    "copies_one_instance_holds": "lmikit.render._sagemaker",
     "copy_bounds": "lmikit.render._scaling",
     "dashboard_body": "lmikit.render._cloudwatch",
     "dashboard_name": "lmikit.render._cloudwatch",
     "ecr_repository_arn": "lmikit.render._iam",
     "execution_policy_document": "lmikit.render._iam",
+    "gating_note": "lmikit.render._hub_token",
     "grafana_dashboard": "lmikit.render._grafana",
     "hyperpod_manifest": "lmikit.render._hyperpod",
     "hyperpod_notes": "lmikit.render._hyperpod",
@@ -64,12 +70,15 @@ _EXPORTS = {
     "stock_image_secret_problems": "lmikit.render._sagemaker",
     "target_key": "lmikit.render._scaling",
     "volume_kms_key": "lmikit.render._sagemaker",
+    "weights_model_py": "lmikit.render._model_artifact",
     "wildcard_reason": "lmikit.render._iam",
 }
 
 __all__ = [
     "AlarmDef",
     "DEFAULT_VLLM_IMAGE",
+    "FIRST_VLLM",
+    "KV_AWARE_REFUSAL",
     "LMCACHE_FILE_NAME",
     "ResourceNames",
     "SAGEMAKER_PRINCIPAL",
@@ -80,15 +89,19 @@ __all__ = [
     "ScalingRequests",
     "TRUST_POLICY",
     "WILDCARD_REASONS",
+    "WORKER_IMAGES",
     "alarm_definitions",
     "alarm_prefix",
+    "base_isolation_model_py",
     "capacity_warning",
     "container_environment",
+    "copies_one_instance_holds",
     "copy_bounds",
     "dashboard_body",
     "dashboard_name",
     "ecr_repository_arn",
     "execution_policy_document",
+    "gating_note",
     "grafana_dashboard",
     "hyperpod_manifest",
     "hyperpod_notes",
@@ -119,6 +132,7 @@ __all__ = [
     "stock_image_secret_problems",
     "target_key",
     "volume_kms_key",
+    "weights_model_py",
     "wildcard_reason",
 ]
 
@@ -141,7 +155,9 @@ if TYPE_CHECKING:  # pragma: no cover
         serving_properties,
     )
     from lmikit.render._grafana import grafana_dashboard, render_grafana_json
+    from lmikit.render._hub_token import gating_note
     from lmikit.render._hyperpod import hyperpod_manifest, hyperpod_notes
+    from lmikit.render._hyperpod_images import FIRST_VLLM, WORKER_IMAGES
     from lmikit.render._hyperpod_vllm import DEFAULT_VLLM_IMAGE
     from lmikit.render._iam import (
         SAGEMAKER_PRINCIPAL,
@@ -157,15 +173,19 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from lmikit.render._lmcache import LMCACHE_FILE_NAME, lmcache_config, render_lmcache_yaml
     from lmikit.render._model_artifact import (
+        base_isolation_model_py,
         model_artifact,
         model_artifact_files,
         parse_properties,
         read_artifact_files,
+        weights_model_py,
     )
     from lmikit.render._sagemaker import (
+        KV_AWARE_REFUSAL,
         ResourceNames,
         SageMakerRequests,
         capacity_warning,
+        copies_one_instance_holds,
         render_requests,
         routing_config,
         stock_image_note,

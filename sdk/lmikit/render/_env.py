@@ -56,8 +56,11 @@ SERVING_PROPERTIES = "serving.properties"
 CONTAINER_ENV_KEYS = frozenset({
     "PYTHONHASHSEED", "OPTION_ENTRYPOINT", "OPTION_ENABLE_LORA", "OPTION_MAX_LORA_RANK",
     "OPTION_LMCACHE_CONFIG_FILE", "OPTION_ENABLE_STATEFUL_SESSIONS",
-    "OPTION_SESSIONS_EXPIRATION", "SERVING_PROMETHEUS", MODEL_ID_ENV,
+    "OPTION_SESSIONS_EXPIRATION", "SERVING_PROMETHEUS", MODEL_ID_ENV, "LMCACHE_TRACK_USAGE",
 })
+# LMCache sends usage telemetry, the remote URL and model name included, over plain HTTP
+# unless this is "false" (row LMCACHE_TRACK_USAGE): set wherever LMCache runs.
+TELEMETRY_OFF = {"LMCACHE_TRACK_USAGE": "false"}
 CFN_ENVIRONMENT_MAX = 16
 # lmikit's image: Secrets Manager secrets read at start (lmikit_runtime.start); only their
 # ARNs are ever rendered.
@@ -150,7 +153,7 @@ def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
     # What this model needs (tokenizer/config/load format, multimodal limits, ...): rows of
     # lmikit.catalog._model_options, each with its source.
     opts |= {r.option: r.value for r in option_rows(
-        spec.model.id, e.tensor_parallel_degree)}
+        spec.model.catalog_id, e.tensor_parallel_degree)}
     return opts
 
 
@@ -163,7 +166,7 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "sto
     Manager at start (``LMIKIT_HF_TOKEN_SECRET_ARN``, ``LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN``:
     ARNs only); the stock image cannot read one (the SageMaker renderer refuses that).
     """
-    env = {"PYTHONHASHSEED": "0"}
+    env = {"PYTHONHASHSEED": "0"} | (TELEMETRY_OFF if plan.uses_lmcache else {})
     env |= {row(k).env_name: v for k, v in lmi_options(spec, plan).items()}
     obs = spec.observability
     if obs.detailed_metrics:

@@ -25,16 +25,20 @@ import math
 import re
 from typing import Any
 
-from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
-from lmikit.catalog import option_rows
+from lmikit.catalog import VLLM_VERSION, option_rows
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
 from lmikit.planner import MARGIN, Plan, StartupEstimate, estimate_startup, weights_source
 from lmikit.render._env import lmi_environment
+from lmikit.render._hub_token import gated_problem
+from lmikit.render._hyperpod_images import (
+    WORKER_IMAGES,
+    WorkerChoice,
+    choice_note,
+    choose_worker_image,
+)
 from lmikit.render._hyperpod_vllm import (
-    DEFAULT_VLLM_IMAGE,
     VLLM_PORT,
-    VLLM_VERSION,
     check_image,
     vllm_spec_fields,
     vllm_worker,
@@ -153,11 +157,23 @@ def model_source(spec: DeploymentSpec) -> dict[str, Any]:
     sha = commit_sha(spec)
     if sha:
         hf["commitSHA"] = sha
-    if spec.security.hf_token_secret_arn:
-        # The token reaches the cluster as a Kubernetes Secret synced from Secrets Manager
-        # (e.g. by the Secrets Store CSI driver); the manifest names it, never holds it.
-        hf["tokenSecretRef"] = {"name": f"{rfc1123(spec.name)}-hf-token", "key": "token"}
+    token = token_secret_ref(spec)
+    if token:
+        hf["tokenSecretRef"] = token
     return {"modelSourceType": "huggingface", "huggingFaceModel": hf}
+
+
+def token_secret_ref(spec: DeploymentSpec) -> dict[str, str] | None:
+    """``huggingFaceModel.tokenSecretRef`` (a SecretKeySelector, shared CRD): the Secret
+    ``model.hf_token_k8s_secret`` names, else ``<name>-hf-token`` (key ``token``) synced
+    from ``security.hf_token_secret_arn`` (e.g. by the Secrets Store CSI driver). The
+    manifest names the Secret, never holds the token."""
+    chosen = spec.model.hf_token_k8s_secret
+    if chosen is not None:
+        return {"name": chosen.name, "key": chosen.key}
+    if spec.security.hf_token_secret_arn:
+        return {"name": f"{rfc1123(spec.name)}-hf-token", "key": "token"}
+    return None
 
 
 def max_deploy_time_s(estimate: StartupEstimate) -> int:
@@ -181,6 +197,38 @@ def uses_operator_cache(spec: DeploymentSpec, plan: Plan) -> bool:
     """Whether the manifest turns on the operator's KV cache or intelligent routing, which
     need a vLLM worker."""
     return plan.tier != "none" or spec.routing.strategy in ROUTING
+
+
+def worker_choice(spec: DeploymentSpec, plan: Plan, vllm_image: str | None) -> WorkerChoice:
+    """The vLLM worker image (:data:`lmikit.render.WORKER_IMAGES`): ``vllm_image`` if given
+    and not known to be too old for the model, else the default or a newer known one."""
+    options = [("--" + r.option.replace("_", "-"), r.value)
+               for r in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree)]
+    if vllm_image is not None:
+        check_image(vllm_image)
+    return choose_worker_image(spec.model.catalog_id, plan.architectures, options, vllm_image)
+
+
+def check_lora_isolation(spec: DeploymentSpec, plan: Plan) -> None:
+    """Refuse LoRA next to the operator's LMCache: nothing on the worker can tag requests.
+
+    LMCache's cache key has no LoRA id; only ``lmcache.tag.*`` entries of a request's
+    ``kv_transfer_params`` tell adapters apart, and on vLLM's OpenAI server only the client
+    sets those (docs/hyperpod.md, "LoRA adapters").
+    """
+    if not (spec.lora_enabled and plan.tier != "none"):
+        return
+    raise RenderError(
+        "LoRA adapters (engine.lora, adapters) cannot share the HyperPod operator's KV cache "
+        f"(kv_cache.mode {spec.kv_cache.mode!r}, tier {plan.tier!r}): LMCache's cache key has "
+        "no LoRA id (lmcache/utils.py CacheEngineKey), so a base request and every adapter "
+        "reuse one another's KV for the same prompt, which gives wrong answers. Only an "
+        "lmcache.tag.* entry in the request's kv_transfer_params separates them, and on vLLM's "
+        "OpenAI server, the operator's worker, only the client sets it (vLLM "
+        "entrypoints/openai/protocol.py); there is no server-side model.py to enforce it. Turn "
+        "LoRA off for HyperPod, set kv_cache.mode 'off' (intelligent routing alone runs no "
+        "LMCache), or deploy to SageMaker, where lmikit's model.py tags each adapter's "
+        "requests")
 
 
 def lmi_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
@@ -231,18 +279,23 @@ def check_operator_fit(manifest: dict[str, Any]) -> None:
 
 def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                       namespace: str = "default",
-                      vllm_image: str = DEFAULT_VLLM_IMAGE) -> dict[str, Any]:
+                      vllm_image: str | None = None) -> dict[str, Any]:
     """The InferenceEndpointConfig for ``kubectl apply``.
 
     ``image_uri`` is the LMI image, used when the manifest needs neither the operator's KV
     cache nor its intelligent routing; otherwise the worker is vLLM's OpenAI server from
-    ``vllm_image`` (default: the image of the operator's published samples, pinned).
+    ``vllm_image`` (None: the pinned image of AWS's published sample, or a newer known image
+    when the model needs a newer vLLM; :func:`worker_choice`).
     """
+    check_lora_isolation(spec, plan)
     if spec.security.kms_volume_encryption == "required":
         raise RenderError("security.kms_volume_encryption is 'required', but the HyperPod "
                           "manifest cannot encrypt the worker's volume with "
                           f"security.kms_key_arn: {_NO_CRD_FIELD}. Use 'auto' to accept the "
                           "cluster's encryption, or deploy to SageMaker")
+    gated = gated_problem(spec, "hyperpod")
+    if gated:
+        raise RenderError(gated)
     name = rfc1123(spec.name)
     memory_gib = math.ceil(plan.min_memory_mb / 1024)
     gpus = str(plan.tp)
@@ -263,7 +316,8 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         "tags": endpoint_tags(spec),
     }
     if uses_operator_cache(spec, plan):
-        body["worker"] = vllm_worker(spec, plan, image=vllm_image, resources=resources)
+        image = worker_choice(spec, plan, vllm_image).image
+        body["worker"] = vllm_worker(spec, plan, image=image, resources=resources)
         body.update(vllm_spec_fields(spec))
     else:
         body["worker"] = lmi_worker(spec, plan, image=check_image(image_uri, "image_uri"),
@@ -308,7 +362,7 @@ def dropped_settings(spec: DeploymentSpec, plan: Plan) -> list[str]:
             notes.append("engine.enable_prefix_caching false is not in the manifest: next to the "
                          "operator's KV cache the worker gets no prefix-caching flag (shared/"
                          "REFERENCE.md section 7), so vLLM's own prefix caching stays on, "
-                         f"vLLM {VLLM_VERSION}'s default")
+                         "vLLM's default")
     if plan.tier == "cpu+disk":
         for field in ("disk_size_gb", "disk_path"):
             if field in kv.model_fields_set:
@@ -355,34 +409,39 @@ def adapters_note(spec: DeploymentSpec, plan: Plan) -> str:
         return (why + " and add --lora-modules <name>=<path> to worker.args. vLLM's runtime "
                 "LoRA API (/v1/load_lora_adapter) exists only with "
                 "VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, which the manifest does not set: vLLM "
-                f"{VLLM_VERSION} warns it is for local development only")
+                "0.11.1 warns it is for local development only")
     return (why + f" and register each with djl-serving's adapter API on port {MODEL_PORT} "
             "(POST /models/<model>/adapters?name=<name>&src=<path>; djl-serving "
             "serving/docs/adapters_api.md)")
 
 
-def hyperpod_notes(spec: DeploymentSpec, plan: Plan) -> list[str]:
-    """Operator behaviour a person should know before applying the manifest, and every spec
-    setting the manifest cannot carry."""
+def hyperpod_notes(spec: DeploymentSpec, plan: Plan,
+                   vllm_image: str | None = None) -> list[str]:
+    """Operator behaviour a person should know before applying the manifest, every spec
+    setting the manifest cannot carry, and what lmikit could not check about the vLLM
+    worker image (``vllm_image`` as given to :func:`hyperpod_manifest`)."""
     notes = ["intelligentRoutingSpec.enabled cannot be changed once set, and cannot be added to "
              "an existing deployment: decide routing before the first apply"]
     if spec.routing.strategy == "kv_aware":
         notes.append("kvaware routing matches /v1/completions prompts, not chat messages "
                      "(invocationEndpoint is v1/completions); AWS recommends operator >= v3.1.3 "
                      "with a vLLM image >= v0.19.1 or an LMCache image >= v0.4.3 for it: pass "
-                     "one with --vllm-image")
+                     f"one with --vllm-image (lmikit knows {WORKER_IMAGES[1].image})")
     if spec.adapters:
         notes.append(adapters_note(spec, plan))
-    if spec.security.hf_token_secret_arn:
+    if spec.security.hf_token_secret_arn and spec.model.hf_token_k8s_secret is None:
         notes.append(f"create the Kubernetes Secret {rfc1123(spec.name)}-hf-token (key 'token') "
                      "from the Secrets Manager secret before applying")
     notes += dropped_settings(spec, plan)
-    rows = option_rows(spec.model.id, spec.engine.tensor_parallel_degree)
-    if rows:
+    if not uses_operator_cache(spec, plan):
+        return notes
+    choice = worker_choice(spec, plan, vllm_image)
+    note = choice_note(spec.model.catalog_id, plan.architectures, choice)
+    if note:
+        notes.append(note)
+    rows = option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree)
+    if rows and choice.vllm_version is None:
         names = ", ".join(r.option for r in rows)
-        notes.append(f"{spec.model.id}'s options ({names}) were checked against vLLM "
-                     f"{LMI_VLLM_VERSION}, LMI's; with the operator's KV cache or "
-                     f"routing the worker runs the vLLM image instead (default: vLLM "
-                     f"{VLLM_VERSION}): pass a --vllm-image whose vLLM serves this model with "
-                     "them")
+        notes.append(f"{spec.model.catalog_id}'s options ({names}) were checked against vLLM "
+                     f"{VLLM_VERSION}, LMI's: the worker image must accept them")
     return notes

@@ -83,7 +83,8 @@ FACTS: tuple[OperatorFact, ...] = (
                  OPERATOR_SAMPLES + "; kvaware supports only the completions API (" + AWS_DOC
                  + ", KV-aware routing compatibility)"),
     OperatorFact("operator-owned LMCache settings",
-                 "no --kv-transfer-config and no LMCACHE_* variables in the manifest",
+                 "no --kv-transfer-config and no LMCACHE_* variables in the manifest but "
+                 "LMCACHE_TRACK_USAGE=false (and DO_NOT_TRACK=1, which survives stripping)",
                  "none in " + OPERATOR_SAMPLES + " or " + AWS_BLOG + "; the operator strips "
                  "user LMCACHE_* variables and injects LMCACHE_REMOTE_URL=sagemaker-hyperpod://"
                  "$(NODE_IP):9200 for tieredstorage (shared/REFERENCE.md section 7)"),
@@ -161,6 +162,10 @@ NOT_FOR_VLLM: dict[str, str] = {
 }
 # Carried into the worker environment unchanged.
 VLLM_ENV_KEYS = frozenset({"PYTHONHASHSEED"})
+# LMCache's usage telemetry off in the worker, by both of its switches: the operator may drop
+# user LMCACHE_* variables, and DO_NOT_TRACK is honoured from LMCache 0.5.2 only (rows
+# LMCACHE_TRACK_USAGE and DO_NOT_TRACK in lmikit.render._lmi_options).
+VLLM_TELEMETRY_OFF = {"DO_NOT_TRACK": "1", "LMCACHE_TRACK_USAGE": "false"}
 
 
 def check_image(image: str, field: str = "vllm_image") -> str:
@@ -204,7 +209,7 @@ def model_option_args(spec: DeploymentSpec) -> list[str]:
     """The model's own options (:mod:`lmikit.catalog`). Each is named after a
     vLLM ``EngineArgs`` field, which vLLM's server takes as ``--<name with dashes>``."""
     args: list[str] = []
-    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
         args += ["--" + row.option.replace("_", "-"), row.value]
     return args
 
@@ -217,7 +222,7 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
     """
     if image != DEFAULT_VLLM_IMAGE:
         return
-    for row in option_rows(spec.model.id, spec.engine.tensor_parallel_degree):
+    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
         flag = "--" + row.option.replace("_", "-")
         allowed = DEFAULT_IMAGE_CHOICES.get(flag)
         if allowed is not None and row.value not in allowed:
@@ -241,8 +246,9 @@ def vllm_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
         "args": vllm_args(spec, plan),
         "modelInvocationPort": {"containerPort": VLLM_PORT, "name": "http"},
         "modelVolumeMount": {"name": MODEL_VOLUME, "mountPath": MODEL_MOUNT},
-        "environmentVariables": [{"name": k, "value": env[k]}
-                                 for k in sorted(VLLM_ENV_KEYS) if k in env],
+        "environmentVariables": [
+            {"name": k, "value": v} for k, v in sorted(
+                ({k: env[k] for k in VLLM_ENV_KEYS if k in env} | VLLM_TELEMETRY_OFF).items())],
     }
     if resources is not None:
         worker["resources"] = resources

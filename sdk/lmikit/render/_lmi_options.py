@@ -290,7 +290,6 @@ ENV_ROWS: tuple[LmiOption, ...] = (
     _e("LMCACHE_LOCAL_CPU", BOOL, "true", LMCACHE),
     _e("LMCACHE_MAX_LOCAL_CPU_SIZE", Accepts(float_range=(0.1, 100_000.0)), "5.0", LMCACHE,
        "GiB per worker"),
-    _e("LMCACHE_ENABLE_LAZY_MEMORY_ALLOCATOR", BOOL, "false", LMCACHE),
     _e("LMCACHE_SAVE_UNFULL_CHUNK", BOOL, "false", LMCACHE),
     _e("LMCACHE_LOCAL_DISK", Accepts(pattern=r"file:///\S*/"), "unset", LMCACHE,
        "three slashes: file://tmp/x would be the relative path tmp/x"),
@@ -300,6 +299,14 @@ ENV_ROWS: tuple[LmiOption, ...] = (
     _e("LMCACHE_REMOTE_URL", Accepts(pattern=r"(redis|rediss|lm|s3|mooncakestore|infinistore)"
                                              r"://\S+"), "unset", LMCACHE),
     _e("LMCACHE_REMOTE_SERDE", Accepts(values=("naive",)), "naive", LMCACHE),
+    _e("LMCACHE_TRACK_USAGE", Accepts(values=("false",)),
+       "on: usage messages (remote URL, model name) over plain HTTP to stats.lmcache.ai:8080",
+       "LMCache 0.5.6 lmcache/usage_telemetry/identity.py (off only for the exact string "
+       "'false'), transport.py, messages.py; 0.3.7-0.4.5 lmcache/usage_context.py",
+       "every process that runs LMCache"),
+    _e("DO_NOT_TRACK", Accepts(values=("1",)), "unset",
+       "LMCache 0.5.6 lmcache/usage_telemetry/identity.py (1, true or yes; from 0.5.2, not in "
+       "0.4.5)", "HyperPod's vLLM worker, where the operator may drop LMCACHE_* variables"),
     _e("LMIKIT_PLAN", Accepts(pattern=r"\{.*\}"), "unset: the planned LMCache file is used",
        f"{LMIKIT}/autoconfig.py runtime_plan_from_env", "lmikit's image only"),
     _e("LMIKIT_METRICS_PATH", Accepts(pattern=r"/[A-Za-z0-9/_.-]*"), "unset: no metrics front",

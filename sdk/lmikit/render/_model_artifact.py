@@ -10,7 +10,10 @@ written even without formatters.
 
 There is no artifact when SageMaker copies the S3 weights into /opt/ml/model (network
 isolation): the directory then holds the user's weights, and the options travel in the
-SageMaker Model's environment (:func:`lmikit.render.model_environment`).
+SageMaker Model's environment (:func:`lmikit.render.model_environment`). With LoRA and
+LMCache on, the isolating ``model.py`` must then be in the weights' S3 prefix itself
+(:func:`weights_model_py`): ``lmikit weights stage --lora-isolation`` writes it, and
+``lmikit deploy`` checks it is there before it creates anything.
 """
 
 from __future__ import annotations
@@ -46,6 +49,22 @@ def model_artifact_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path 
             output_file=base / fmt.output if fmt.output else None,
             isolate_base=isolate).encode()
     return files
+
+
+def weights_model_py(spec: DeploymentSpec, plan: Plan) -> bytes | None:
+    """The ``model.py`` the S3 weights prefix must hold when SageMaker copies it into
+    /opt/ml/model and LoRA runs with LMCache: the base model's isolating one (LMI loads
+    <model dir>/model.py's formatters, ``VLLMHandler.initialize`` -> ``load_formatters``,
+    djl-serving vllm_async_service.py). None when the prefix needs none."""
+    if weights_source(spec) != "s3-sagemaker" or not isolates_base(spec, plan.uses_lmcache):
+        return None
+    return base_isolation_model_py()
+
+
+def base_isolation_model_py() -> bytes:
+    """The base model's ``model.py`` with no formatter: it drops client cache tags and
+    adapter picks (:mod:`lmikit.formatters.isolation`)."""
+    return build_model_py(isolate_base=True).encode()
 
 
 def model_artifact(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,

@@ -53,20 +53,33 @@ from lmikit.names import (
 )
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
-from lmikit.planner import Plan, estimate_startup, weights_source
+from lmikit.planner import Plan, estimate_startup, isolates_base, startup_problem, weights_source
 from lmikit.render._env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
+from lmikit.render._hub_token import gated_problem
 from lmikit.spec import DeploymentSpec
 
-__all__ = ["DEPLOYMENT_TAG", "VARIANT_NAME", "ResourceNames", "SageMakerRequests",
-           "adapter_component_name", "adapter_tags", "base_component_name", "render_requests",
-           "startup_timeouts", "stock_image_note", "stock_image_secret_problems", "tags"]
+__all__ = ["DEPLOYMENT_TAG", "KV_AWARE_REFUSAL", "VARIANT_NAME", "ResourceNames",
+           "SageMakerRequests", "adapter_component_name", "adapter_tags", "base_component_name",
+           "copies_one_instance_holds", "render_requests", "sessions_problem", "start_problems",
+           "startup_timeouts", "stock_disk_tier_clause", "stock_image_note",
+           "stock_image_secret_problems", "tags"]
 ROUTING = {
     "sticky_session": "LEAST_OUTSTANDING_REQUESTS",
     "least_outstanding": "LEAST_OUTSTANDING_REQUESTS",
     "random": "RANDOM",
     "prefix_aware": "PREFIX_AWARE",
-    "kv_aware": "KV_AWARE",
-}
+}  # kv_aware: refused (KV_AWARE_REFUSAL)
+# botocore ProductionVariantRoutingConfig.RoutingStrategy, KV_AWARE: "works only with supported
+# containers, such as the SageMaker AI vLLM Deep Learning Container"; both images lmikit runs
+# are AWS's LMI (djl-inference) image or built on it (container/Dockerfile FROM), not named.
+KV_AWARE_REFUSAL = (
+    "routing.strategy 'kv_aware' cannot be used on SageMaker with the LMI image: SageMaker "
+    "documents that KV_AWARE \"works only with supported containers, such as the SageMaker AI "
+    "vLLM Deep Learning Container\" (botocore ProductionVariantRoutingConfig.RoutingStrategy), "
+    "and AWS's LMI image, which lmikit runs (its own image is built on it), is not one, so "
+    "the endpoint would not route by KV cache. Valid on SageMaker: 'prefix_aware' (requests "
+    "that share a prompt prefix go to the same copy), 'sticky_session', 'least_outstanding' "
+    "or 'random'; 'kv_aware' stays valid for HyperPod (--target hyperpod)")
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,15 @@ def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
     return out
 
 
+def start_problems(spec: DeploymentSpec, plan: Plan) -> list[str]:
+    """Why the endpoint would not start: a gated Hub model with no token, or a start that
+    cannot fit SageMaker's 3600 s caps (:func:`lmikit.planner.startup_problem`)."""
+    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    found = (gated_problem(spec, "sagemaker"),
+             startup_problem(start, spec.model.id, spec.model.hub_id))
+    return [problem for problem in found if problem]
+
+
 def stock_image_secret_problems(spec: DeploymentSpec) -> list[str]:
     """Secrets the spec names that only lmikit's image can read: the stock LMI image has no
     start step that fetches a Secrets Manager secret (lmikit_runtime.start does)."""
@@ -162,20 +184,95 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
     return sec.kms_key_arn
 
 
-def stock_image_note(spec: DeploymentSpec) -> str | None:
+def stock_image_note(spec: DeploymentSpec, plan: Plan) -> str | None:
     """What AWS's stock LMI image leaves out of this spec's deployment, in one line that
-    says what to change; None where ``observability.detailed_metrics`` is off. The stock
-    image serves only DJL's server metrics (:func:`lmikit.catalog.metrics_endpoint`)
-    and cannot be scraped at all where SageMaker copies the weights."""
-    if not spec.observability.detailed_metrics:
+    says what to change; None where it leaves out nothing. The stock image serves only DJL's
+    server metrics (:func:`lmikit.catalog.metrics_endpoint`), cannot be scraped at
+    all where SageMaker copies the weights, and runs a disk tier sized at deploy time for a
+    /tmp lmikit cannot measure (:func:`stock_disk_tier_clause`)."""
+    left_out = []
+    if spec.observability.detailed_metrics:
+        copies = (", and with weights SageMaker copies (security.network_isolation) detailed "
+                  f"observability is off, as it scrapes {SCRAPE_DEFAULT_PATH}"
+                  if weights_source(spec) == "s3-sagemaker" else "")
+        left_out.append(f"it serves only DJL's server metrics ({DJL_METRICS_PATH}), so the "
+                        "dashboard and alarms leave out the vLLM and LMCache ones" + copies)
+    disk = stock_disk_tier_clause(plan)
+    if disk:
+        left_out.append(disk)
+    if not left_out:
         return None
-    copies = (", and with weights SageMaker copies (security.network_isolation) detailed "
-              f"observability is off, as it scrapes {SCRAPE_DEFAULT_PATH}"
-              if weights_source(spec) == "s3-sagemaker" else "")
-    return ("checked for AWS's stock LMI image, which `lmikit deploy` runs: it serves only "
-            f"DJL's server metrics ({DJL_METRICS_PATH}), so the dashboard and alarms leave "
-            f"out the vLLM and LMCache ones{copies}. lmikit's image publishes them: `cdk "
-            "deploy` builds it, and `--image lmikit` checks for it")
+    does = " and ".join(
+        (["publishes them"] if spec.observability.detailed_metrics else [])
+        + (["measures /tmp at start (the tier is then off, or a fixed "
+            "kv_cache.disk_size_gb refused, where it does not fit)"] if disk else []))
+    return ("checked for AWS's stock LMI image, which `lmikit deploy` runs: "
+            + "; ".join(left_out) + f". lmikit's image {does}: `cdk deploy` builds it, and "
+            "`--image lmikit` checks for it")
+
+
+def stock_disk_tier_clause(plan: Plan) -> str | None:
+    """What lmikit cannot check about a disk tier the stock image runs, or None without one:
+    its size is written at deploy time (the image has no start step) for a /tmp whose place
+    SageMaker does not document for hosting (:mod:`lmikit.planner`, the ML storage volume)."""
+    if plan.tier != "cpu+disk" or plan.volume is None:
+        return None
+    sizes = plan.lmcache
+    return (f"its LMCache disk tier is fixed at {sizes['max_local_disk_size_gb']:g} GB per "
+            f"worker x {sizes['workers']} workers at {sizes['local_disk']}, sized from "
+            f"{plan.instance_type}'s {plan.volume.size_gb:g} GB of instance store less every "
+            "copy's weights, but SageMaker does not document where a hosting container's "
+            "instance storage is mounted (djl-serving's own LMCache set-up assumes /tmp is the "
+            "NVMe); LMCache bounds the tier by that size only, not by the free space, so on a "
+            "smaller /tmp its writes fail")
+
+
+def copies_one_instance_holds(spec: DeploymentSpec, plan: Plan) -> int:
+    """The most copies of the base component SageMaker can place on one instance. It allocates
+    every copy its ComputeResourceRequirements (botocore
+    InferenceComponentComputeResourceRequirements: accelerators, CPU cores, memory "to
+    allocate to run a model"): TP GPUs, ``plan.cpu_cores`` cores and ``plan.min_memory_mb``
+    here, so the instance's GPUs, vCPUs and memory bound it. ``plan.cpu_cores`` (vCPUs per
+    planned copy, less one) keeps it at ``instance.copies_per_instance``."""
+    inst = get_instance(spec.instance.type)
+    return max(1, min(inst.gpu_count // plan.tp, int(inst.vcpus // plan.cpu_cores),
+                      int(inst.host_memory_gib * 1024 // plan.min_memory_mb)))
+
+
+def sessions_problem(spec: DeploymentSpec, plan: Plan) -> str | None:
+    """Why stateful sessions cannot work on this endpoint, or None. SageMaker pins a session
+    to an INSTANCE (botocore InvokeEndpoint.SessionId: "routes the request to the same
+    instance that supports the session"); LMI keeps it in the container that opened it
+    (djl-serving djl_python/session_manager.py: a per-process dict, loaded once at start;
+    get_session raises "session not found" for any other id, answered 424). With two copies
+    on one instance, a turn can reach the copy that does not hold its session."""
+    if not spec.sessions_enabled:
+        return None
+    held = copies_one_instance_holds(spec, plan)
+    if held < 2:
+        return None
+    field = ("routing.strategy 'sticky_session'" if spec.routing.strategy == "sticky_session"
+             else "sessions.enabled")
+    return (f"{field}: stateful sessions need one model copy per instance, but up to {held} "
+            f"copies can share one {spec.instance.type} (instance.copies_per_instance "
+            f"{spec.instance.copies_per_instance}; each copy takes {plan.tp} GPU(s), "
+            f"{plan.cpu_cores:g} CPU cores, {plan.min_memory_mb} MB). SageMaker pins a "
+            "session to an instance, not to a copy, and LMI keeps a session in the copy that "
+            "opened it, so a turn that lands on another copy fails with 'session not found'. "
+            "Set instance.copies_per_instance: 1 (lmikit then reserves the instance's CPU "
+            "cores for one copy), or routing.strategy: prefix_aware, which SageMaker routes "
+            "to the same copy by prompt prefix, without sessions")
+
+
+def weights_model_py_warning(spec: DeploymentSpec) -> str:
+    """LoRA + LMCache + weights SageMaker copies: the isolating model.py lives in the S3 prefix
+    (:func:`lmikit.render.weights_model_py`), which only a deployer can check."""
+    return (f"model.id {spec.model.id}: with LoRA and the KV cache, the weights' prefix must "
+            "hold lmikit's model.py, which keeps LoRA adapters' LMCache keys apart (LMCache's "
+            "key has no LoRA id; SageMaker copies the prefix into /opt/ml/model, where LMI "
+            "loads it). `lmikit weights stage MODEL_ID "
+            f"{spec.model.id} --lora-isolation` writes it; `lmikit deploy` refuses to deploy "
+            "without it, and `cdk synth`, which cannot read S3, refuses the spec")
 
 
 def capacity_warning(spec: DeploymentSpec) -> str | None:
@@ -201,10 +298,15 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     missing = [a.name for a in spec.adapters if a.name not in adapter_artifact_urls]
     if missing:
         raise RenderError(f"no artifact URL for adapter(s): {', '.join(missing)}")
-    if image_kind == "stock":
-        refused = stock_image_secret_problems(spec)
-        if refused:
-            raise RenderError("; ".join(refused))
+    refused = stock_image_secret_problems(spec) if image_kind == "stock" else []
+    refused += start_problems(spec, plan)
+    if spec.routing.strategy == "kv_aware":
+        refused.append(KV_AWARE_REFUSAL)
+    problem = sessions_problem(spec, plan)
+    if problem:
+        refused.append(problem)
+    if refused:
+        raise RenderError("; ".join(refused))
     sagemaker_copies = weights_source(spec) == "s3-sagemaker"
     warnings: list[str] = []
     timeouts = startup_timeouts(spec, plan)
@@ -230,6 +332,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     problem = capacity_warning(spec)
     if problem:
         warnings.append(problem)
+    if sagemaker_copies and isolates_base(spec, plan.uses_lmcache):
+        warnings.append(weights_model_py_warning(spec))
     metrics_config = _container_metrics(spec, image_kind, sagemaker_copies)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],
@@ -318,7 +422,7 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                             model["ModelName"] if model else None),
         endpoint_config=config, endpoint=endpoint, base_component=base,
         adapter_components=adapters, model=model, warnings=tuple(warnings),
-        image_note=stock_image_note(spec) if image_kind == "stock" else None,
+        image_note=stock_image_note(spec, plan) if image_kind == "stock" else None,
     )
 
 

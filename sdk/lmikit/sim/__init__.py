@@ -1,11 +1,12 @@
 """A discrete-event simulator of a workload on an LMCache-enabled deployment.
 
-Pure (no AWS, no terminal output): engine costs (:mod:`lmikit.sim.engine`), cache tiers
-(:mod:`lmikit.sim.tiers`), routers (:mod:`lmikit.sim.routers`), workloads
-(:mod:`lmikit.sim.workloads`, made of :mod:`lmikit.sim.work`'s requests), the event loop
-(:mod:`lmikit.sim.loop`), scenarios and their results (:mod:`lmikit.sim.scenario`) and
-calibration from ``lmikit bench`` results (:mod:`lmikit.sim.calibrate`). Names are imported
-lazily, so the planner can use the engine model without loading the rest.
+Pure (no AWS, no terminal output): engine costs (:mod:`lmikit.sim.engine`), LMCache's
+remote stores (:mod:`lmikit.sim.stores`), cache tiers (:mod:`lmikit.sim.tiers`), routers
+(:mod:`lmikit.sim.routers`), workloads (:mod:`lmikit.sim.workloads`, made of
+:mod:`lmikit.sim.work`'s requests), the event loop (:mod:`lmikit.sim.loop`), scenarios and
+their results (:mod:`lmikit.sim.scenario`) and calibration from ``lmikit bench`` results
+(:mod:`lmikit.sim.calibrate`). Names are imported lazily, so ``lmikit.plan`` can use the
+engine model without loading the rest.
 
 >>> from lmikit import sim
 >>> d = sim.deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge", instances=2)
@@ -23,6 +24,7 @@ from typing import Any
 _EXPORTS = {
     "Coefficients": "lmikit.sim.coefficients",
     "Deployment": "lmikit.sim.scenario",
+    "STORES": "lmikit.sim.stores",
     "ScenarioResult": "lmikit.sim.scenario",
     "Workload": "lmikit.sim.workloads",
     "deployment": "lmikit.sim.scenario",

@@ -68,7 +68,9 @@ class Coefficients:
     cpu_store_efficiency: float = 0.7
     disk_read_efficiency: float = 1.0
     remote_gbps: float = 2.0
-    remote_rtt_s: float = 0.002
+    remote_rtt_s: float = 0.0002
+    lookup_rpc_s: float = 0.00003
+    hash_s_per_chunk: float = 0.000003
     prefill_chunk_tokens: int = 8192
 
     def __post_init__(self) -> None:
@@ -134,17 +136,28 @@ PROVENANCE: dict[str, str] = {
     "cpu_store_efficiency": "LMCache GPU->CPU store (write-back), same evidence as retrieve",
     "disk_read_efficiency": "share of the catalog's per-drive O_DIRECT read figure that LMCache's "
                             "local-disk backend reaches (the catalog figure is already effective)",
-    "remote_gbps": "remote tier read bandwidth per copy. A SageMaker spec's remote tier is "
-                   "Redis: it served 33.5 MB values (one 256-token chunk of Llama-3.1-8B's "
-                   "KV) at 14-16 Gb/s to 10-20 pipelined redis-benchmark clients (LMCache "
-                   "pull request #1238) and LMCache's Redis connector wrote 0.35 GB in 245 ms "
-                   "(1.4 GB/s; LMCache issue #1239); HyperPod's tiered storage publishes no "
-                   "figure. Calibrate it with lmikit bench",
-    "remote_rtt_s": "the remote tier's fixed cost per request: LMCache 0.5.6's Redis connector "
-                    "looks a request's chunks up in one batched EXISTS and fetches the hits "
-                    "in one batched get (two round trips + LMCache's own work; an "
-                    "assumption: a --calibrate fit keeps it, as hits of one size cannot "
-                    "tell it from remote_gbps)",
+    "remote_gbps": "remote tier read bandwidth per copy, the store's figure "
+                   "(lmikit.sim.stores: Redis's by default, as a SageMaker spec's remote "
+                   "tier is Redis: 33.5 MB values at 14-16 Gb/s to pipelined "
+                   "redis-benchmark clients, LMCache pull request #1238, and 1.4 GB/s "
+                   "written by LMCache's connector, issue #1239); HyperPod's tiered storage "
+                   "publishes no figure. Calibrate it with lmikit bench",
+    "remote_rtt_s": "one round trip to the remote store, the store's figure "
+                    "(lmikit.sim.stores: Redis's by default, 'the typical latency of a 1 "
+                    "GBits/s network is about 200 us', redis.io 'Diagnosing latency "
+                    "issues'); a lookup pays it per chunk checked and a read per chunk and "
+                    "request of its connector, as LMCache 0.5.6's connectors send them",
+    "lookup_rpc_s": "LMCache's lookup of a new request: one blocking request from vLLM's "
+                    "scheduler to the lookup server of every rank at once "
+                    "(LMCacheLookupClient.lookup, transport.send_and_recv_all, LMCache "
+                    "0.5.6 v1/lookup_client/lmcache_lookup_client.py), before the step; an "
+                    "assumption: a Unix-domain-socket round trip, 'as low as 30 us' "
+                    "(redis.io 'Diagnosing latency issues')",
+    "hash_s_per_chunk": "LMCache hashing one 256-token chunk (ChunkedTokenDatabase."
+                        "_hash_tokens: Python's hash of (prefix hash, tuple of the chunk's "
+                        "tokens, ()) with vLLM 0.23, which has no 'builtin' hash to give "
+                        "it); 3.0 us measured with timeit on CPython 3.11.7, a 2-core "
+                        "Intel Xeon VM; paid in the lookup, the retrieve and the store",
     "prefill_chunk_tokens": "vLLM's per-step token budget (max_num_batched_tokens): a long "
                             "prefill runs in steps of this size and decodes advance once per step",
 }

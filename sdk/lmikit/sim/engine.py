@@ -1,37 +1,6 @@
 """One model copy's costs: prefill, decode steps, LMCache retrieve and store per tier.
 
-Pure arithmetic (standard library only); the planner's TTFT prediction and the simulator's
-event loop both call it, so ``lmikit plan`` and ``lmikit simulate`` agree by construction.
-
-Rules (each has a unit test):
-
-- prefill of ``new`` tokens after ``ctx`` cached ones is compute-bound:
-  :func:`lmikit.sizing.prefill_flops` / (dense bf16 peak x TP x ``prefill_mfu``), and never
-  shorter than its steps' reads: each step of at most ``prefill_chunk_tokens`` reads every
-  weight and the cached KV it attends to once, as a decode step does, so a short suffix
-  after a hit costs at least one pass over the weights;
-- a decode step is memory-bound: (weights + KV of every running sequence) per GPU / (HBM
-  bandwidth x ``decode_hbm_efficiency``) + the step overhead, or the compute time of the
-  step if that is longer: the weights are read once per step for the whole batch, so
-  decode throughput grows almost linearly with the batch until compute-bound. The step
-  overhead is ``decode_step_overhead_s`` on one GPU and ``tp_decode_step_overhead_s`` at
-  TP 2 and above, where each step also waits for two all-reduces per layer;
-- a prefill beside running sequences shares vLLM's mixed steps with them
-  (:meth:`EngineModel.mixed_prefill_s`): one pass over weights and KV per step serves both;
-- a step's token budget left over by the prefill that ends in it goes to the next prompt
-  waiting (vLLM's scheduler fills each step from several requests): those tokens add only
-  their FLOPs to the step (:meth:`EngineModel.packed_prefill_s`);
-- a tensor-parallel engine whose GPUs have no NVLink (``pcie_allreduce_gbps`` set) also
-  waits for its all-reduces to cross PCIe: two per layer, each of the step's tokens x
-  ``hidden_size`` bf16 activations, of which every GPU must send 2 (TP - 1) / TP through its
-  own link (the bandwidth lower bound of any all-reduce), at most at the link's rate, so this
-  is a floor. Over NVLink they are not costed separately (the prefill's are left out, the
-  decode's are in ``tp_decode_step_overhead_s``);
-- a CPU hit copies the matched KV to the GPUs (each rank its share, in parallel) at
-  ``host_to_gpu_gbps x cpu_retrieve_efficiency``; a disk hit reads it from NVMe first (not
-  overlapped); a remote hit fetches it at ``remote_gbps`` plus one round trip, then copies it;
-- LMCache stores newly computed full chunks GPU->CPU at ``host_to_gpu x cpu_store_efficiency``
-  before the step returns (disk and remote writes are asynchronous).
+Its rules and their sources: docs/planner-model.md, "The engine's costs".
 
 >>> m = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
 >>> m.prefill_s(10_000, 0) > m.prefill_s(100, 9_900) > 0
@@ -47,6 +16,7 @@ from dataclasses import dataclass, field
 
 from lmikit import sizing
 from lmikit.sim.coefficients import Coefficients, hbm_gbps
+from lmikit.sim.stores import STORES, RemoteStore
 
 TIERS = ("gpu", "cpu", "disk", "remote")
 
@@ -72,10 +42,13 @@ class EngineModel:
     # stored from the first rank only, ModelGeometry.lmcache_replication); 0: the same
     stored_kv_bytes_per_token: int = 0
     network_gbps: float = 0.0  # >0: the instance's network, GB/s; a remote read is no faster
+    chunk_size: int = 256  # LMCache's chunk_size: what it hashes, looks up and reads by
+    remote_store: str = "redis"  # the remote tier's kind (lmikit.sim.stores.STORES)
     _flops_rate: float = field(init=False, repr=False, compare=False)
     _hbm_rate: float = field(init=False, repr=False, compare=False)
     _step_overhead_s: float = field(init=False, repr=False, compare=False)
     _pcie: bool = field(init=False, repr=False, compare=False)
+    _store: RemoteStore = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # the rates every cost divides by, computed once (the simulator asks for a cost at
@@ -87,6 +60,10 @@ class EngineModel:
         object.__setattr__(self, "_step_overhead_s", c.decode_step_overhead_s if self.tp == 1
                            else c.tp_decode_step_overhead_s)
         object.__setattr__(self, "_pcie", self.tp > 1 and self.pcie_allreduce_gbps > 0)
+        if self.remote_store not in STORES:
+            raise ValueError(f"unknown remote store {self.remote_store!r}; valid: "
+                             + ", ".join(STORES))
+        object.__setattr__(self, "_store", STORES[self.remote_store])
 
     @property
     def allreduces_cross_pcie(self) -> bool:
@@ -175,11 +152,31 @@ class EngineModel:
         per_gpu = tokens * self.kv_bytes_per_token / self.tp
         return sizing.transfer_seconds(per_gpu, self.host_to_gpu_gbps * efficiency)
 
+    def chunks(self, tokens: int) -> int:
+        """LMCache chunks that ``tokens`` of a hit or a store span."""
+        return -(-tokens // self.chunk_size) if tokens > 0 else 0
+
+    def lookup_s(self, chunks: int, remote_checked: int = 0) -> float:
+        """Seconds LMCache's lookup of a new request holds vLLM's scheduler, before the
+        step it is scheduled in: hashing its ``chunks`` full chunks, one request to every
+        rank's lookup server, and ``remote_checked`` chunks asked of the remote store one
+        after another (the store's round trips per chunk)."""
+        return (self.coeff.lookup_rpc_s + chunks * self.coeff.hash_s_per_chunk
+                + self.remote_contains_s(remote_checked))
+
+    def remote_contains_s(self, chunks: int) -> float:
+        """Seconds to ask the remote store whether ``chunks`` chunks exist, one by one."""
+        return chunks * self._store.lookup_trips * self.coeff.remote_rtt_s
+
     def retrieve_s(self, tier: str, tokens: int) -> float:
-        """Seconds to bring ``tokens`` of cached KV from ``tier`` into the GPUs."""
+        """Seconds to bring ``tokens`` of cached KV from ``tier`` into the GPUs: hashing
+        its chunks again in the worker, reading them from the tier into CPU memory, then
+        the copy to the GPUs (each rank its share, in parallel)."""
         if tokens <= 0 or tier == "gpu":
             return 0.0
-        copy = self._to_gpu_s(tokens, self.coeff.cpu_retrieve_efficiency)
+        chunks = self.chunks(tokens)
+        copy = (self._to_gpu_s(tokens, self.coeff.cpu_retrieve_efficiency)
+                + chunks * self.coeff.hash_s_per_chunk)
         total_bytes = tokens * (self.stored_kv_bytes_per_token or self.kv_bytes_per_token)
         if tier == "cpu":
             return copy
@@ -187,8 +184,10 @@ class EngineModel:
             return copy + sizing.transfer_seconds(
                 total_bytes, self.nvme_read_gbps * self.coeff.disk_read_efficiency)
         if tier == "remote":
-            return copy + self.coeff.remote_rtt_s + sizing.transfer_seconds(
-                total_bytes, self.remote_read_gbps)
+            store = self._store
+            waves = 1 if store.parallel_gets <= 0 else -(-chunks // store.parallel_gets)
+            return (copy + waves * store.get_trips * self.coeff.remote_rtt_s
+                    + sizing.transfer_seconds(total_bytes, self.remote_read_gbps))
         raise ValueError(f"unknown tier {tier!r}; valid: {', '.join(TIERS)}")
 
     @property
@@ -197,10 +196,12 @@ class EngineModel:
         return remote_read_gbps(self.coeff.remote_gbps, self.network_gbps)
 
     def store_s(self, tokens: int) -> float:
-        """Seconds the step waits while LMCache copies ``tokens`` of new KV to CPU memory."""
+        """Seconds the step waits while LMCache hashes ``tokens`` of new KV and copies them
+        to CPU memory, a chunk at a time."""
         if tokens <= 0:
             return 0.0
-        return self._to_gpu_s(tokens, self.coeff.cpu_store_efficiency)
+        return (self._to_gpu_s(tokens, self.coeff.cpu_store_efficiency)
+                + self.chunks(tokens) * self.coeff.hash_s_per_chunk)
 
     def with_coefficients(self, coeff: Coefficients) -> EngineModel:
         return dataclasses.replace(self, coeff=coeff)
@@ -215,11 +216,18 @@ def remote_read_gbps(remote_gbps: float, network_gbps: float) -> float:
 def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
                kv_dtype_bytes: int = 2, weight_bytes: int | None = None,
                config_path: str | None = None,
-               coeff: Coefficients | None = None) -> EngineModel:
-    """The engine model of ``model_id`` on ``instance_type`` from lmikit's catalogs."""
+               coeff: Coefficients | None = None, chunk_size: int = 256,
+               remote_store: str = "redis") -> EngineModel:
+    """The engine model of ``model_id`` on ``instance_type`` from lmikit's catalogs.
+
+    Without ``coeff``, the defaults with the remote store's own round trip and read rate
+    (:data:`lmikit.sim.stores.STORES`; the instance's network where the store's rate is
+    the network's)."""
     from lmikit.catalog import get_instance, get_model
 
     inst = get_instance(instance_type)
+    if coeff is None:
+        coeff = store_coefficients(remote_store, inst.network_gbit / 8)
     geo = get_model(model_id, config_path) if config_path else get_model(model_id)
     return EngineModel(
         active_params=geo.active_params, layers=geo.num_layers,
@@ -228,12 +236,26 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
         weight_bytes=weight_bytes if weight_bytes is not None else geo.weight_bytes,
         kv_bytes_per_token=geo.kv_bytes_per_token(kv_dtype_bytes) * geo.kv_replication(tp),
         host_to_gpu_gbps=inst.host_to_gpu_gbps, nvme_read_gbps=inst.nvme_read_gbps,
-        coeff=coeff or Coefficients(), hidden_size=geo.hidden_size,
+        coeff=coeff, hidden_size=geo.hidden_size,
         pcie_allreduce_gbps=0.0 if inst.nvlink else inst.host_to_gpu_gbps,
         stored_kv_bytes_per_token=(geo.kv_bytes_per_token(kv_dtype_bytes)
                                    * geo.lmcache_replication(tp)),
-        network_gbps=inst.network_gbit / 8,
+        network_gbps=inst.network_gbit / 8, chunk_size=chunk_size, remote_store=remote_store,
     )
+
+
+def store_coefficients(remote_store: str, network_gbps: float,
+                       base: Coefficients | None = None) -> Coefficients:
+    """``base`` (the defaults) with the round trip and read rate of ``remote_store``."""
+    from lmikit.sim.stores import NETWORK
+
+    if remote_store not in STORES:
+        raise ValueError(f"unknown remote store {remote_store!r}; valid: {', '.join(STORES)}")
+    store = STORES[remote_store]
+    gbps = store.gbps if store.gbps != NETWORK or network_gbps <= 0 else network_gbps
+    if gbps == NETWORK:  # the network's rate on an instance whose network is unknown
+        gbps = (base or Coefficients()).remote_gbps
+    return (base or Coefficients()).replace(remote_rtt_s=store.rtt_s, remote_gbps=gbps)
 
 
 @dataclass(frozen=True)
@@ -247,29 +269,42 @@ class SingleRequest:
 
 
 def single_request(m: EngineModel, request_tokens: int, suffix_tokens: int,
-                   chunk_size: int, lmcache: bool = False) -> SingleRequest:
+                   chunk_size: int, lmcache: bool = False,
+                   remote: bool = False) -> SingleRequest:
     """The simulator's cost of one request with nothing queued: what ``lmikit plan`` shows.
 
     vLLM tokenizes the whole prompt first, hit or miss. With ``lmcache`` (a deployment with
-    an LMCache tier) a miss also waits while LMCache stores the prompt's full chunks, as
-    every miss in the simulator does. A hit matches whole chunks of the prompt minus its new
+    an LMCache tier) every request also waits for LMCache's lookup before its step, and a
+    miss waits while LMCache stores the prompt's full chunks, as every miss in the
+    simulator does; with ``remote`` (a remote tier behind the local ones) the lookup asks
+    the remote store about the first chunk no local tier holds, and a remote hit about
+    each of its chunks too. A hit matches whole chunks of the prompt minus its new
     suffix; the remainder is prefilled attending to the matched context. The suffix is
     shorter than a chunk in the usual case, so nothing new is stored; a longer one pays the
     store of its full chunks.
     """
     overhead = m.coeff.request_overhead_s + request_tokens * m.coeff.tokenize_s_per_token
     full = sizing.chunk_aligned(request_tokens, chunk_size)  # what LMCache stores of it
+    chunks = full // chunk_size
     miss = m.prefill_s(request_tokens, 0) + overhead
     if lmcache:
-        miss += m.store_s(full)
+        miss += m.lookup_s(chunks, 1 if remote and chunks else 0) + m.store_s(full)
     matched = sizing.chunk_aligned(request_tokens - suffix_tokens, chunk_size)
     stored = full - matched
+    after = 1 if stored else 0  # the first chunk past the hit, checked and missed
     # vLLM computes at least the last token, for its logits: a prompt that hits whole (no
     # suffix, chunk-aligned) prefills that one token after the rest
     matched = min(matched, request_tokens - 1)
     rest = request_tokens - matched
     base = m.prefill_s(rest, matched) + overhead
-    hits = {tier: base + m.retrieve_s(tier, matched) + (m.store_s(stored) if tier != "gpu"
-                                                         else 0.0)
-            for tier in TIERS}
+    hits: dict[str, float] = {}
+    for tier in TIERS:
+        hit = base + m.retrieve_s(tier, matched)
+        if tier != "gpu":  # a hit from an LMCache tier: LMCache looked it up, stores the rest
+            hit += m.store_s(stored)
+        if tier != "gpu" or lmcache:
+            checked = matched // chunk_size + after if tier == "remote" else \
+                after if remote else 0
+            hit += m.lookup_s(chunks, checked)
+        hits[tier] = hit
     return SingleRequest(miss, hits, matched, rest)

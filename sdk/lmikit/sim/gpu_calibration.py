@@ -1,43 +1,7 @@
 """GPU calibration records: measured prefill, decode weight reads and pinned copies, with
 their hardware.
 
-``benchmarks/gpu_calibration.py`` measures, on a machine with an NVIDIA GPU, what three
-simulator coefficients stand for, and writes one record in this module's format:
-
-- **prefill**: a catalog model built from its shipped ``config.json`` with random bf16
-  weights (timing depends on the shapes, not the values, so nothing is downloaded), one
-  forward pass over ``tokens`` prompt tokens computing the logits of the last position only,
-  as vLLM's prefill does. :func:`prefill_mfu` turns a time into the simulator's
-  ``prefill_mfu``: :func:`lmikit.sizing.prefill_flops` over (time x the catalog GPU's dense
-  bf16 peak), the same FLOP count the engine model divides by that coefficient, so a
-  measured MFU reproduces the measured time exactly (for prompts whose FLOPs outlast one
-  pass over the weights, as every measured length does). vLLM's kernels and per-step work
-  (paged KV writes, scheduling, sampling) are not plain ``transformers``', so the figure
-  estimates vLLM's rather than bounding it.
-- **decode**: every linear layer of a catalog model applied to ``batch`` tokens once, as a
-  decode step does, replayed from a CUDA graph so kernel launches cost nothing.
-  :func:`decode_hbm_efficiency` is the bytes of those weights over (time x the catalog
-  GPU's datasheet memory bandwidth): what reading the weights alone reaches, to hold the
-  simulator's whole-step ``decode_hbm_efficiency`` to. Each point names its ``layout``:
-  ``unfused`` is transformers' (q, k, v, gate and up as separate matrices), ``fused`` is
-  vLLM's (q, k and v as one matrix, gate and up as another: the ``packed_modules_mapping``
-  of ``vllm/model_executor/models/llama.py`` and ``qwen2.py``), fewer and larger reads.
-- **copies**: ``chunks`` back-to-back copies of one LMCache chunk of a model's KV (256 tokens
-  x its KV bytes per token) between pinned host memory and the GPU. :func:`copy_gbps` is
-  the catalog's ``host_to_gpu_gbps`` measured (an *effective* pinned ``cudaMemcpy``
-  figure); LMCache's own gather and scatter kernels come on top
-  (``cpu_retrieve_efficiency``), so it bounds the retrieve rate from above.
-
-- **suffix**: the prefill of ``new_tokens`` after ``context_tokens`` already cached (a partial
-  hit), with vLLM's layer shapes and one of PyTorch SDPA's attention kernels (``kernel``, one
-  of :data:`KERNELS`: FlashAttention-2 or cuDNN's fused attention), on one tensor-parallel
-  rank's share of the model (``tp``). :func:`suffix_modelled_seconds` is what the engine
-  model predicts for it with the default coefficients (no all-reduce, as measured), so the
-  record holds the engine's "attention cost grows with context" rule to a measurement.
-
-Each record names the hardware it came from (GPU, driver, CUDA, PyTorch, transformers, CPU,
-PCIe link), since a figure measured on one host says nothing certain about another.
-Standard library only, like the rest of ``lmikit.sim``.
+Its rules and their sources: docs/planner-model.md, "GPU calibration records".
 
 >>> point = PrefillPoint("Qwen/Qwen3-8B", 4096, 0.13)
 >>> round(prefill_mfu(point, 989.0), 3)  # on an H100 SXM's 989 dense bf16 TFLOP/s

@@ -427,6 +427,7 @@ class _Run:
         eng = c.engine
         retrieve = 0.0
         g0, own = c.resv[r.id]
+        lookup = 0.0
         if r.forced is not None:
             served: dict[str, int] = {}
             hit = 0
@@ -435,6 +436,8 @@ class _Run:
                 hit += cached
                 retrieve += eng.retrieve_s(forced_tier, cached)
             stored = max(0, len(keys) * chunk - hit) if c.cfg.lmcache else 0
+            if c.cfg.lmcache:
+                lookup = eng.lookup_s(len(keys), served.get("remote", 0) // chunk)
             g = g0
         else:
             g = c.gpu.match(keys)
@@ -445,9 +448,14 @@ class _Run:
                 c.resv[r.id] = (g, own - cut)
             served = {"gpu": g * chunk}
             pos = 0
+            checked = 0  # chunks asked of the remote store, one after another
             found: list[tuple[str, LruTier, int, int]] = []
             for name, tier in c.tiers:
+                if pos == len(keys):  # every chunk found: LMCache asks no further tier
+                    break
                 m = tier.match(keys, pos)
+                if name == "remote":
+                    checked = m + (1 if pos + m < len(keys) else 0)
                 if m:
                     found.append((name, tier, pos, m))
                 pos += m
@@ -459,14 +467,17 @@ class _Run:
                     tokens = (start + m - lo) * chunk
                     served[name] = tokens
                     retrieve += eng.retrieve_s(name, tokens)
+                    if name == "remote" and len(found) > 1:
+                        # the lookup found the hit in more than one tier: the retrieve
+                        # asks each tier again (LMCacheEngine._process_tokens_internal ->
+                        # StorageManager.get_block_mapping), inside the step
+                        retrieve += eng.remote_contains_s(start + m - lo)
                     if back is not None and tier is not back:
                         back.insert(keys[lo:start + m])
             hit = max(g, pos) * chunk
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
-                new = keys[pos:]
-                for _, tier in c.tiers:
-                    tier.insert(new)
+                lookup = eng.lookup_s(len(keys), checked)
         for name, per_request in self.res.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
@@ -479,7 +490,11 @@ class _Run:
         # recomputes the last token of a full-prompt hit)
         new_tokens = max(1, r.prompt_tokens - hit + resumed)
         total = max(new_tokens, r.prompt_tokens - g * chunk + resumed)
-        c.pf = [total, 0, total - new_tokens, hit, new_tokens, retrieve, eng.store_s(stored)]
+        # [tokens it takes, taken so far, of which loaded, hit tokens, new tokens, seconds
+        # of lookup and loads, chunks LMCache has stored of it, the position its first
+        # token takes in the prompt]
+        c.pf = [total, 0, total - new_tokens, hit, new_tokens, lookup + retrieve,
+                len(keys) - stored // chunk, g * chunk]
         return self.segment(c, t)
 
     def segment(self, c: _Copy, t: float) -> bool:
@@ -494,7 +509,7 @@ class _Run:
         """
         r = c.current
         assert r is not None
-        total, taken, retrieved, hit, new_tokens, retrieve_s, store_s = c.pf
+        total, taken, retrieved, hit, new_tokens, load_s, stored, offset = c.pf
         left = int(total - taken)
         g, own = c.resv[r.id]
         nrun = len(c.running)
@@ -522,10 +537,20 @@ class _Run:
         loads = int(retrieved) if first else 0
         computed = int(taken) - int(retrieved) if not first else 0
         k = m - loads
-        duration = retrieve_s if first else 0.0
+        # LMCache loads a hit before the forward of the step that schedules the request
+        # (``start_load_kv``), and after each step stores the full chunks that step
+        # completed (``wait_for_save``), each blocking the step for every request in it
+        duration = load_s if first else 0.0
+        chunk = c.cfg.chunk_size
+        upto = min(len(r.keys), (int(offset + taken) + m) // chunk)
+        if upto > stored:
+            duration += c.engine.store_s((upto - int(stored)) * chunk)
+            if r.forced is None:  # LMCache puts each stored chunk into every tier
+                done = r.keys[int(stored):upto]
+                for _, tier in c.tiers:
+                    tier.insert(done)
+            c.pf[6] = float(upto)
         ends = taken + m >= total
-        if ends:
-            duration += store_s
         ctx = int(hit) + computed
         # vLLM fills a step's token budget from the next waiting request: the prompt tokens
         # that go into the step the last prefill ended with add only their FLOPs to it

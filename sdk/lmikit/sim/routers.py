@@ -1,26 +1,6 @@
 """Routing across model copies, as SageMaker describes each strategy.
 
-Facts from botocore's SageMaker service model (``ProductionVariantRoutingConfig``,
-``PrefixAwareRoutingConfig``) and SageMaker Runtime's ``InvokeEndpoint`` (``SessionId``,
-``PrefixAwareId``):
-
-- ``random``: each request goes to a randomly chosen copy.
-- ``least_outstanding``: to the copy with the fewest requests in flight.
-- ``sticky_session``: a session's requests go to the copy that opened it; the request that
-  opens one (``NEW_SESSION``) is routed as any other request, by the variant's
-  ``RoutingStrategy``, which lmikit renders ``LEAST_OUTSTANDING_REQUESTS`` for sticky
-  sessions (:func:`lmikit.render.routing_config`).
-- ``prefix_aware``: requests sharing a prefix (the first ``PrefixLength`` bytes of the body)
-  and their ``PrefixAwareId``, if any ("the same prefix and the same identifier") go to the
-  same instance and, where it hosts several copies, the same copy; when that copy has
-  ``ConcurrencyThreshold`` requests in flight, to another copy on the instance under the
-  threshold; when every copy there is at it, to another instance (the next under the
-  threshold, here; then the least busy copy). It applies "only when two or more instances
-  can serve the request": on one instance, requests are routed as ``least_outstanding``.
-- ``kv_aware``: to the copy already holding the longest start of the prompt in its KV cache,
-  weighed against how busy it is (a copy at ``busy_at`` requests in flight is skipped); when
-  none holds any of it, as ``least_outstanding``. The weighing is llm-d's default (held
-  share of the prompt + relative idleness, equal weights): SageMaker does not publish its.
+Its rules and their sources: docs/planner-model.md, "Routing across copies".
 
 >>> class C:
 ...     def __init__(self, n, held): self.outstanding = self.queued = n; self._held = held

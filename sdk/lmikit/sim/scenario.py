@@ -106,8 +106,16 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
                config_path: str | None = None,
                coefficients: Coefficients | None = None,
                reserve_full_prompt: bool = True,
-               max_model_len: int | None = None) -> Deployment:
+               max_model_len: int | None = None,
+               remote_store: str = "redis") -> Deployment:
     """A deployment from the planner: pool and tier sizes per KV-cache mode.
+
+    ``cpu_size_gb`` and ``disk_size_gb`` are LMCache's sizes per worker, as the spec's
+    ``kv_cache`` fields ("auto": what the host and its NVMe can give, as the planner
+    sizes them). ``remote_store`` is the kind of store the ``remote`` mode reads
+    (:data:`lmikit.sim.stores.STORES`: ``redis``, ``hyperpod`` for SageMaker HyperPod's
+    tiered storage, ``s3``, ``mooncake``...); its round trip and read rate are the
+    coefficients' defaults unless ``coefficients`` are given.
 
     ``max_model_len`` is the spec's ``engine.max_model_len``; without it the plan's (what
     lmikit would deploy) applies, and :func:`simulate` refuses a request that exceeds it.
@@ -132,6 +140,11 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
             1 <= instances <= MAX_INSTANCES:
         raise PlanError(f"instances is {safe_repr(instances)}; expected a whole number of "
                         f"model copies from 1 to {MAX_INSTANCES}")
+    from lmikit.sim.stores import STORES
+
+    if not isinstance(remote_store, str) or remote_store not in STORES:
+        raise PlanError(f"remote_store is {safe_repr(remote_store)}; expected one of "
+                        f"{', '.join(STORES)}")
     if not isinstance(region, str) or not REGION_RE.match(region):
         raise PlanError(f"region is {safe_repr(region)}; expected an AWS region name such as "
                         "'us-east-1'")
@@ -151,12 +164,18 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
             p = plan(model_id, instance_type, mode=mode, cpu_size_gb=cpu_size_gb,
                      disk_size_gb=disk_size_gb if mode == "cpu+disk" else "auto", **common)
         except PlanError as exc:  # e.g. no host memory left for LMCache: off still simulates
+            if mode != "remote":
+                _check_sizes(model_id, instance_type, mode, cpu_size_gb, disk_size_gb, common)
             unplannable[mode] = str(exc)
             continue
         tiers[mode] = (p.cpu_capacity_tokens, p.disk_capacity_tokens)
+    if disk_size_gb != "auto" and "cpu+disk" not in tiers:
+        raise PlanError(f"disk_size_gb is {disk_size_gb:g}; {instance_type} has no room for a "
+                        "disk tier (" + unplannable.get("cpu+disk", "no local NVMe")
+                        + "): leave it 'auto' (the spec's kv_cache.disk_size_gb)")
     engine = engine_for(model_id, instance_type, tp, kv_dtype_bytes=1 if kv_cache_dtype == "fp8"
                         else 2, weight_bytes=base.weight_bytes, config_path=config_path,
-                        coeff=coefficients)
+                        coeff=coefficients, chunk_size=chunk_size, remote_store=remote_store)
     return Deployment(
         model_id=base.model_id, instance_type=base.instance_type, tp=tp,
         copies_per_instance=copies, instances=instances, chunk_size=chunk_size,
@@ -168,6 +187,27 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
         max_model_len=base.max_model_len, unplannable=unplannable)
 
 
+def _check_sizes(model_id: str, instance_type: str, mode: str, cpu_size_gb: float | str,
+                 disk_size_gb: float | str, common: dict[str, Any]) -> None:
+    """Refuse an explicit LMCache size the host (or its NVMe) cannot give, naming it, with
+    the most each worker can have: what ``mode`` is planned with at the auto sizes."""
+    from lmikit.planner import plan
+
+    try:
+        auto = plan(model_id, instance_type, mode=mode, **common)
+    except PlanError:
+        return  # not the sizes: the mode does not fit this deployment at all
+    lm = auto.lmcache
+    for name, value, key, what in (
+            ("cpu_size_gb", cpu_size_gb, "max_local_cpu_size_gb", "host memory"),
+            ("disk_size_gb", disk_size_gb if mode == "cpu+disk" else "auto",
+             "max_local_disk_size_gb", "NVMe")):
+        if value != "auto" and float(value) > lm[key]:
+            raise PlanError(f"{name} is {float(value):g}; expected at most {lm[key]:g} GB, the "
+                            f"{what} {instance_type} gives each of its {lm['workers']} LMCache "
+                            f"worker(s) (the spec's kv_cache.{name})")
+
+
 def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = None, *,
                          instances: int | None = None,
                          coefficients: Coefficients | None = None) -> Deployment:
@@ -175,11 +215,13 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
+    from lmikit.sim.stores import store_for_url
+
     kv = spec.kv_cache
     copies = spec.instance.copies_per_instance
     prefix_length, threshold = spec.prefix_aware_settings  # what the endpoint is given
     return deployment(
-        spec.model.id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
+        spec.model.catalog_id, spec.instance.type, tp=spec.engine.tensor_parallel_degree,
         copies=copies,
         instances=instances or max(1, spec.instance.min_count) * copies,
         chunk_size=kv.chunk_size, max_batch_size=spec.engine.max_batch_size,
@@ -188,7 +230,8 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
         cpu_size_gb=kv.cpu_size_gb if kv.mode != "off" else "auto",
         disk_size_gb=kv.disk_size_gb, prefix_length=prefix_length,
         concurrency_threshold=threshold, config_path=config_path,
-        coefficients=coefficients, max_model_len=spec.engine.max_model_len)
+        coefficients=coefficients, max_model_len=spec.engine.max_model_len,
+        remote_store=store_for_url(kv.remote_url).kind)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ _EXPORTS = {
     "DEFAULT_PREFIX_LENGTH": "lmikit.spec._model",
     "DeploymentSpec": "lmikit.spec._model",
     "INSTANCE_TYPE_PATTERN": "lmikit.spec._model",
+    "MAX_SPEC_BYTES": "lmikit.spec._loader",
+    "NAME_MAX": "lmikit.spec._model",
+    "REMOTE_URL_PATTERN": "lmikit.spec._model",
     "RESERVATION_ARN_PATTERN": "lmikit.spec._model",
     "SCHEMA_FILE": "lmikit.spec._schema",
     "check_arguments": "lmikit.spec._arguments",
@@ -39,6 +42,9 @@ __all__ = [
     "DEFAULT_PREFIX_LENGTH",
     "DeploymentSpec",
     "INSTANCE_TYPE_PATTERN",
+    "MAX_SPEC_BYTES",
+    "NAME_MAX",
+    "REMOTE_URL_PATTERN",
     "RESERVATION_ARN_PATTERN",
     "SCHEMA_FILE",
     "check_arguments",
@@ -58,6 +64,7 @@ __getattr__, __dir__ = _lazy_face(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover
     from lmikit.spec._arguments import check_arguments
     from lmikit.spec._loader import (
+        MAX_SPEC_BYTES,
         load_spec,
         load_spec_text,
         parse_yaml,
@@ -68,6 +75,8 @@ if TYPE_CHECKING:  # pragma: no cover
         DEFAULT_LMI_VERSION,
         DEFAULT_PREFIX_LENGTH,
         INSTANCE_TYPE_PATTERN,
+        NAME_MAX,
+        REMOTE_URL_PATTERN,
         RESERVATION_ARN_PATTERN,
         AdapterSpec,
         DeploymentSpec,

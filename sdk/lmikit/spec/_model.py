@@ -50,6 +50,10 @@ REMOTE_URL_PATTERN = r"^(redis|rediss|lm|s3|mooncakestore|infinistore)://\S+$"
 METRICS_PATH_PATTERN = r"^/[A-Za-z0-9/_.-]+$"
 SUBNET_PATTERN = r"^subnet-[0-9a-f]{8,17}$"
 SECURITY_GROUP_PATTERN = r"^sg-[0-9a-f]{8,17}$"
+# Kubernetes: a Secret's name is a DNS subdomain (apimachinery validation IsDNS1123Subdomain,
+# at most 253), a data key [-._a-zA-Z0-9]+ (IsConfigMapKey, at most 253).
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+K8S_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 DEFAULT_LMI_VERSION = "0.38.0"
 DEFAULT_PREFIX_LENGTH = 4096  # bytes; routing.prefix_length when the spec leaves it out
 # What each pattern accepts, in words: a spec error says this, never the regular expression.
@@ -75,6 +79,9 @@ PATTERN_WORDS = {
                           "such as /metrics",
     SUBNET_PATTERN: "a subnet id: subnet- and 8 to 17 hexadecimal digits",
     SECURITY_GROUP_PATTERN: "a security group id: sg- and 8 to 17 hexadecimal digits",
+    HF_ID_PATTERN: "a Hugging Face id such as meta-llama/Llama-3.1-8B-Instruct",
+    K8S_NAME_PATTERN: "a Kubernetes name: lowercase letters, digits, - and . such as hf-token",
+    K8S_KEY_PATTERN: "letters, digits and - _ . such as token",
 }
 # botocore's sagemaker TagKey / TagValue (and IAM's tag types): [\p{L}\p{Z}\p{N}_.:/=+\-@]*.
 # Python's \w is exactly \p{L}, \p{N} and "_"; \p{Z} is the 19 separators listed. AWS
@@ -122,6 +129,15 @@ class _Model(BaseModel):
                               hide_input_in_errors=True)
 
 
+class K8sSecretKey(_Model):
+    """A key of a Kubernetes Secret: the CRD's ``tokenSecretRef`` (a SecretKeySelector)."""
+
+    name: str = Field(pattern=K8S_NAME_PATTERN, max_length=253,
+                      description="The Secret's name (a DNS subdomain name).")
+    key: str = Field(pattern=K8S_KEY_PATTERN, max_length=253,
+                     description="The key in the Secret's data that holds the token.")
+
+
 class ModelSpec(_Model):
     id: str = Field(
         description="Hugging Face model id (org/name) or an s3:// URI of uncompressed weights.",
@@ -144,17 +160,43 @@ class ModelSpec(_Model):
         description="Path to the model's config.json (relative to the spec file). Required for "
         "models not in lmikit's catalog, since planning never reaches the network.",
     )
+    hub_id: str | None = Field(
+        default=None, pattern=HF_ID_PATTERN, max_length=256,
+        description="With an s3:// model.id: the Hugging Face id of the weights staged there "
+        "(`lmikit weights stage HUB_ID s3://...`). lmikit then plans, adds model-specific "
+        "options and checks versions as for that catalog model; no token is needed at start.",
+    )
+    hf_token_k8s_secret: K8sSecretKey | None = Field(
+        default=None,
+        description="HyperPod: the Kubernetes Secret (name, key) in the manifest's namespace "
+        "that holds a Hugging Face token for a gated model.id, rendered as the operator's "
+        "huggingFaceModel.tokenSecretRef. SageMaker targets use "
+        "security.hf_token_secret_arn instead.",
+    )
 
     @model_validator(mode="after")
     def _id_shape(self) -> ModelSpec:
         if not (re.match(HF_ID_PATTERN, self.id) or re.match(S3_URI_PATTERN, self.id)):
             _fail([("model.id", "must be a Hugging Face id like 'Qwen/Qwen2.5-7B-Instruct' or "
                     "an s3://bucket/prefix URI")])
+        errors: list[tuple[str, str]] = []
+        if self.hub_id and not self.is_s3:
+            errors.append(("model.hub_id", "names the Hub model of weights staged in S3; with "
+                           "a Hugging Face model.id remove it (model.id already names the model)"))
+        if self.hf_token_k8s_secret and self.is_s3:
+            errors.append(("model.hf_token_k8s_secret", "the weights come from S3, so no Hub "
+                           "token is needed: remove it"))
+        _fail(errors)
         return self
 
     @property
     def is_s3(self) -> bool:
         return self.id.startswith("s3://")
+
+    @property
+    def catalog_id(self) -> str:
+        """The id lmikit looks the model up by: ``hub_id`` for staged weights, else ``id``."""
+        return self.hub_id or self.id
 
 
 class InstanceSpec(_Model):
@@ -165,7 +207,8 @@ class InstanceSpec(_Model):
     max_count: int = Field(default=1, ge=1, le=100, description="Maximum instances.")
     copies_per_instance: int = Field(
         default=1, ge=1, le=8, description="Model copies (inference component copies) that "
-        "share one instance; they share its host RAM and NVMe.")
+        "share one instance; they share its host RAM and NVMe. Stateful sessions need 1 "
+        "(SageMaker pins a session to an instance, LMI keeps it in one copy).")
     capacity_reservation_arn: str | None = Field(
         default=None, pattern=RESERVATION_ARN_PATTERN, min_length=20, max_length=258,
         description="SageMaker endpoints: the ARN of a training plan reserved for endpoints "
@@ -378,7 +421,8 @@ class RoutingSpec(_Model):
     strategy: RoutingStrategy = Field(
         default="sticky_session",
         description="sticky_session (SageMaker sessions pin a conversation to one instance), "
-        "prefix_aware, kv_aware (API only), least_outstanding or random.")
+        "prefix_aware, kv_aware (HyperPod only: SageMaker's KV_AWARE needs a supported container, "
+        "not LMI), least_outstanding or random.")
     prefix_length: int | None = Field(default=None, ge=1024, le=65536,
                                       description="prefix_aware: bytes of body hashed; "
                                       "unset, 4,096.")

@@ -20,7 +20,8 @@ second copy of them:
   a lookup goes GPU, then CPU, disk, remote, continuing where the previous tier stopped, and
   every full chunk of the prompt is then stored in every tier (LMCache's storage manager);
 - routing: the variant's ``RoutingConfig`` through :func:`lmikit.sim.routers.make_router`; a
-  request with a live ``SessionId`` goes to the copy its session was opened on;
+  request with a live ``SessionId`` goes to the copy the runtime says (a copy on the
+  session's instance: ``_runtime``);
 - timing: TTFT and retrieve times from the simulator's engine model
   (:func:`lmikit.sim.engine.engine_for`) for the missing tokens and the tiers read.
 
@@ -148,7 +149,7 @@ class Fleet:
         return where
 
     def serve(self, words: list[str], *, session: str | None, prefix_id: str | None,
-              salt: str = "") -> Served:
+              salt: str = "", at_copy: int | None = None) -> Served:
         s = self.setup
         ids = [stable_id(w) for w in words]
         if salt:  # an adapter's KV is its own (LoRA changes every layer's keys)
@@ -156,7 +157,8 @@ class Fleet:
         keys = token_chunk_keys(ids, s.chunk)
         routed = _Routed(keys, stable_id(session) if session else -len(self.placements) - 1,
                          stable_id(prefix_id) if prefix_id else None)
-        where = self.sessions.get(session) if session else None
+        where = (at_copy if at_copy is not None
+                 else self.sessions.get(session) if session else None)
         if where is None:
             where = self.router.pick(routed, self.copies)
         self.placements.append((session, where))

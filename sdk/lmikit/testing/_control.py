@@ -265,6 +265,12 @@ class ControlPlane(ModelsMixin, TrainingPlansMixin):
         cfg = self.configs.get(endpoint.request["EndpointConfigName"])
         return cfg.request["ProductionVariants"] if cfg else []
 
+    def variant_of(self, component: Resource) -> dict[str, Any]:
+        """The production variant a component runs on ({} where its config is gone)."""
+        endpoint = self.endpoints[component.request["EndpointName"]]
+        return next((v for v in self._variants(endpoint)
+                     if v.get("VariantName") == component.request.get("VariantName")), {})
+
     def _components_of(self, endpoint: str) -> list[Resource]:
         return [c for c in self.components.values() if c.request["EndpointName"] == endpoint]
 

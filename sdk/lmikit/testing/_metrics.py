@@ -67,12 +67,7 @@ class CacheModel:
         known = self.fleets.get(base.name)
         if known is not None and known[0] == fingerprint:
             return known[1]
-        endpoint = control.endpoints[base.request["EndpointName"]]
-        variant: dict[str, Any] = {}
-        config = control.configs.get(endpoint.request["EndpointConfigName"])
-        for v in (config.request["ProductionVariants"] if config else []):
-            if v.get("VariantName") == base.request.get("VariantName"):
-                variant = v
+        variant = control.variant_of(base)
         url = (spec.get("Container") or {}).get("ArtifactUrl")
         data = self.read(url) if url else None
         files = read_artifact_files(data) if data else {}

@@ -1,38 +1,13 @@
 """The fake SageMaker runtime: InvokeEndpoint(WithResponseStream) against LMI-like components.
 
-The "model" echoes the prompt: a reply names the component that served it and, in a session,
-the turn. Sessions follow LMI's protocol (``NEW_SESSION`` / ``CLOSE``, ``NewSessionId: <id>;
-Expires=...``) unless ``OPTION_ENABLE_STATEFUL_SESSIONS`` turns them off, which fails every
-request, as in LMI; an expired or unknown session runs without state, as LMI does. Streams
-are split into payload parts at arbitrary byte boundaries, as the service does.
-
-Bodies follow LMI's vLLM async service (djl-serving master, ``djl_python/lmi_vllm/
-vllm_async_service.py``, ``request_response_utils.py``; ``djl_python/async_utils.py``):
-
-- OpenAI-schema bodies (``messages`` / ``prompt``) get vLLM's response objects. The body's
-  ``stream`` flag, not the SageMaker operation, decides whether the container streams.
-  A stream is JSON lines: ``vllm_stream_output_formatter`` strips vLLM's ``data: `` prefix,
-  ``create_stream_chunk_output`` appends ``\\n``, and ``data: [DONE]`` becomes an empty
-  line. ``stream_options.include_usage`` adds vLLM's final ``choices: []`` usage chunk.
-  ``stream_framing = "sse"`` sends vLLM's raw ``data: {...}\\n\\n`` strings instead, as an
-  output formatter that returns them unchanged does.
-- ``usage`` has no ``prompt_tokens_details``: LMI builds vLLM's ``OpenAIServingChat`` without
-  ``enable_prompt_tokens_details`` (``vllm_async_service.py`` ``initialize``), and no option
-  reaches that argument (only EngineArgs fields pass through). ``prompt_tokens_details =
-  True`` answers as a vLLM server started with ``--enable-prompt-tokens-details`` does:
-  ``cached_tokens`` is the prompt tokens the GPU pool and LMCache supplied (vLLM v1's
-  ``num_cached_tokens``: local plus external), 0 included.
-- ``model`` must be a served name of the base (``OPTION_SERVED_MODEL_NAME``, else ``lmi``);
-  LMI sets it to the adapter for adapter components.
-- Failures come back as LMI sends them, wrapped by SageMaker (``ModelError``, 424, with
-  ``OriginalStatusCode``/``OriginalMessage``): an unparsable body is ``Input parsing failed:
-  ...`` with code 424; an unknown model is vLLM's ``NotFoundError``, reported with code 500.
+Its rules and their sources: docs/sandbox.md, "The fake runtime".
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,6 +15,7 @@ from typing import Any
 
 from lmikit.testing._control import ControlPlane, Resource, ServiceError
 from lmikit.testing._metrics import CacheModel, prompt_words
+from lmikit.testing._placement import copy_instances
 from lmikit.testing._wire import payload_part, stream_exception
 
 DEFAULT_MAX_TOKENS = 16
@@ -55,6 +31,8 @@ class Session:
     expires_text: str
     turns: int = 0
     closed: bool = False
+    copy: int = 0  # the copy (container) that holds it
+    instance: int = 0  # the instance SageMaker pins it to
 
 
 @dataclass
@@ -107,6 +85,7 @@ class Runtime:
         self.stream_framing = "jsonlines"
         self.prompt_tokens_details = False  # LMI's: vLLM's usage without cached tokens
         self.sessions: dict[str, Session] = {}
+        self.rng = random.Random(0)  # which copy serves a request, where SageMaker may pick
         self.invocations: list[dict[str, Any]] = []
         self.cache: CacheModel | None = None  # set by FakeSageMaker(artifact_reader=...)
         self.compute_scale = 1.0  # multiplies the cache model's prefill/retrieve times
@@ -140,6 +119,23 @@ class Runtime:
     def _base(res: Resource, c: ControlPlane) -> Resource:
         base = res.request["Specification"].get("BaseInferenceComponentName")
         return c.components[base] if base else res
+
+    def _copy_instances(self, base: Resource, c: ControlPlane) -> list[int]:
+        """The instance of each copy of ``base`` (``_placement.copy_instances``)."""
+        variant = c.variant_of(base)
+        return copy_instances(base.request, variant.get("InstanceType", ""),
+                              int(variant.get("InitialInstanceCount", 1)))
+
+    def _session_copy(self, session: Session, base: Resource, c: ControlPlane) -> int:
+        """The copy a request of ``session`` reaches: any copy on the session's instance; a
+        copy that did not open the session does not hold it (LMI SessionManager.get_session:
+        ValueError "session not found", which vllm_async_service answers with 424)."""
+        placed = self._copy_instances(base, c)
+        on_instance = [i for i, where in enumerate(placed) if where == session.instance]
+        copy = self.rng.choice(on_instance) if on_instance else session.copy
+        if copy != session.copy:
+            raise input_parsing_failed(f"session not found: {session.id}")
+        return copy
 
     def _env(self, res: Resource, c: ControlPlane) -> dict[str, str]:
         spec = self._base(res, c).request["Specification"]
@@ -176,10 +172,13 @@ class Runtime:
             return self._session_call(res, session_id, request_type, env, control)
         if not isinstance(payload, dict):
             raise input_parsing_failed("the body is not a JSON object")
-        turn = None
+        turn = copy = None
         if session_id:
             s = self.sessions.get(session_id)
-            if s and not s.closed and self.clock.monotonic() < s.expires_at:
+            if s is None or s.closed:  # no copy holds it (LMI deletes a closed session)
+                raise input_parsing_failed(f"session not found: {session_id}")
+            copy = self._session_copy(s, self._base(res, control), control)
+            if self.clock.monotonic() < s.expires_at:
                 s.turns += 1
                 turn = s.turns
         prompt, style = _prompt(payload)
@@ -194,7 +193,7 @@ class Runtime:
         words = [f"[{who}]"] + (prompt.split() or ["(empty)"])
         tokens = [w + " " for w in words][:limit]
         stream_options = payload.get("stream_options")
-        ttft, cached = self._through_cache(res, control, env, payload, p, turn, len(tokens))
+        ttft, cached = self._through_cache(res, control, env, payload, p, copy, len(tokens))
         return Reply({}, tokens, style, stream=payload.get("stream") is True,
                      include_usage=isinstance(stream_options, dict)
                      and stream_options.get("include_usage") is True,
@@ -204,7 +203,7 @@ class Runtime:
                      created=int(self.clock.time()), ttft_s=ttft, component=res.name)
 
     def _through_cache(self, res: Resource, control: ControlPlane, env: dict[str, str],
-                       payload: dict[str, Any], p: dict[str, Any], turn: int | None,
+                       payload: dict[str, Any], p: dict[str, Any], copy: int | None,
                        output_tokens: int) -> tuple[float | None, int]:
         """Route the request to a copy, look its prompt up in that copy's tiers, publish
         the container's metrics; the time to first token (None without a cache model) and
@@ -213,8 +212,7 @@ class Runtime:
             return None, 0
         base = self._base(res, control)
         fleet = self.cache.fleet(base, control, env)
-        session = p.get("SessionId") if turn else None
-        served = fleet.serve(prompt_words(payload), session=session,
+        served = fleet.serve(prompt_words(payload), session=p.get("SessionId"), at_copy=copy,
                              prefix_id=p.get("PrefixAwareId"),
                              salt=res.name if res is not base else "")
         self.cache.container(served, output_tokens, fleet, env)
@@ -248,18 +246,25 @@ class Runtime:
             sid = uuid.uuid4().hex
             when = dt.datetime.fromtimestamp(clock.time() + ttl, tz=dt.timezone.utc)
             text = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-            self.sessions[sid] = Session(sid, self._base(res, control).name,
-                                         clock.monotonic() + ttl,
-                                         text)
-            if self.cache is not None:
-                base = self._base(res, control)
-                self.cache.fleet(base, control, env).open_session(sid)
+            base = self._base(res, control)
+            placed = self._copy_instances(base, control)
+            if self.cache is not None:  # the variant's routing picks the opening copy
+                copy = self.cache.fleet(base, control, env).open_session(sid)
+            else:
+                copy = self.rng.randrange(len(placed)) if placed else 0
+            self.sessions[sid] = Session(sid, base.name, clock.monotonic() + ttl, text,
+                                         copy=copy, instance=placed[copy] if placed else 0)
             return Reply({"X-Amzn-SageMaker-New-Session-Id": f"{sid}; Expires={text}"}, [],
                          "raw", json.dumps({"result": f"Session {sid} created"}).encode())
-        if request_type == "CLOSE":
+        if request_type == "CLOSE":  # session_utils.close_session's answers
             s = self.sessions.get(session_id or "")
             if s is None or s.closed:
-                raise model_error(f"Failed to close session: session {session_id} not found")
+                raise model_error(f"Failed to close session: session not found: {session_id}")
+            try:
+                self._session_copy(s, self._base(res, control), control)
+            except ServiceError:
+                raise model_error("Failed to close session: session not found: "
+                                  f"{session_id}") from None
             s.closed = True
             return Reply({"X-Amzn-SageMaker-Closed-Session-Id": s.id}, [], "raw",
                          json.dumps({"result": f"Session {s.id} closed"}).encode())

@@ -30,6 +30,7 @@ _EXPORTS = {
     "StagedFile": "lmikit.weights._manifest",
     "StagedWeights": "lmikit.weights._manifest",
     "WeightsError": "lmikit.weights._destination",
+    "check_model_py": "lmikit.weights._manifest",
     "check_staged": "lmikit.weights._manifest",
     "parse_destination": "lmikit.weights._destination",
     "stage": "lmikit.weights._stage",
@@ -48,6 +49,7 @@ __all__ = [
     "StagedFile",
     "StagedWeights",
     "WeightsError",
+    "check_model_py",
     "check_staged",
     "parse_destination",
     "stage",
@@ -63,6 +65,12 @@ if TYPE_CHECKING:  # pragma: no cover
         parse_destination,
     )
     from lmikit.weights._hub import HubFile, Snapshot
-    from lmikit.weights._manifest import Manifest, StagedFile, StagedWeights, check_staged
+    from lmikit.weights._manifest import (
+        Manifest,
+        StagedFile,
+        StagedWeights,
+        check_model_py,
+        check_staged,
+    )
     from lmikit.weights._stage import StageEvent, StageResult, stage
     from lmikit.weights._upload import PART_SIZE, ChecksumMismatch

@@ -191,3 +191,31 @@ def check_staged(uri: str, *, model_id: str | None = None, revision: str | None 
     known = {destination.key(f.path) for f in manifest.files} | {destination.manifest_key}
     return StagedWeights(destination.uri, manifest,
                          tuple(sorted(k for k in listed if k not in known)))
+
+
+def check_model_py(uri: str, expected: bytes, *, s3: Any = None, session: Any = None,
+                   region: str | None = None) -> None:
+    """Check that ``uri``'s ``model.py`` is exactly ``expected``: the file LMI loads from the
+    model dir SageMaker copies the prefix into. Raises :class:`WeightsError` saying what is
+    there and how to put the right file in place."""
+    destination = parse_destination(uri)
+    if s3 is None:
+        s3 = Clients(session=session, region=region).s3
+    where = f"s3://{destination.bucket}/{destination.key('model.py')}"
+    fix = (f"run `lmikit weights stage MODEL_ID {destination.uri} --lora-isolation` (files "
+           "already there are skipped), which writes it; without it LoRA adapters and the base "
+           "model share LMCache's cache keys and answer from one another's KV")
+    try:
+        answer = call(s3, "get_object", Bucket=destination.bucket,
+                      Key=destination.key("model.py"), Range=f"bytes=0-{len(expected)}")
+    except AwsError as exc:
+        if is_not_found(exc):
+            raise WeightsError(f"{where} is missing: with LoRA, a KV cache tier and "
+                               "security.network_isolation, the base model's model.py that "
+                               f"keeps adapters' KV apart must be in the weights' prefix; {fix}"
+                               ) from None
+        raise WeightsError(f"cannot read {where} ({exc}), the base model's model.py that "
+                           f"keeps LoRA adapters' KV apart; {fix}") from exc
+    if answer["Body"].read(len(expected) + 1) != expected:
+        raise WeightsError(f"{where} is not lmikit's LoRA isolation model.py for this version "
+                           f"of lmikit (another model.py would run instead of it); {fix}")

@@ -49,6 +49,8 @@ from lmikit.weights._upload import (
 
 WORKERS = 8
 MAX_WORKERS = 64
+MODEL_PY = "model.py"  # LMI loads <model dir>/model.py (lmikit.render.weights_model_py)
+MAX_MODEL_PY_BYTES = 4 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,31 @@ class _Run:
             self.emit(StageEvent("bytes", path, count))
         return note
 
+    def read_small(self, path: str, limit: int) -> bytes | None:
+        """The object at ``path`` under the prefix if it exists and is at most ``limit``
+        bytes (more reads as None: it cannot be the file asked for)."""
+        try:
+            answer = call(self.s3, "get_object", Bucket=self.destination.bucket,
+                          Key=self.destination.key(path), Range=f"bytes=0-{limit}")
+        except AwsError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        body = answer["Body"].read(limit + 1)
+        return None if len(body) > limit else body
+
+    def put_small(self, path: str, body: bytes, kms_key_id: str | None) -> StagedFile:
+        import base64
+        import hashlib
+
+        digest = hashlib.sha256(body)
+        extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key_id} if kms_key_id \
+            else {}
+        call(self.s3, "put_object", Bucket=self.destination.bucket,
+             Key=self.destination.key(path), Body=body,
+             ChecksumSHA256=base64.b64encode(digest.digest()).decode(), **extra)
+        return StagedFile(path, len(body), digest.hexdigest())
+
     def copy(self, target: Target, file: HubFile) -> str:
         with closing(self.hub.chunks(self.snapshot, file)) as chunks:
             return copy_file(target, self.destination.key(file.path), file, chunks,
@@ -216,13 +243,16 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
           workers: int = WORKERS, part_size: int = PART_SIZE, exclude: Iterable[str] = (),
           dry_run: bool = False, endpoint: str | None = None, session: Any = None,
           s3: Any = None, on_event: Callable[[StageEvent], None] | None = None,
-          stop: threading.Event | None = None) -> StageResult:
+          stop: threading.Event | None = None, model_py: bytes | None = None) -> StageResult:
     """Copy ``model_id`` at ``revision`` from the Hub to ``destination`` (``s3://bucket/
     prefix/``), then write the manifest. ``exclude``: glob patterns of repo paths to leave
     out (``"original/*"``). The token: ``token``, else the secret ``token_secret_arn``, else
     huggingface_hub's (``HF_TOKEN``). ``kms_key_id``: SSE-KMS for every object. ``region``:
     the bucket's region, which is checked (SageMaker reads model data from its own region).
-    ``stop``: set it to stop the run as Ctrl-C does.
+    ``stop``: set it to stop the run as Ctrl-C does. ``model_py``: also write these bytes as
+    the prefix's ``model.py`` (listed in the manifest), which LMI loads from the model dir:
+    :func:`lmikit.render.weights_model_py` for a spec with LoRA, LMCache and
+    ``security.network_isolation`` (CLI: ``--lora-isolation``).
 
     Raises :class:`WeightsError` (nothing to resume from is lost: re-running resumes) or
     :class:`lmikit.errors.Interrupted` on Ctrl-C.
@@ -255,6 +285,11 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
     if not files:
         raise WeightsError(f"{model_id}@{snapshot.commit} has no file left to stage "
                            f"(it lists {len(snapshot.files)}; --exclude left out the rest)")
+    if model_py is not None and any(f.path == MODEL_PY for f in files):
+        raise WeightsError(f"{model_id}@{snapshot.commit} has its own {MODEL_PY}, which LMI "
+                           "would load as the model's code: lmikit cannot put its LoRA "
+                           f"isolation {MODEL_PY} beside it. Exclude it (--exclude {MODEL_PY}) "
+                           "if the deployment does not need it")
     notes = []
     if snapshot.gated and not hub.has_token():
         if not dry_run:
@@ -263,6 +298,13 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
     run = _Run(s3, target_prefix, hub, snapshot, emit)
 
     stored, extra = run.stored(files, kms_key_id, workers)
+    write_model_py = model_py is not None and \
+        run.read_small(MODEL_PY, MAX_MODEL_PY_BYTES) != model_py
+    if model_py is not None:
+        extra = tuple(k for k in extra if k != target_prefix.key(MODEL_PY))
+        if write_model_py:
+            notes.append(f"{MODEL_PY} (lmikit's LoRA isolation for the base model) "
+                         f"{'would be' if dry_run else 'is'} written to {target_prefix.uri}")
     skipped = [f for f in files if stored[f.path]]
     to_copy = sorted((f for f in files if not stored[f.path]), key=lambda f: (-f.size, f.path))
     emit(StageEvent("listed", size=sum(f.size for f in to_copy), count=len(to_copy), message=(
@@ -280,7 +322,7 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
         return result(0)
     old = read_manifest(s3, target_prefix)
     staged = [StagedFile(f.path, f.size, str(stored[f.path])) for f in skipped]
-    if old is not None and (to_copy or old.commit != snapshot.commit):
+    if old is not None and (to_copy or old.commit != snapshot.commit or write_model_py):
         delete_manifest(s3, target_prefix)
         emit(StageEvent("cleaned", message=f"removed the manifest of {old.model_id}@"
                         f"{old.commit[:12]} until this copy is complete"))
@@ -294,7 +336,16 @@ def stage(model_id: str, destination: str, *, revision: str = "main",
             left=tuple(sorted(f.path for f in to_copy if f.path not in done))) from None
     if failures:
         raise WeightsError(_failure_report(failures, len(files)))
+    if model_py is not None:
+        staged.append(run.put_small(MODEL_PY, model_py, kms_key_id) if write_model_py else
+                      StagedFile(MODEL_PY, len(model_py), _sha256(model_py)))
     manifest = Manifest(model_id, revision, snapshot.commit, tuple(staged), exclude)
     write_manifest(s3, target_prefix, manifest, kms_key_id)
     emit(StageEvent("manifest", target_prefix.manifest_key))
     return result(run.bytes_copied)
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()

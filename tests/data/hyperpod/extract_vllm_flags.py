@@ -1,7 +1,9 @@
 """Write the option strings of vLLM's OpenAI server parser, read from vLLM's own source.
 
-Not run by the tests (it needs the vLLM wheel, 370 MB); its output, ``vllm-<version>-flags.txt``,
-is committed beside it and read by tests/unit/test_render_hyperpod_vllm.py.
+Not run by the tests (it needs vLLM's source: the wheel, 370 MB, or the sdist, which holds the
+same Python files); its output, ``vllm-<version>-flags.txt``, is committed beside it and read
+by tests/unit/test_render_hyperpod_vllm.py. 0.19.1's list was made from the sdist
+(vllm-0.19.1.tar.gz, sha256 9fb88ce6...d66fa as PyPI lists it).
 
     pip download vllm==0.11.1 --no-deps --only-binary :all: --python-version 3.12 \
         --platform manylinux1_x86_64 --implementation cp -d /tmp/vllm
@@ -60,11 +62,20 @@ def _literal_values(path: Path, alias: str) -> list[str]:
 
 
 def _frontend_fields(path: Path) -> set[str]:
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == "FrontendArgs":
-            return {"--" + stmt.target.id.replace("_", "-") for stmt in node.body
-                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)}
-    raise SystemExit(f"FrontendArgs not found in {path}")
+    """``--<field>`` for each field of ``FrontendArgs`` and of its base classes defined in
+    the same file (vLLM 0.19 moved most fields to ``BaseFrontendArgs``)."""
+    classes = {node.name: node for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.ClassDef)}
+    if "FrontendArgs" not in classes:
+        raise SystemExit(f"FrontendArgs not found in {path}")
+    flags: set[str] = set()
+    todo = ["FrontendArgs"]
+    while todo:
+        node = classes[todo.pop()]
+        flags |= {"--" + stmt.target.id.replace("_", "-") for stmt in node.body
+                  if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)}
+        todo += [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in classes]
+    return flags
 
 
 def main(src: str, version: str) -> None:
@@ -74,7 +85,7 @@ def main(src: str, version: str) -> None:
     flags = _literal_flags(cli_args) | _literal_flags(arg_utils) | _frontend_fields(cli_args)
     out = Path(__file__).with_name(f"vllm-{version}-flags.txt")
     header = [f"# Option strings of vLLM {version}'s OpenAI server parser (make_arg_parser).",
-              f"# Source: the vllm=={version} wheel from PyPI, files",
+              f"# Source: the vllm=={version} wheel or sdist from PyPI (the same files):",
               "#   vllm/entrypoints/openai/cli_args.py (make_arg_parser, FrontendArgs fields)",
               "#   vllm/engine/arg_utils.py (EngineArgs.add_cli_args,"
               " AsyncEngineArgs.add_cli_args)",

@@ -38,7 +38,8 @@ def test_stage_prints_a_line_per_file_and_the_spec_line(hub: FakeHub, s3: Any) -
     assert copied[-1].endswith(f"6/6 files, {_total_mb()} of {_total_mb()}, "
                                + copied[-1].rsplit(", ", 1)[1])
     assert copied[-1].rsplit(", ", 1)[1].endswith("/s")
-    assert result.stdout.splitlines()[-1] == f"Use it in a spec as   model.id: {DESTINATION}"
+    assert result.stdout.splitlines()[-2:] == [f"Use it in a spec as   model.id: {DESTINATION}",
+                                               f"                      model.hub_id: {MODEL}"]
     assert "6 file(s) copied" in result.stdout and "manifest written" in result.stdout
 
 
@@ -133,3 +134,15 @@ def test_the_secret_layouts_are_the_ones_lmikits_image_reads() -> None:
     from lmikit.weights._token import TOKEN_KEYS
 
     assert TOKEN_KEYS == IMAGE_KEYS
+
+
+def test_lora_isolation_writes_the_model_py_deploy_checks(hub: FakeHub, s3: Any) -> None:
+    from lmikit.render._model_artifact import base_isolation_model_py
+    from lmikit.weights import check_model_py
+
+    result = _run("stage", MODEL, DESTINATION, "--region", REGION, "--lora-isolation")
+    assert result.exit_code == 0, result.output
+    assert "model.py (lmikit's LoRA isolation for the base model) is written" in result.stderr
+    check_model_py(DESTINATION, base_isolation_model_py(), s3=s3)
+    assert s3.get_object(Bucket=BUCKET, Key="tiny/model.py")["Body"].read() == \
+        base_isolation_model_py()

@@ -373,3 +373,40 @@ def test_bad_options_are_named(hub: FakeHub, s3: Any) -> None:
     with pytest.raises(WeightsError, match=r"workers is 0; give 1 to 64; part_size is 1,024 "
                        r"bytes; S3 parts are 5,242,880 to"):
         _stage(hub, s3=s3, workers=0, part_size=1024)
+
+
+# --- the base model's LoRA isolation model.py (--lora-isolation) --------------------------
+
+MODEL_PY = b'"""an isolating model.py"""\n'
+
+
+def test_model_py_is_written_before_the_manifest_and_listed_in_it(hub: FakeHub,
+                                                                  s3: Any) -> None:
+    writes = _writes(s3)
+    result = _stage(hub, s3=s3, model_py=MODEL_PY)
+    assert _object(s3, "tiny/model.py") == MODEL_PY
+    completed = [p["Key"] for op, p in writes if op in ("PutObject", "CompleteMultipartUpload")]
+    assert completed[-2:] == ["tiny/model.py", f"tiny/{MANIFEST_NAME}"]
+    staged = check_staged(f"s3://{BUCKET}/tiny/", s3=s3)
+    assert "model.py" in {f.path for f in staged.manifest.files} and staged.extra_keys == ()
+    assert any("model.py" in n for n in result.notes)
+    again = _writes(s3)
+    _stage(hub, s3=s3, model_py=MODEL_PY)  # already there: only the manifest is rewritten
+    assert [p["Key"] for op, p in again if op == "PutObject"] == [f"tiny/{MANIFEST_NAME}"]
+
+
+def test_a_changed_model_py_replaces_the_old_one_and_the_manifest_goes_first(
+        hub: FakeHub, s3: Any) -> None:
+    _stage(hub, s3=s3, model_py=MODEL_PY)
+    writes = _writes(s3)
+    _stage(hub, s3=s3, model_py=MODEL_PY + b"# v2\n")
+    ops = [(op, p["Key"]) for op, p in writes]
+    assert ops[0] == ("DeleteObject", f"tiny/{MANIFEST_NAME}")
+    assert _object(s3, "tiny/model.py").endswith(b"# v2\n")
+
+
+def test_a_repo_with_its_own_model_py_is_not_given_lmikits(hub: FakeHub, s3: Any) -> None:
+    hub.add_repo("org/custom-code", {**FILES, "model.py": b"def handle(inputs): ...\n"})
+    with pytest.raises(WeightsError, match=r"has its own model.py, .*--exclude model.py"):
+        _stage(hub, s3=s3, model_id="org/custom-code", model_py=MODEL_PY)
+    assert _keys(s3) == []

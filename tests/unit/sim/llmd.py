@@ -41,7 +41,9 @@ comes to about 1,000 requests' tokens, not 1,500, as do the estimated and precis
 at about 10,300). Its stages of up to 760 requests, all in flight at once, show none of
 this. The 37-capacity report, whose stages send at most 1,000
 requests, prints a success rate of 100.00% for every arm and stage, and its replay fails
-none (``test_llmd.py``).
+none (``test_llmd.py``). That the limit applied is read from the figures, so it is a choice
+the accuracy fit makes (``variant.CHOICES["llmd_2025_gateway"]``: Envoy's 1,024 by default,
+or no limit) and re-decides without these runs when it predicts them.
 
 The "random" arm's figures are each the median over seven draws of the routing
 (:data:`ROUTER_SEEDS`): one run is one draw, and the published run was one too.
@@ -67,7 +69,6 @@ import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
-from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -76,6 +77,7 @@ from lmikit.sim.routers import Epp, RandomRouter, Router
 from lmikit.sim.scenario import Deployment, deployment, percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
+from tests.unit.sim import variant
 
 QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")
 # Qwen3-32B at TP 2 on H100, memory share 0.9: the one published pool (73-capacity "KV/pod").
@@ -252,8 +254,9 @@ def planned(setup: Setup, reserve_full_prompt: bool = False) -> Deployment:
 
 def copies(setup: Setup, reserve_full_prompt: bool = False,
            pool_tokens: int | None = None) -> list[CopyConfig]:
-    """The setup's servers; ``pool_tokens`` replaces the planner's pool per pod."""
-    cfgs = planned(setup, reserve_full_prompt).copies("off")
+    """The setup's servers under the current model variant; ``pool_tokens`` replaces the
+    planner's pool per pod."""
+    cfgs = variant.apply(planned(setup, reserve_full_prompt).copies("off"))
     return [replace(c, gpu_tokens=pool_tokens) for c in cfgs] if pool_tokens else cfgs
 
 
@@ -288,12 +291,13 @@ def stats(out: RunResult, reqs: list[Request]) -> Stats:
 SETUPS = {"73-capacity": X73, "37-capacity": X37}
 
 
-@cache
-def result(name: str, experiment: str) -> tuple[Stats, dict[float, Stats]]:
+@variant.cached
+def result(name: str, experiment: str,
+           gateway: bool = True) -> tuple[Stats, dict[float, Stats]]:
     """Summary over every request, and per stage rate (the last stage of a repeated rate),
     on the report's pool; the September 2025 servers' vLLM (before 0.19.0) admits a request
-    once its next chunk fits."""
-    setup = SETUPS[name]
+    once its next chunk fits. ``gateway=False`` sends without the gateway's limit."""
+    setup = SETUPS[name] if gateway else replace(SETUPS[name], gateway_limit=0)
     weights = setup.routers[experiment]
     pool = setup.reported_pool
     if weights:
@@ -354,8 +358,9 @@ def replay(setup: Setup, routed_by: Router, reserve_full_prompt: bool = False,
     return replace(stats(out, counted), output_tokens_s=rates), per_stage
 
 
-def figure(name: str, experiment: str, metric: str, stage: float | None = None) -> float:
+def figure(name: str, experiment: str, metric: str, stage: float | None = None,
+           gateway: bool = True) -> float:
     """One :class:`Stats` figure of a replay: over every request, or of the stage at ``stage``
     QPS (the last stage of a repeated rate)."""
-    summary, per_stage = result(name, experiment)
+    summary, per_stage = result(name, experiment, gateway)
     return float(getattr(summary if stage is None else per_stage[stage], metric))

@@ -64,26 +64,28 @@ Where the rows depart from the generator, each said here, the same for every row
 - Routing. kube-proxy sends each new *connection* to a random endpoint, and inference-perf
   at 3c7c4a3 reuses connections: one aiohttp ``ClientSession`` per worker process
   (``openAIModelServerClient.process_request`` creates it once) over a keep-alive
-  ``TCPConnector``. A worker's connections pass from one of its conversations to another
-  (a freed slot takes the next queued turn, not the finished conversation's), so routing is
-  neither per request nor per conversation. Modelled as random per request
-  (``RandomRouter``), each figure the median over seven draws (``llmd.ROUTER_SEEDS``). The
-  table's prefix% is the evidence for it: 36.3%, 23.0%, 9.5% at conc 10, 20, 30 and 5-6%
-  from 60 on. Over the seven draws the share of prompt tokens the servers' prefix caches
-  serve is 20-33%, 18-25%, 14-26% and 13-17% (at 60) with random routing per request. Routed
-  per connection as the client's source implies (:func:`connection_replay`: each worker's
-  permits, its conversations' session locks, its keep-alive connections reused oldest
-  first and closed after vLLM's 5 s), it is 62-68%, 41-60%, 34-49% and 19-21%: at conc 10
-  and 30 every draw is above any per-request draw and above 1.5x the published rate, and
-  the draws' median lies more than twice as far from it as the per-request median
-  (``test_llmd_codegen.py``). The run did not reuse connections as that source implies,
-  for a reason we have not found; at conc 10 and 20 it was stickier than per-request
-  routing (36.3% and 23.0% against medians of 24% and 21%).
+  ``TCPConnector``. A worker's connections pass from one of its conversations to another (a
+  freed slot takes the next queued turn, not the finished conversation's), so routing is
+  neither per request nor per conversation. How the rows route is a choice the accuracy fit
+  makes (``variant.CHOICES["codegen_routing"]``), each figure the median over seven draws
+  (``llmd.ROUTER_SEEDS``): per connection as the client's source implies (the default,
+  :func:`connection_replay`), or random per request (``RandomRouter``), which the table's
+  prefix% favours: 36.3%, 23.0%, 9.5% at conc 10, 20, 30 and 5-6% from 60 on. Over the seven
+  draws the share of prompt tokens the servers' prefix caches serve is 20-33%, 18-25%,
+  14-26% and 13-17% (at 60) with random routing per request. Routed per connection as the
+  client's source implies (:func:`connection_replay`: each worker's permits, its
+  conversations' session locks, its keep-alive connections reused oldest first and closed
+  after vLLM's 5 s), it is 62-68%, 41-60%, 34-49% and 19-21%: at conc 10 and 30 every draw
+  is above any per-request draw and above 1.5x the published rate, and the draws' median
+  lies more than twice as far from it as the per-request median (``test_llmd_codegen.py``).
+  The run did not reuse connections as that source implies, for a reason we have not found;
+  at conc 10 and 20 it was stickier than per-request routing (36.3% and 23.0% against
+  medians of 24% and 21%).
 - Client coupling. A worker's semaphore admits ``c // 6`` (+1) queued requests, and a
   turn holds its slot while it waits for its conversation's previous turn, so a
   conversation can stall behind another of its worker; a slot's restarted conversation
-  does not wait for its previous one. The rows leave both out (each slot replays its rounds
-  as an independent user); :func:`connection_replay` models them.
+  does not wait for its previous one. :func:`connection_replay` models both; routed per
+  request, each slot replays its rounds as an independent user.
 - Timeouts. A request past 300 s counts as failed, as in the report, but the simulated
   server goes on serving it (vLLM aborts a request whose client has gone) and its session's
   next turn still carries its prompt. The simulation fails 0-6.5% of requests (medians over
@@ -99,11 +101,10 @@ commit of ``reasoning.yaml``: 10 replicas of Qwen3-32B at TP 2, labelled
 ``optimized-baseline`` like the runs' Service ``optimized-baseline-vllm-lb``), image
 ``vllm/vllm-openai:v0.19.1`` (so ``reserve_full_prompt=True``), ``--max-model-len=131072``
 with YaRN rope scaling, and vLLM's defaults otherwise (memory share 0.9, 8,192-token step
-budget on H100, 16-token blocks, replayed at 64). Assumed: the pool per pod is the one
-published for Qwen3-32B at TP 2 on H100 at that memory share (307,328 tokens, the September
-2025 73-capacity report; lmikit's planner gives 5.6% more), default ``Coefficients()``;
-outputs are
-exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
+budget on H100, 16-token blocks, replayed at 64). The pool per pod is the accuracy fit's
+choice (``llmd_service.pool_2026``: lmikit's planner's by default, or the one published for
+Qwen3-32B at TP 2 on H100 at that memory share, 307,328 tokens, 5.6% less). Assumed:
+outputs are exactly ``max_tokens`` long (``ignore_eos``) and counted as vLLM counts them (the report
 re-tokenizes each streamed chunk's text with the served model's tokenizer and sums the
 counts: ``reportgen/base.py``, ``summarize_requests``).
 """
@@ -113,7 +114,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import partial
 
 import numpy as np
 
@@ -122,7 +123,7 @@ from lmikit.sim.routers import RandomRouter
 from lmikit.sim.scenario import percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
-from tests.unit.sim import llmd
+from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import (
     QWEN3_VOCAB,
     KeepAliveService,
@@ -131,6 +132,8 @@ from tests.unit.sim.inference_perf import (
     lognormal,
     successes_and_span,
 )
+from tests.unit.sim.llmd_service import pool_2026
+from tests.unit.sim.rows import Row
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) and "
           "its table, llm-d/llm-d llm-d-benchmarking/workloads/code-generation/analysis/"
@@ -150,12 +153,6 @@ PUBLISHED = {10: (117.5, 15168.5, 25.7), 20: (299.9, 29451.3, 14.2),
              50: (394.7, 34551.8, 63.6), 60: (402.0, 22124.5, 148.5),
              70: (715.6, 32786.2, 136.2), 80: (862.0, 40560.2, 108.3),
              90: (615.1, 34526.3, 162.0), 100: (548.1, 37699.2, 175.1)}
-# Outside 1.5x: the honest current band (docs/planner.md says why)
-BANDS: dict[tuple[int, str], tuple[float, float]] = {
-    (20, "ttft p90"): (1.26, 1.96), (30, "ttft p90"): (0.50, 0.78),
-    (60, "in_t/s"): (1.215, 1.90), (70, "out_t/s"): (0.39, 0.61),
-    (80, "out_t/s"): (0.38, 0.60),
-    (100, "out_t/s"): (0.5, 0.79)}
 
 
 @dataclass(frozen=True)
@@ -237,21 +234,23 @@ def report(reqs: Sequence[Request], out: RunResult) -> Report:
                   sum(out.served["gpu"][r.id] for r in reqs) / sum(r.prompt_tokens for r in reqs))
 
 
-def copies() -> list[CopyConfig]:
-    """The Deployment's 10 servers (vLLM v0.19.1's defaults) on the one published pool of
-    Qwen3-32B at TP 2 on H100 at memory share 0.9 (:data:`llmd.QWEN3_32B_TP2_POOL`)."""
+def copies(pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> list[CopyConfig]:
+    """The Deployment's 10 servers (vLLM v0.19.1's defaults); ``pool_tokens`` per pod (the
+    default: the one published for Qwen3-32B at TP 2 on H100 at memory share 0.9,
+    :data:`llmd.QWEN3_32B_TP2_POOL`; None: the planner's)."""
     return llmd.copies(replace(llmd.X73, pods=PODS), reserve_full_prompt=True,
-                       pool_tokens=llmd.QWEN3_32B_TP2_POOL)
+                       pool_tokens=pool_tokens)
 
 
-def replay(conc: int, seed: int) -> Report:
+def replay(conc: int, seed: int, pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> Report:
     """The run at ``conc`` with random routing drawn from ``seed``."""
     work = workload(conc)
-    out = run(work, copies(), RandomRouter(random.Random(seed)))
+    out = run(work, copies(pool_tokens), RandomRouter(random.Random(seed)))
     return report(work.requests, out)
 
 
-def connection_replay(conc: int, seed: int) -> Report:
+def connection_replay(conc: int, seed: int,
+                      pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> Report:
     """The run at ``conc`` routed per connection as the client's source implies.
 
     Each worker takes its channel's requests under its permits and its conversations'
@@ -268,13 +267,16 @@ def connection_replay(conc: int, seed: int) -> Report:
                            lambda i, r: (i % conc, (i // conc) // turns[i % conc]))
     work = Workload(work.name, [Phase("stage 0", slots, conc, dispatcher=load)], work.chunk_size)
     svc = KeepAliveService(random.Random(seed), workers=WORKERS, worker_of=load.worker_of)
-    return report(work.requests, run(work, copies(), svc))
+    return report(work.requests, run(work, copies(pool_tokens), svc))
 
 
-@cache
-def result(conc: int) -> Report:
-    """Each figure's median over :data:`llmd.ROUTER_SEEDS`."""
-    return llmd.median_stats([replay(conc, seed) for seed in llmd.ROUTER_SEEDS])
+@variant.cached
+def result(conc: int, pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL,
+           per_connection: bool = False) -> Report:
+    """Each figure's median over :data:`llmd.ROUTER_SEEDS`, routed per request (or per
+    connection, :func:`connection_replay`)."""
+    one = connection_replay if per_connection else replay
+    return llmd.median_stats([one(conc, seed, pool_tokens) for seed in llmd.ROUTER_SEEDS])
 
 
 FIGURES = {"in_t/s": ("in_tokens_s", 1, "tok/s"), "out_t/s": ("out_tokens_s", 0, "tok/s"),
@@ -282,14 +284,18 @@ FIGURES = {"in_t/s": ("in_tokens_s", 1, "tok/s"), "out_t/s": ("out_tokens_s", 0,
 
 
 def _figure(conc: int, attr: str) -> float:
-    return float(getattr(result(conc), attr))
+    """A figure under the current model variant's choices: the 2026 servers' pool
+    (``llmd_2026_pool``) and how the Service routes (``codegen_routing``)."""
+    per_connection = variant.current().choice("codegen_routing") == "per-connection"
+    return float(getattr(result(conc, pool_2026(), per_connection), attr))
 
 
-def rows() -> list:  # list[published.Row]; imported here, published.py imports this module
-    from tests.unit.sim.published import WITHIN, Row
-
+def rows() -> list[Row]:
+    """in_t/s, out_t/s and TTFT p90 at every concurrency: one sweep, one setup, cache-blind
+    (a Service), its TTFTs misses."""
     return [Row(f"llm-d code-generation k8s Service, conc {conc}: {label}", SOURCE,
                 values[col], unit, partial(_figure, conc, attr),
-                BANDS.get((conc, label), WITHIN))
+                "throughput" if unit == "tok/s" else "ttft_miss", "cache_blind",
+                "llmd-sticky-2026", "llmd-codegen", f"codegen/conc{conc}")
             for conc, values in PUBLISHED.items()
             for label, (attr, col, unit) in FIGURES.items()]

@@ -82,8 +82,8 @@ tokens are; the client's count of the same output reads lower (``gen_p50`` at co
 06d672f7 table is 9-16% below the replayed median across its five arms), so ``out_t/s`` may
 read that much high. The servers are the code-generation run's Deployment (``llmd_codegen.py``: vLLM
 v0.19.1, which reserves room for the whole prompt, ``reserve_full_prompt=True``, and its H100
-defaults) on the same pool per pod (the one published for Qwen3-32B at TP 2 on H100 at
-vLLM's default memory share, 307,328 tokens). Each figure is the median over seven draws of
+defaults) on the same pool per pod (the accuracy fit's choice, ``llmd_service.pool_2026``).
+Each figure is the median over seven draws of
 the connections' pods (``llmd.ROUTER_SEEDS``).
 """
 
@@ -92,7 +92,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import partial
 
 import numpy as np
 
@@ -100,7 +100,7 @@ from lmikit.sim.loop import RunResult, run
 from lmikit.sim.scenario import percentile
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
-from tests.unit.sim import llmd
+from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import (
     QWEN3_VOCAB,
     ConcurrentWorkers,
@@ -110,6 +110,8 @@ from tests.unit.sim.inference_perf import (
     successes_and_span,
 )
 from tests.unit.sim.llmd_codegen import copies, tokens  # the same Deployment's servers
+from tests.unit.sim.llmd_service import pool_2026
+from tests.unit.sim.rows import Row
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
           "and its table llm-d/llm-d llm-d-benchmarking/workloads/reasoning/analysis/"
@@ -137,8 +139,6 @@ PUBLISHED = ((50, 1681.6, 320.6, 106.1, 230.5, 0.2, 23.5),
 METRICS = (("out_tokens_s", "out_t/s", "tok/s"), ("in_tokens_s", "in_t/s", "tok/s"),
            ("e2e_p50_s", "E2E p50", "s"), ("e2e_p90_s", "E2E p90", "s"),
            ("ttft_p90_s", "TTFT p90", "s"), ("vllm_tpot_p90_ms", "vTPOT p90", "ms"))
-# Outside 1.5x: the honest current band (docs/planner.md says why); none at present
-BANDS: dict[tuple[int, str], tuple[float, float]] = {}
 
 
 def lengths(conc: int) -> tuple[list[int], list[int]]:
@@ -215,16 +215,17 @@ class Stats:
     settled: bool
 
 
-@cache
-def result(conc: int) -> Stats:
+@variant.cached
+def result(conc: int, pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> Stats:
     """inference-perf's report of the k8 run at ``conc``, simulated: each figure its median
-    over the Service's draws from :data:`llmd.ROUTER_SEEDS`."""
-    runs = [replay(conc, seed) for seed in llmd.ROUTER_SEEDS]
+    over the Service's draws from :data:`llmd.ROUTER_SEEDS` (``pool_tokens`` per pod, None:
+    the planner's)."""
+    runs = [replay(conc, seed, pool_tokens) for seed in llmd.ROUTER_SEEDS]
     middle = llmd.median_stats(runs)
     return replace(middle, runs=max(r.runs for r in runs), settled=all(r.settled for r in runs))
 
 
-def replay(conc: int, seed: int) -> Stats:
+def replay(conc: int, seed: int, pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> Stats:
     """The run at ``conc``, the Service's connections drawn from ``seed``."""
     full = [r.output_tokens for r in workload(conc).requests]
     cut: dict[int, int] = {}
@@ -232,7 +233,7 @@ def replay(conc: int, seed: int) -> Stats:
     cycle: list[dict[int, int]] = []
     for runs in range(1, ROUNDS + 1):  # noqa: B007 - runs is reported
         work = workload(conc, cut)
-        out = run(work, copies(), service(work, seed, dropped=cut))
+        out = run(work, copies(pool_tokens), service(work, seed, dropped=cut))
         new = _timeouts(work, out, full)
         settled = frozenset(new) == frozenset(cut)
         if settled or cycle:
@@ -282,16 +283,21 @@ def histogram_quantile(q: float, values: Sequence[float], buckets: Sequence[floa
 
 
 def _figure(conc: int, metric: str) -> float:
-    return float(getattr(result(conc), metric))
+    """A figure on the pool the current model variant gives the 2026 servers."""
+    return float(getattr(result(conc, pool_2026()), metric))
 
 
-def rows() -> list:  # list[published.Row]; imported here, published.py imports this module
-    from tests.unit.sim.published import WITHIN, Row
+QUANTITY = {"out_tokens_s": "throughput", "in_tokens_s": "throughput", "e2e_p50_s": "total_time",
+            "e2e_p90_s": "total_time", "ttft_p90_s": "ttft_miss", "vllm_tpot_p90_ms": "itl"}
 
+
+def rows() -> list[Row]:
+    """Every concurrency's six figures: one sweep, one setup, cache-blind (a Service)."""
     out = []
     for conc, *values in PUBLISHED:
         for (metric, label, unit), value in zip(METRICS, values, strict=True):
             out.append(Row(f"llm-d reasoning k8s Service at conc {conc}: {label}", SOURCE,
-                           value, unit, partial(_figure, conc, metric),
-                           BANDS.get((conc, metric), WITHIN)))
+                           value, unit, partial(_figure, conc, metric), QUANTITY[metric],
+                           "cache_blind", "llmd-sticky-2026", "llmd-reasoning",
+                           f"reasoning/conc{conc}"))
     return out

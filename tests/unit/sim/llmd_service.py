@@ -36,9 +36,10 @@ plugins the simulator does not model (``prefix-cache-affinity-filter``, ``token-
 The blog (August 2026) does not name this run's vLLM; the Deployment committed with its
 other two workloads, for 10 pods, runs v0.19.1 (``llmd_codegen.py``), and a 2026 llm-d runs
 a vLLM from 0.19.0 on, so its servers check that a whole prompt fits before admitting it
-(assumed, ``reserve_full_prompt=True``), unlike the September 2025 run. The pool per pod is
-that run's published 307,328 tokens (``llmd.QWEN3_32B_TP2_POOL``; assumed: the 2026 servers
-publish none).
+(assumed, ``reserve_full_prompt=True``), unlike the September 2025 run. The 2026 servers
+publish no pool per pod: the rows use the one the accuracy fit chooses
+(``variant.CHOICES["llmd_2026_pool"]``): lmikit's planner's by default, or the 73-capacity
+report's 307,328 tokens for the same model, GPU, TP and memory share.
 
 Rows, by one rule: the TTFT mean, TTFT p90 (the metric the blog plots) and output tokens/s
 of every ladder stage, 3 to 60 QPS (the 15 QPS x 50 s warm-up stage is not a ladder stage).
@@ -57,15 +58,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from functools import cache, partial
+from functools import partial
 
 from lmikit.sim.loop import run
 from lmikit.sim.routers import LeastOutstanding
 from lmikit.sim.scenario import deployment
 from lmikit.sim.tiers import chunk_keys
 from lmikit.sim.workloads import Phase, Request, Workload
-from tests.unit.sim import llmd
+from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import KeepAliveService
+from tests.unit.sim.rows import Row
 
 SOURCE = ("llm-d blog 'Sticky Until Saturated: Token-Aware Routing in llm-d' (2026-08-17) "
           "and its per-stage table, llm-d/llm-d llm-d-benchmarking/workloads/b2b-saas/analysis/"
@@ -82,10 +84,6 @@ PUBLISHED = ((3.0, 0.4, 0.5, 1_889.0), (10.0, 0.5, 0.9, 4_944.5), (15.0, 2.5, 4.
              (49.0, 71.9, 129.9, 7_049.2), (52.0, 76.5, 161.1, 6_402.4),
              (55.0, 75.0, 134.3, 6_316.7), (57.0, 74.3, 135.0, 6_764.5),
              (60.0, 76.8, 161.3, 6_926.2))
-# Outside 1.5x: the honest current band (docs/planner.md says why)
-BANDS = {15.0: (0.26, 0.40)}
-MEAN_BANDS = {15.0: (0.29, 0.45)}
-
 
 # A second published run of the same arm: llm-d's precise-prefix-cache-routing guide,
 # guides/precise-prefix-cache-routing/benchmark-results/vllm-qwen3-32b-h100.md (read as
@@ -124,18 +122,29 @@ def service(seed: int) -> KeepAliveService:
     return KeepAliveService(random.Random(seed), workers=WORKERS)
 
 
-@cache
-def replay() -> dict[float, llmd.Stats]:
+# The pool per pod of the 2026 Qwen3-32B TP 2 servers, which publish none, by the fit's choice
+# ``llmd_2026_pool`` (tests/unit/sim/variant.py): the planner's (None) or the 73-capacity
+# report's for the same model, GPU, TP and memory share.
+POOLS = {"planner": None, "73-capacity": llmd.QWEN3_32B_TP2_POOL}
+
+
+def pool_2026() -> int | None:
+    """The pool the current model variant gives the 2026 servers (None: the planner's)."""
+    return POOLS[variant.current().choice("llmd_2026_pool")]
+
+
+@variant.cached
+def replay(pool_tokens: int | None = llmd.QWEN3_32B_TP2_POOL) -> dict[float, llmd.Stats]:
     """The 73-capacity workload through the Service, per ladder stage (a 2026 vLLM's
-    admission rule, the 73-capacity report's pool), each figure the median over
-    :data:`llmd.ROUTER_SEEDS`."""
+    admission rule; ``pool_tokens`` per pod, None: the planner's), each figure the median
+    over :data:`llmd.ROUTER_SEEDS`."""
     return llmd.median_replay(B2B_SAAS, service, reserve_full_prompt=True,
-                              pool_tokens=llmd.QWEN3_32B_TP2_POOL)[1]
+                              pool_tokens=pool_tokens)[1]
 
 
 def _stage(rate: float, metric: str) -> float:
     """One figure of the replayed ladder stage at ``rate``."""
-    return float(getattr(replay()[rate], metric))
+    return float(getattr(replay(pool_2026())[rate], metric))
 
 
 # The blog's calibration ("Calibration for Qwen3-32B / H100"): single requests of k x 8,192
@@ -170,42 +179,52 @@ def single_request_ttft(tokens: int, pretokenized: bool = False) -> float:
     req = Request(0, chunk_keys([(1, tokens)], llmd.BLOCK), tokens, 1, session=0, arrival_s=0.0,
                   pretokenized=pretokenized)
     work = Workload("calibration", [Phase("one", [[req]], open_loop=True)], llmd.BLOCK)
-    out = run(work, dep.copies("off"), LeastOutstanding())
+    out = run(work, variant.apply(dep.copies("off")), LeastOutstanding())
     return out.ttft[0] - out.arrival[0]
 
 
-def rows() -> list:  # list[published.Row]; imported here, published.py imports this module
-    from tests.unit.sim.published import WITHIN, Row
+PUBLICATION, PRECISE_GUIDE_PUBLICATION = "llmd-sticky-2026", "llmd-precise-guide"
+SETUP, CALIBRATION_SETUP = "llmd-b2b-service", "single-prefill-qwen3-32b"
 
-    return [*(row
-              for rate, mean, p90, output in PUBLISHED
-              for row in (
-                  Row(f"llm-d k8s Service at {rate:g} QPS: ttft mean", SOURCE, mean, "s",
-                      partial(_stage, rate, "ttft_mean_s"), MEAN_BANDS.get(rate, WITHIN)),
-                  Row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, p90, "s",
-                      partial(_stage, rate, "ttft_p90_s"), BANDS.get(rate, WITHIN)),
-                  Row(f"llm-d k8s Service at {rate:g} QPS: output tokens/s", SOURCE, output,
-                      "tok/s", partial(_stage, rate, "output_tokens_s"), WITHIN))),
-            *(row
-              for rate, output, mean, p90 in PRECISE_GUIDE
-              for row in (
-                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: output tokens/s",
-                      PRECISE_GUIDE_SOURCE, output, "tok/s",
-                      partial(_stage, rate, "output_tokens_s"), WITHIN),
-                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft mean",
-                      PRECISE_GUIDE_SOURCE, mean, "s", partial(_stage, rate, "ttft_mean_s"),
-                      WITHIN),
-                  Row(f"llm-d precise guide k8s Service at {rate:g} QPS: ttft p90",
-                      PRECISE_GUIDE_SOURCE, p90, "s", partial(_stage, rate, "ttft_p90_s"),
-                      WITHIN))),
-            Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
+
+def rows() -> list[Row]:
+    """The Service's stages (both publications, one replay) and the two single prefills.
+
+    Every Service figure is cache-blind; its TTFTs are misses (the Service spreads each
+    group's prompts over the pods at random)."""
+    def stage_row(name: str, source: str, publication: str, value: float, unit: str,
+                  rate: float, metric: str) -> Row:
+        quantity = "throughput" if metric == "output_tokens_s" else "ttft_miss"
+        return Row(name, source, value, unit, partial(_stage, rate, metric), quantity,
+                   "cache_blind", publication, SETUP, "b2b-service")
+
+    out = []
+    for rate, mean, p90, output in PUBLISHED:
+        out += [stage_row(f"llm-d k8s Service at {rate:g} QPS: ttft mean", SOURCE, PUBLICATION,
+                          mean, "s", rate, "ttft_mean_s"),
+                stage_row(f"llm-d k8s Service at {rate:g} QPS: ttft p90", SOURCE, PUBLICATION,
+                          p90, "s", rate, "ttft_p90_s"),
+                stage_row(f"llm-d k8s Service at {rate:g} QPS: output tokens/s", SOURCE,
+                          PUBLICATION, output, "tok/s", rate, "output_tokens_s")]
+    for rate, output, mean, p90 in PRECISE_GUIDE:
+        prefix = f"llm-d precise guide k8s Service at {rate:g} QPS"
+        out += [stage_row(f"{prefix}: output tokens/s", PRECISE_GUIDE_SOURCE,
+                          PRECISE_GUIDE_PUBLICATION, output, "tok/s", rate, "output_tokens_s"),
+                stage_row(f"{prefix}: ttft mean", PRECISE_GUIDE_SOURCE,
+                          PRECISE_GUIDE_PUBLICATION, mean, "s", rate, "ttft_mean_s"),
+                stage_row(f"{prefix}: ttft p90", PRECISE_GUIDE_SOURCE,
+                          PRECISE_GUIDE_PUBLICATION, p90, "s", rate, "ttft_p90_s")]
+    out += [Row("llm-d calibration: Qwen3-32B TP 2 H100, one 8,192-token prompt: ttft",
                 SOURCE.split(" and its per-stage")[0] + ", section Calibration: single "
                 "requests of k x 8,192 tokens, fitted T(8,192) = 0.40 s",
                 CALIBRATION_TTFT_S, "s", partial(single_request_ttft, CALIBRATION_TOKENS),
-                WITHIN),
+                "ttft_miss", "cache_blind", PUBLICATION, CALIBRATION_SETUP, "single/8192"),
+            # a cold prefill's TTFT, read as its inverse (8,192 / TTFT)
             Row("llm-d calibration recipe: Qwen3-32B TP 2 H100, vLLM 0.23.0, 8,192 random "
                 "token ids: peakPrefillThroughput", RECIPE_SOURCE, RECIPE_PEAK_TOKENS_S,
-                "tok/s", _recipe_peak, WITHIN)]
+                "tok/s", _recipe_peak, "ttft_miss", "cache_blind", "llmd-calibration-recipe",
+                CALIBRATION_SETUP, "single/8192-ids")]
+    return out
 
 
 def _recipe_peak() -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lmikit.bench import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
+from lmikit.bench._long_doc_qa import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
 from lmikit.errors import SimulationError
 from lmikit.sim import bench_format, calibrate
 from lmikit.sim.calibrate import bench_from_dict, fit, load_bench, synthetic_bench

@@ -144,15 +144,20 @@ def test_tensor_parallel_all_reduces_over_pcie_are_costed_at_the_link_rate() -> 
     assert engine_for("Qwen/Qwen2.5-7B-Instruct", P4DE, tp=4).allreduce_s(8_192) == 0
 
 
-def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trip() -> None:
+def test_retrieve_cost_orders_gpu_cpu_disk_and_adds_remote_round_trips() -> None:
+    """A hit of 10,000 tokens is 40 chunks of 256. LMCache 0.5.6 hashes them again in the
+    worker (``_process_tokens_internal``), reads them from the tier into CPU memory, then
+    copies them to the GPU (``batched_to_gpu``). A Redis read is two GETs per chunk
+    (``RedisConnector._get``), four chunks at a time (``AsyncPQExecutor``, max_workers=4):
+    10 waves of 2 round trips."""
     m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(remote_rtt_s=0.01, remote_gbps=5.0))
     n = 10_000
-    copy = n * m.kv_bytes_per_token / (25e9 * 0.7)
+    copy = n * m.kv_bytes_per_token / (25e9 * 0.7) + 40 * m.coeff.hash_s_per_chunk
     assert m.retrieve_s("gpu", n) == 0
     assert m.retrieve_s("cpu", n) == pytest.approx(copy)
     assert m.retrieve_s("disk", n) == pytest.approx(copy + n * m.kv_bytes_per_token / 16e9)
     assert m.retrieve_s("remote", n) == pytest.approx(
-        copy + 0.01 + n * m.kv_bytes_per_token / 5e9)
+        copy + 10 * 2 * 0.01 + n * m.kv_bytes_per_token / 5e9)
     with pytest.raises(ValueError, match="unknown tier 'tape'"):
         m.retrieve_s("tape", n)
 
@@ -170,14 +175,18 @@ def test_mla_at_tensor_parallel_reads_its_latent_once_from_disk_and_remote() -> 
     assert m.kv_bytes_per_token == 8 * latent and m.stored_kv_bytes_per_token == latent
     n = 10_000
     copy = m.retrieve_s("cpu", n)
-    assert copy == pytest.approx(n * latent / (m.host_to_gpu_gbps * 1e9 * 0.7))
+    assert copy == pytest.approx(n * latent / (m.host_to_gpu_gbps * 1e9 * 0.7)
+                                 + 40 * m.coeff.hash_s_per_chunk)
     assert m.retrieve_s("disk", n) == pytest.approx(copy + n * latent / (m.nvme_read_gbps * 1e9))
-    assert m.retrieve_s("remote", n) == pytest.approx(copy + 0.01 + n * latent / 5e9)
+    assert m.retrieve_s("remote", n) == pytest.approx(copy + 10 * 2 * 0.01 + n * latent / 5e9)
 
 
 def test_store_is_a_gpu_to_cpu_copy_of_the_new_chunks() -> None:
+    """``LMCacheEngine.store`` hashes the new chunks (``process_tokens``) and copies each to
+    CPU memory (``batched_from_gpu``): 2,560 tokens are 10 chunks."""
     m = engine_for("Qwen/Qwen3-8B", P4DE, coeff=Coefficients(cpu_store_efficiency=0.5))
-    assert m.store_s(2_560) == pytest.approx(2_560 * m.kv_bytes_per_token / 12.5e9)
+    assert m.store_s(2_560) == pytest.approx(2_560 * m.kv_bytes_per_token / 12.5e9
+                                             + 10 * m.coeff.hash_s_per_chunk)
 
 
 def test_plan_prediction_is_the_engine_single_request() -> None:
@@ -186,9 +195,10 @@ def test_plan_prediction_is_the_engine_single_request() -> None:
     p = planned.predicted
     m = engine_for("Qwen/Qwen3-8B", P4DE)
     one = single_request(m, 20_000, 100, 256, lmcache=True)
-    # with an LMCache tier a miss also waits for the store of its 78 full chunks
+    # with an LMCache tier a miss also waits for LMCache's lookup of its 78 full chunks and
+    # for their store
     assert one.miss_s == pytest.approx(single_request(m, 20_000, 100, 256).miss_s
-                                       + m.store_s(78 * 256))
+                                       + m.lookup_s(78) + m.store_s(78 * 256))
     assert p.ttft_miss_s == pytest.approx(one.miss_s, abs=1e-4)
     for tier in ("gpu", "cpu", "disk"):
         assert p.ttft_hit_s[tier] == pytest.approx(one.hit_s[tier], abs=1e-4)
@@ -205,21 +215,31 @@ def test_a_prompt_that_hits_whole_still_prefills_its_last_token() -> None:
     assert m.prefill_s(1, 8_191) >= m.decode_step_s(1, 8_191) - m.step_overhead_s  # one pass
     # a suffix of one token already leaves the last chunk to prefill
     assert single_request(m, 8_192, 1, 256).remainder_tokens == 256
+    # the plan has an LMCache tier: even a GPU hit waits for LMCache's lookup of 32 chunks
     p = plan("Qwen/Qwen3-8B", P4DE, request_tokens=8_192, suffix_tokens=0).predicted
-    assert p.ttft_hit_s["gpu"] == pytest.approx(whole.hit_s["gpu"], abs=1e-4)
+    assert p.ttft_hit_s["gpu"] == pytest.approx(whole.hit_s["gpu"] + m.lookup_s(32), abs=1e-4)
 
 
 def test_a_remote_tier_plan_costs_a_remote_hit_as_the_simulator_does() -> None:
     remote = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="remote",
                   remote_url="redis://cache.internal:6379")
     assert remote.tier == "remote"
-    one = single_request(engine_for("Qwen/Qwen3-8B", P4DE), 20_000, 100, 256, lmcache=True)
+    m = engine_for("Qwen/Qwen3-8B", P4DE)
+    one = single_request(m, 20_000, 100, 256, lmcache=True, remote=True)
     p = remote.predicted
     assert p.ttft_hit_s["remote"] == pytest.approx(one.hit_s["remote"], abs=1e-4)
     assert p.speedup["remote"] == pytest.approx(one.miss_s / one.hit_s["remote"], rel=1e-3)
     assert p.ttft_hit_s["cpu"] < p.ttft_hit_s["remote"] < p.ttft_miss_s
+    # a remote hit of 77 chunks: the lookup asks Redis about each and the first miss (78
+    # EXISTS, one after another), the read sends 2 GETs per chunk, 4 chunks at a time
+    rtt = m.coeff.remote_rtt_s
+    assert one.hit_s["remote"] - one.hit_s["cpu"] == pytest.approx(
+        m.retrieve_s("remote", 77 * 256) - m.retrieve_s("cpu", 77 * 256) + 77 * rtt)
+    assert m.retrieve_s("remote", 77 * 256) - m.retrieve_s("cpu", 77 * 256) == pytest.approx(
+        20 * 2 * rtt + 77 * 256 * m.kv_bytes_per_token / (m.remote_read_gbps * 1e9))
     c = Coefficients()
-    assert any(f"remote tier read at {c.remote_gbps:g} GB/s" in a for a in remote.assumptions)
+    assert any(f"remote tier (redis) read at {c.remote_gbps:g} GB/s" in a
+               for a in remote.assumptions)
     local = plan("Qwen/Qwen3-8B", P4DE, request_tokens=20_000, mode="cpu")
     assert "remote" not in local.predicted.ttft_hit_s
     assert not any("remote tier" in a for a in local.assumptions)

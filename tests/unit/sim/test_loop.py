@@ -177,11 +177,14 @@ def test_cpu_hit_pays_retrieve_and_the_first_request_pays_the_store() -> None:
                  (10.0, [doc, (4, 100)], 1))
     cfg = copy(gpu_tokens=2_700, cpu_tokens=100_000)  # the GPU pool holds one document
     out = run(work, [cfg], LeastOutstanding())
-    assert out.ttft[0] == pytest.approx(tok(2_660) + ENGINE.prefill_s(2_660, 0)
+    # every request of a copy with LMCache first waits for LMCache's lookup of its 10 chunks
+    lookup = ENGINE.lookup_s(10)
+    assert out.ttft[0] == pytest.approx(tok(2_660) + lookup + ENGINE.prefill_s(2_660, 0)
                                         + ENGINE.store_s(2_560) + 0.01)
     assert (out.served["gpu"][2], out.served["cpu"][2]) == (0, 2_560)
     assert out.ttft[2] - 10.0 == pytest.approx(
-        tok(2_660) + ENGINE.retrieve_s("cpu", 2_560) + ENGINE.prefill_s(100, 2_560) + 0.01)
+        tok(2_660) + lookup + ENGINE.retrieve_s("cpu", 2_560) + ENGINE.prefill_s(100, 2_560)
+        + 0.01)
 
 
 def test_decode_takes_one_step_per_output_token() -> None:

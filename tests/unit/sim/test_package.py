@@ -18,7 +18,8 @@ def test_simulator_imports_neither_boto3_nor_rich() -> None:
 def test_plan_loads_only_the_engine_model_of_the_simulator() -> None:
     code = ("import sys, lmikit.planner; lmikit.planner.plan('Qwen/Qwen3-8B', 'ml.p4de.24xlarge');"
             "extra = sorted(m for m in sys.modules if m.startswith('lmikit.sim.')"
-            " and m not in ('lmikit.sim.engine', 'lmikit.sim.coefficients'));"
+            " and m not in ('lmikit.sim.engine', 'lmikit.sim.coefficients',"
+            " 'lmikit.sim.stores'));"
             "print(extra); sys.exit(1 if extra else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -495,9 +495,10 @@ def test_tensor_parallel_over_pcie_is_noted_as_a_floor() -> None:
     assert notes("ml.g6e.12xlarge", "1") == []
 
 
-def test_the_readmes_simulate_example_is_real_and_shows_the_cache_working() -> None:
-    """The README's command prints the rows shown beside it, and its `off` and `cpu` rows
-    differ: the repeated context outgrows the GPU prefix cache, so LMCache's CPU tier pays."""
+def test_the_readmes_simulate_example_is_real_and_shows_the_disk_taking_the_rest() -> None:
+    """The README's command prints the rows shown beside it, and its `cpu+disk` rows differ
+    from its `cpu` rows: each copy's repeated context outgrows the CPU tier, and the disk
+    tier, which LMCache writes every chunk to, serves what it evicted."""
     import shlex
 
     from tests.conftest import ROOT
@@ -510,7 +511,92 @@ def test_the_readmes_simulate_example_is_real_and_shows_the_cache_working() -> N
     r = CliRunner().invoke(main, shlex.split(command)[2:], env={"COLUMNS": "130"})  # $ lmikit
     assert r.exit_code == 0, r.output
     printed = [line.rstrip() for line in r.stdout.splitlines() if line.startswith("│")]
-    assert len(shown) == 4 and printed == shown
-    rows = {tuple(cell.strip() for cell in line.split("│")[1:3]): line.split("│")[3].strip()
+    assert len(shown) == 6 and printed == shown
+    rows = {tuple(cell.strip() for cell in line.split("│")[1:3]): line.split("│")
             for line in printed}
-    assert rows[("sticky_session", "off")] != rows[("sticky_session", "cpu")]
+    for routing in ("sticky_session", "random"):
+        disk = int(rows[(routing, "cpu+disk")][8].split("/")[2])  # Hit % gpu/cpu/disk/rem
+        assert disk > 0 and int(rows[(routing, "cpu")][8].split("/")[2]) == 0
+        assert rows[(routing, "cpu+disk")][3] != rows[(routing, "cpu")][3]  # TTFT p50
+
+
+# -- the what-if tier sizes ---------------------------------------------------------------
+
+G6E = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--instance", "ml.g6e.2xlarge"]
+DOCS = ["--workload", "long-doc-qa", "--documents", "55", "--document-tokens", "10000",
+        "--output-tokens", "8"]
+
+
+def test_cpu_size_gb_shrinks_the_cpu_tier_and_the_disk_takes_the_rest() -> None:
+    """550K tokens of documents outgrow the GPU prefix cache (465K tokens on ml.g6e.2xlarge)
+    and fit the auto CPU tier (592K), so cpu+disk reads them from CPU memory as cpu does;
+    at 10 GB a worker (187K tokens) they do not, and
+    the disk tier, which LMCache writes every chunk to, serves what the CPU tier evicted:
+    the hit rate per tier says so in the table and in --json."""
+    def hits(*flags: str) -> dict[str, dict[str, float]]:
+        r = lmikit("simulate", *G6E, *DOCS, "--kv-cache", "cpu", "--kv-cache", "cpu+disk",
+                   "--json", *flags)
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.output)
+        return {row["kv_cache"]: row["hit_rate"] for row in data["results"]} | {
+            "tokens": data["deployment"]["tier_tokens"]}
+
+    auto = hits()
+    assert auto["cpu"] == auto["cpu+disk"] and auto["cpu+disk"]["cpu"] > 0.99
+    small = hits("--cpu-size-gb", "10")
+    assert small["tokens"]["cpu"]["cpu"] == 10 * 2**30 // 57_344 < auto["tokens"]["cpu"]["cpu"]
+    assert small["cpu"]["cpu"] == 0 and small["cpu+disk"]["disk"] > 0.99
+    table = lmikit("simulate", *G6E, *DOCS, "--kv-cache", "cpu+disk", "--cpu-size-gb", "10")
+    row = next(line for line in table.output.splitlines() if "cpu+disk" in line)
+    assert row.split("│")[8].strip() == "0/0/100/0"  # Hit % gpu/cpu/disk/rem
+
+
+def test_disk_size_gb_sets_the_disk_tier() -> None:
+    r = lmikit("simulate", *G6E, *DOCS, "--kv-cache", "cpu+disk", "--disk-size-gb", "20",
+               "--json")
+    assert r.exit_code == 0, r.output
+    tiers = json.loads(r.output)["deployment"]["tier_tokens"]
+    assert tiers["cpu+disk"]["disk"] == 20 * 2**30 // 57_344
+
+
+@pytest.mark.parametrize(("flags", "hint", "message"), [
+    (["--cpu-size-gb", "0"], "--cpu-size-gb", "'0' is not 'auto' or a size in GB"),
+    (["--cpu-size-gb", "nan"], "--cpu-size-gb", "'nan' is not 'auto' or a size in GB"),
+    (["--cpu-size-gb", "big"], "--cpu-size-gb", "'big' is not 'auto' or a size in GB"),
+    (["--cpu-size-gb", "500"], "--cpu-size-gb",
+     "cpu_size_gb is 500; expected at most 31.6 GB, the host memory ml.g6e.2xlarge gives"),
+    (["--kv-cache", "cpu+disk", "--disk-size-gb", "5000"], "--disk-size-gb",
+     "disk_size_gb is 5000; expected at most 363.1 GB, the NVMe ml.g6e.2xlarge gives"),
+    (["--kv-cache", "cpu", "--disk-size-gb", "50"], "--disk-size-gb",
+     "sizes the disk tier of --kv-cache cpu\\+disk, which is not simulated here"),
+])
+def test_tier_sizes_that_cannot_be_are_refused_naming_the_flag(flags: list[str], hint: str,
+                                                               message: str) -> None:
+    r = lmikit("simulate", *G6E, *DOCS, *flags)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert hint in r.output
+    assert __import__("re").search(message, " ".join(r.output.split())), r.output
+
+
+def test_tier_sizes_and_the_remote_store_are_refused_beside_a_spec() -> None:
+    for flag, value in (("--cpu-size-gb", "10"), ("--disk-size-gb", "10"),
+                        ("--remote-store", "hyperpod")):
+        r = lmikit("simulate", str(DEFAULT_SPEC), *DOCS, flag, value)
+        assert r.exit_code == 2 and f"/{flag}, not both" in r.output, r.output
+
+
+def test_remote_store_picks_the_store_the_remote_tier_reads() -> None:
+    """The HyperPod scenario: L1 (LMCache's CPU tier) + L2 (HyperPod's tiered storage) +
+    KV-aware routing; its store's lookup takes two round trips a chunk, Redis's one."""
+    from lmikit.cli._simulate import REMOTE_STORES
+    from lmikit.sim.stores import STORES
+
+    assert REMOTE_STORES == tuple(STORES)
+    r = lmikit("simulate", *WHAT_IF, "--instances", "2", *SMALL, "--kv-cache", "remote",
+               "--routing", "kv_aware", "--remote-store", "hyperpod", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["deployment"]["remote_store"] == "hyperpod"
+    assert data["results"][0]["kv_cache"] == "remote"
+    bad = lmikit("simulate", *WHAT_IF, *SMALL, "--remote-store", "tape")
+    assert bad.exit_code == 2 and "--remote-store" in bad.output
