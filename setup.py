@@ -25,11 +25,11 @@ from setuptools.command.build_ext import build_ext
 # users give them, are not: a compiled function refuses a wrong type before it can say which
 # argument it was); the rest of lmikit stays Python
 COMPILED = [
-    "sdk/lmikit/sim/engine.py",
-    "sdk/lmikit/sim/loop.py",
-    "sdk/lmikit/sim/routers.py",
-    "sdk/lmikit/sim/tiers.py",
-    "sdk/lmikit/sim/work.py",
+    "sdk/lmikit/sim/_engine.py",
+    "sdk/lmikit/sim/_loop.py",
+    "sdk/lmikit/sim/_routers.py",
+    "sdk/lmikit/sim/_tiers.py",
+    "sdk/lmikit/sim/_work.py",
 ]
 PURE_ENV = "LMIKIT_PURE_PYTHON"
 # build_ext's options a build sets (its command line, bdist_wheel, pip)

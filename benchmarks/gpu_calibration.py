@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lmikit.catalog import catalog_entry, get_model
-from lmikit.sim.gpu_calibration import (
+from lmikit.sim import (
     KERNELS,
     LAYOUTS,
     LMCACHE_CHUNK_TOKENS,

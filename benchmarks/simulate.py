@@ -45,7 +45,7 @@ def main() -> int:
         print(f"{r.routing:18s} {r.kv_cache:9s} {r.ttft_p50_s:8.3f} {r.ttft_p90_s:8.3f} "
               f"{r.hit_rate['miss']:6.2f}")
     verdict = "ok" if elapsed < TARGET_S else "SLOW"
-    loop = str(find_spec("lmikit.sim.loop").origin)
+    loop = str(find_spec("lmikit.sim._loop").origin)
     build = "pure Python" if loop.endswith(".py") else "compiled with mypyc"
     print(f"CPU: {cpu_name()}; Python {platform.python_version()}; lmikit.sim {build} ({loop})")
     print(f"{len(results)} scenarios, {simulated:,} requests in {elapsed:.2f} s "

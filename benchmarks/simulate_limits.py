@@ -16,7 +16,7 @@ CHILD = textwrap.dedent("""
     import json, resource, sys, time
     from lmikit import sim
     from lmikit.errors import LmikitError
-    from lmikit.sim import calibrate, workloads as w
+    from lmikit.sim import _calibrate as calibrate, _workloads as w
     case, folder = sys.argv[1], sys.argv[2]
     dep = sim.deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge", instances=8)
     window = dep.max_model_len
@@ -50,7 +50,7 @@ CHILD = textwrap.dedent("""
             (r,) = sim.simulate(many, work, ["kv_aware"], ["cpu"])
             return f"{r.requests:,} measured, p50 TTFT {r.ttft_p50_s:.3f} s"
         elif case == "repeated text at the chunk bound (notes)":
-            from lmikit.sim.scenario import repeated_tokens
+            from lmikit.sim._scenario import repeated_tokens
             docs, tokens = w.MAX_REQUESTS // 2, 50 * 256 - w.QUESTION_TOKENS
             work = w.long_doc_qa(docs, tokens, 16, 64, context_window=window)
             start = time.perf_counter()

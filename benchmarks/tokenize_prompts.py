@@ -1,7 +1,7 @@
 """How fast vLLM's tokenizer encodes a prompt: English text against decoded random token ids.
 
 The simulator charges every prompt ``tokenize_s_per_token`` (vLLM's API server tokenizes it
-before the engine sees it; ``lmikit.sim.coefficients``), a rate published for English text.
+before the engine sees it; ``lmikit.sim._coefficients``), a rate published for English text.
 Benchmark clients such as inference-perf and SGLang's ``bench_serving`` send prompts made of
 random token ids decoded to text instead. This script encodes both with the HuggingFace
 ``tokenizers`` library (the Rust tokenizer behind vLLM's fast tokenizers) and prints the
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim import Coefficients
 
     tok = load_tokenizer(args)
     vocab = tok.get_vocab_size(with_added_tokens=False)

@@ -36,7 +36,7 @@ MAX_MODEL_LEN_POOL_SHARE = 0.9  # default max_model_len at most this share of th
 #                                 (docs/planner.md); vLLM will not start if one sequence
 #                                 of max_model_len does not fit the pool it measures
 REQUEST_OVERHEAD_S = 0.02  # HTTP, scheduling, sampling, first token out (source: PROVENANCE
-#                            in lmikit.sim.coefficients; tokenizing is costed per token there)
+#                            in lmikit.sim.Coefficients; tokenizing is costed per token there)
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def test_progress_lines_come_every_tenth_of_a_round_and_at_its_end(
 @pytest.mark.slow
 def test_bench_output_is_a_calibration_file_of_every_request(
         served: FakeSageMaker, tmp_path: Path) -> None:
-    from lmikit.sim.calibrate import load_bench
+    from lmikit.sim._calibrate import load_bench
 
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)
@@ -170,7 +170,7 @@ def test_bench_output_says_which_tier_should_serve_each_query(
     """A spec target labels each query request with what the spec's caches should give it
     (here 4 documents of 612 tokens, 2 full chunks each, all in the GPU pool); an endpoint
     name cannot, and leaves them unknown for the fit to set aside."""
-    from lmikit.sim.calibrate import load_bench
+    from lmikit.sim._calibrate import load_bench
 
     spec = tmp_path / "bench.yaml"
     spec.write_text(SPEC_YAML)
@@ -303,7 +303,7 @@ def test_a_run_that_stops_still_writes_what_it_measured_and_fails(
         fault: BaseException, code: int, said: str) -> None:
     """One failed request, or Ctrl-C, once threw the whole run away: nothing was written."""
     from lmikit.cli import _bench as bench_cmd
-    from lmikit.sim.calibrate import load_bench
+    from lmikit.sim._calibrate import load_bench
 
     real, calls = bench_cmd._Runner.send, []
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lmikit.sim.calibrate import load_bench
+from lmikit.sim._calibrate import load_bench
 from lmikit.testing import FakeSageMaker
 
 from .conftest import SPEC_YAML

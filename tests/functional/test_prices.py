@@ -375,8 +375,8 @@ def test_a_price_file_comes_before_the_shipped_table(tmp_path: Path) -> None:
 # --- where prices are used ----------------------------------------------------------------
 
 def test_simulate_prices_a_region_from_the_price_file(tmp_path: Path) -> None:
-    from lmikit.sim.scenario import deployment, simulate
-    from lmikit.sim.workloads import long_doc_qa
+    from lmikit.sim._scenario import deployment, simulate
+    from lmikit.sim._workloads import long_doc_qa
 
     dep = deployment("Qwen/Qwen3-8B", "ml.g5.4xlarge", region="eu-west-1")
     work = long_doc_qa(2, 1000, 4, 1, chunk_size=dep.chunk_size)

@@ -46,15 +46,16 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _lazy_exports(tree: ast.Module) -> list[str]:
-    """The modules a package face's ``_EXPORTS = {name: module}`` table names."""
+def _lazy_exports(tree: ast.Module) -> dict[str, str]:
+    """A package face's ``_EXPORTS = {name: module}`` table."""
     for node in tree.body:
         if (isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Dict)
                 and "_EXPORTS" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign)
                                               else node.target)):
-            return [v.value for v in node.value.values
-                    if isinstance(v, ast.Constant) and isinstance(v.value, str)]
-    return []
+            return {k.value: v.value for k, v in zip(node.value.keys, node.value.values,
+                                                     strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+    return {}
 
 
 @cache
@@ -64,21 +65,24 @@ def import_graph(root: Path = SDK) -> dict[str, frozenset[str]]:
     attribute access)."""
     top = root.name
     modules = {_module_name(p, root): p for p in root.rglob("*.py")}
+    trees = {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules.items()}
+    faces = {name: _lazy_exports(trees[name]) for name, path in modules.items()
+             if path.name == "__init__.py" and name != top}
     graph: dict[str, frozenset[str]] = {}
     for name, path in modules.items():
         found: set[str] = set()
         if name != top:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            for node in ast.walk(tree):
+            for node in ast.walk(trees[name]):
                 targets: list[str] = []
                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    # a name taken from a lazy face loads only the module that defines it
+                    face = faces.get(node.module, {})
                     targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
-                               else node.module for a in node.names]
+                               else face.get(a.name, node.module) for a in node.names]
                 elif isinstance(node, ast.Import):
                     targets = [a.name for a in node.names]
                 found.update(targets)
-            if path.name == "__init__.py":
-                found.update(_lazy_exports(tree))
+            found.update(faces.get(name, {}).values())
         graph[name] = frozenset(t for t in found if t in modules and t not in (name, top))
     return graph
 
@@ -150,7 +154,9 @@ def test_graph_sees_a_package_faces_lazy_table(tmp_path):
     (pkg / "render" / "_env.py").write_text("from lmikit.deploy import g\nf = g\n")
     (pkg / "deploy.py").write_text("from lmikit.render import f\ng = 1\n")
     assert import_graph(pkg)["lmikit.render"] == {"lmikit.render._env"}
-    assert cycles(import_graph(pkg)) == [["lmikit.deploy", "lmikit.render", "lmikit.render._env"]]
+    # a name taken from the face loads only the module that defines it
+    assert import_graph(pkg)["lmikit.deploy"] == {"lmikit.render._env"}
+    assert cycles(import_graph(pkg)) == [["lmikit.deploy", "lmikit.render._env"]]
 
 
 def test_lmikit_modules_import_no_cycle():

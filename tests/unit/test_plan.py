@@ -171,7 +171,7 @@ def test_fitted_costs_reprice_the_ttft_block_and_are_stated() -> None:
     """Prefill time is FLOPs / (peak x MFU): halving ``prefill_mfu`` doubles what a miss
     spends prefilling and leaves the per-request overhead and tokenizing as they were."""
     from lmikit.planner._planner import Costs
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim._coefficients import Coefficients
 
     default = Coefficients()
     half = Coefficients(prefill_mfu=default.prefill_mfu / 2)
@@ -180,7 +180,7 @@ def test_fitted_costs_reprice_the_ttft_block_and_are_stated() -> None:
     fitted = plan(*args, request_tokens=8_000,
                   costs=Costs(half, "run1.json", ("prefill_mfu",)))
     # the miss also waits for LMCache to store its 31 full chunks, a copy MFU does not touch
-    from lmikit.sim.engine import engine_for
+    from lmikit.sim._engine import engine_for
 
     assert plain.tier == "cpu"
     fixed = (default.request_overhead_s + 8_000 * default.tokenize_s_per_token
@@ -217,7 +217,7 @@ def test_a_tensor_parallel_plan_over_pcie_says_its_all_reduces_are_a_floor():
 @pytest.mark.parametrize("instance_type", sorted(
     name for name, inst in INSTANCES.items() if inst.gpu_count >= 2))
 def test_the_plan_states_the_all_reduce_rule_the_engine_applies(instance_type):
-    from lmikit.sim.engine import engine_for
+    from lmikit.sim._engine import engine_for
 
     p = plan("Qwen/Qwen2.5-7B-Instruct", instance_type, tp=2)
     engine = engine_for("Qwen/Qwen2.5-7B-Instruct", instance_type, 2)

@@ -93,5 +93,5 @@ def test_a_wheel_built_where_compiling_fails_is_tagged_pure_python(tmp_path: Pat
         names = whl.namelist()
         info = next(n for n in names if n.endswith(".dist-info/WHEEL"))
         assert "Root-Is-Purelib: true" in whl.read(info).decode()
-        assert "lmikit/sim/loop.py" in names
+        assert "lmikit/sim/_loop.py" in names
         assert not [n for n in names if n.endswith((".so", ".pyd"))]

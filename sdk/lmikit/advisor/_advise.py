@@ -21,7 +21,7 @@ from lmikit.errors import PlanError, safe_repr
 
 if TYPE_CHECKING:
     from lmikit.catalog import Price, PriceTable
-    from lmikit.sim.workloads import Workload
+    from lmikit.sim import Workload
     from lmikit.spec import DeploymentSpec
 
 MAX_INSTANCES = 64

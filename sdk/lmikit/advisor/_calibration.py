@@ -20,15 +20,14 @@ from lmikit.catalog import ml_name
 from lmikit.errors import PlanError
 
 if TYPE_CHECKING:
-    from lmikit.sim import Deployment
-    from lmikit.sim.calibrate import Fit
+    from lmikit.sim import Deployment, Fit
 
 Fitter = Callable[["Deployment", Path, bool], "Fit"]
 
 
 def fit_file(dep: Deployment, bench_path: Path, anyway: bool) -> Fit:
-    """:func:`lmikit.sim.calibrate.fit` of the bench file at ``bench_path`` on ``dep``."""
-    from lmikit.sim.calibrate import fit, load_bench
+    """:func:`lmikit.sim.fit` of the bench file at ``bench_path`` on ``dep``."""
+    from lmikit.sim import fit, load_bench
 
     return fit(dep, load_bench(bench_path), unverified=anyway)
 
@@ -61,7 +60,7 @@ def calibrate(planned: Callable[[Candidate], Deployment | str], bench_path: str 
               fitter: Fitter = fit_file) -> Calibration:
     """Fit the bench file on the deployment it names, as ``planned`` plans a candidate (or
     says why not); ``spec_layout`` is the spec's (instance type, TP), None for ``--model``."""
-    from lmikit.sim.calibrate import load_bench
+    from lmikit.sim import load_bench
 
     path = Path(bench_path)
     bench = load_bench(path)

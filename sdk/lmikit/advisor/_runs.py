@@ -21,13 +21,13 @@ import random
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lmikit import sim, sizing
 from lmikit.advisor._search import Candidate, Figures
 from lmikit.advisor._space import Deployments
 from lmikit.catalog import Price, PriceTable
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.scenario import percentile, summarize
+from lmikit.sim import RunResult, percentile, run, summarize
 
 SCREEN_REQUESTS = 500  # requests a screening run keeps (whole sessions, every phase cut alike)
 # engine figures a copy reads only through an LMCache tier (EngineModel.retrieve_s, store_s):
@@ -102,7 +102,7 @@ def run_key(dep: sim.Deployment, c: Candidate) -> Hashable:
     """What a run of ``c`` on ``dep`` depends on: its copies, less the engine figures no
     tier of theirs reads, and its router, less what that router does not read."""
     copy = dep.copies(c.kv_cache)[0]  # every copy is configured alike
-    unread = {name: 0.0 for name, used_by in THROUGH_TIERS.items()
+    unread: dict[str, Any] = {name: 0.0 for name, used_by in THROUGH_TIERS.items()
               if not getattr(copy, used_by)}
     engine = dataclasses.replace(copy.engine, **unread)
     fleet = getattr(dep, ROUTER_READS[c.routing]) if c.routing in ROUTER_READS else None

@@ -276,7 +276,7 @@ def run_long_doc_qa(workload: LongDocQA, send: Send,
     return BenchResult(workload, rounds)
 
 
-QUESTION_TOKENS = 12  # the question and separators, as lmikit.sim.workloads counts them
+QUESTION_TOKENS = 12  # the question and separators, as lmikit.sim counts them
 PRE_WARMUP_TOKENS = 6
 
 
@@ -302,7 +302,7 @@ def bench_file(result: BenchResult, *, model: str | None = None, instance: str |
     is predicted (``"predicted"``): warm-up rows miss (each run's documents are new), the
     i-th query row takes ``query_outcomes[i]`` (its cached tokens per tier; empty: a miss),
     what the deployment's caches should give it
-    (:func:`lmikit.sim.calibrate.expected_outcomes`), or, without them, ``hit: null``
+    (:func:`lmikit.sim.expected_outcomes`), or, without them, ``hit: null``
     (unknown, left out of the TTFT fit). A row served by more than one tier keeps every
     tier's share (``cached_by_tier``), which the fit prices tier by tier; ``tier`` names the
     one that served most. A client never sees which tier served a request.
@@ -358,7 +358,7 @@ def _cache_fields(cached: int | None, predicted: Mapping[str, int] | None, promp
     """A row's cache fields: from the server's count of cached tokens where it sent one
     (``measured``), else from the prediction (``predicted``, at most the prompt less one
     token: vLLM computes the last), else unknown."""
-    from lmikit.sim.calibrate import capped, measured_outcome, outcome_fields
+    from lmikit.sim import capped, measured_outcome, outcome_fields
 
     if cached is not None:
         by_tier = measured_outcome(cached, predicted, kv_cache, chunk_size)

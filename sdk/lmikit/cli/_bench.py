@@ -132,9 +132,7 @@ def _query_outcomes(spec: Any, spec_path: Path, workload: LongDocQA, mode: str,
     """Where each query request should find its document: the simulator's caches for the
     spec (the plan's capacities, LRU, the routing) fed the bench's rounds in its order."""
     from lmikit.errors import LmikitError
-    from lmikit.sim.calibrate import expected_outcomes
-    from lmikit.sim.scenario import deployment_from_spec
-    from lmikit.sim.workloads import long_doc_qa
+    from lmikit.sim import deployment_from_spec, expected_outcomes, long_doc_qa
 
     try:
         dep = deployment_from_spec(spec, spec_path.parent, instances=copies)

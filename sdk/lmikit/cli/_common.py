@@ -187,7 +187,7 @@ def progress_bar() -> Any:
 def calibrate(dep: Any, bench_path: Path, anyway: bool = False) -> Any:
     """Fit ``dep``'s coefficients to a bench file, with a progress bar on a terminal;
     ``anyway``: fit a file measured on another or an unknown deployment too."""
-    from lmikit.sim.calibrate import fit, load_bench
+    from lmikit.sim import fit, load_bench
 
     bench = load_bench(bench_path)
     bar = progress_bar()

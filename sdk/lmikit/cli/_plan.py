@@ -107,7 +107,7 @@ def _calibrated(result: Any, loaded: Any, spec: Path | None, bench_path: Path,
 
     from lmikit.cli._common import calibrate
     from lmikit.planner import Costs, plan, plan_spec
-    from lmikit.sim.scenario import deployment, deployment_from_spec
+    from lmikit.sim import deployment, deployment_from_spec
 
     if loaded is not None and spec is not None:
         dep = deployment_from_spec(loaded, spec.parent)

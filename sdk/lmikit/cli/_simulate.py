@@ -20,13 +20,12 @@ from lmikit.cli._common import (
 
 if TYPE_CHECKING:
     from lmikit.catalog import PriceTable
-    from lmikit.sim.scenario import Deployment, ScenarioResult
-    from lmikit.sim.workloads import Workload
+    from lmikit.sim import Deployment, ScenarioResult, Workload
 
 WORKLOADS = ("long-doc-qa", "multi-turn-chat", "rag", "trace")
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
 MODES = ("off", "cpu", "cpu+disk", "remote")
-# lmikit.sim.stores.STORES, kept here so that --help does not import the simulator
+# lmikit.sim.STORES, kept here so that --help does not import the simulator
 REMOTE_STORES = ("redis", "lm", "s3", "mooncake", "infinistore", "hyperpod")
 # flag (click parameter name) -> workloads it applies to
 WORKLOAD_FLAGS: dict[str, tuple[str, ...]] = {
@@ -216,7 +215,7 @@ def _deployment(spec: Path | None, model_id: str | None, instance_type: str | No
                 disk_size_gb: float | str = "auto",
                 remote_store: str = "redis") -> tuple[Deployment, str, str]:
     from lmikit.errors import PlanError
-    from lmikit.sim.scenario import deployment, deployment_from_spec
+    from lmikit.sim import deployment, deployment_from_spec
 
     if spec is not None:
         from lmikit.cli._common import load, refuse_beside_spec
@@ -271,7 +270,7 @@ def check_workload_flags(ctx: click.Context, workload: str, flags: dict[str, Any
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
               window: int | None) -> Workload:
-    from lmikit.sim import workloads as w
+    from lmikit import sim as w
 
     if name == "long-doc-qa":
         return w.long_doc_qa(f["documents"], f["document_tokens"], f["output_tokens"],
@@ -292,7 +291,7 @@ def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str],
          hourly_price: float | None, prices: PriceTable | None) -> list[ScenarioResult]:
     """Every scenario, with a progress bar on a terminal's stderr (transient)."""
     from lmikit.cli._common import progress_bar
-    from lmikit.sim.scenario import simulate
+    from lmikit.sim import simulate
 
     bar = progress_bar()
     if not bar.console.is_terminal:
@@ -315,7 +314,7 @@ def _secs(x: float) -> str:
 
 def _notes(results: list[ScenarioResult], dep: Deployment, work: Workload) -> list[str]:
     """What the table cannot say by itself: what the engine only bounds, then the caches."""
-    from lmikit.sim.scenario import engine_notes, reading_notes
+    from lmikit.sim import engine_notes, reading_notes
 
     return engine_notes(dep) + reading_notes(results, dep, work)
 

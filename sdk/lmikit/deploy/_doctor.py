@@ -437,10 +437,11 @@ class Doctor:
         work = long_doc_qa(docs, max(1, w.typical_request_tokens - w.unique_suffix_tokens),
                            w.output_tokens, w.concurrency, self.spec.kv_cache.chunk_size)
         # sessions pin an instance, not a copy: sticky is no alternative where copies share one
-        # (lmikit.render._sagemaker.sessions_problem)
+        # (lmikit.render's sessions_problem)
         sticky_ok = copies_one_instance_holds(self.spec, plan) == 1
-        routings = [routing] + ([] if routing in ("sticky_session", "prefix_aware")
-                                or not sticky_ok else ["sticky_session"])
+        routings: list[str] = [str(routing)]
+        if routing not in ("sticky_session", "prefix_aware") and sticky_ok:
+            routings.append("sticky_session")
         modes = [mode] + (["cpu"] if mode == "off" else [])
         results = {(r.routing, r.kv_cache): r for r in simulate(dep, work, routings, modes)}
 

@@ -26,8 +26,7 @@ from lmikit.planner import _fit as fit
 from lmikit.planner import _startup as su
 
 if TYPE_CHECKING:
-    from lmikit.sim.coefficients import Coefficients
-    from lmikit.sim.engine import EngineModel
+    from lmikit.sim import Coefficients, EngineModel
     from lmikit.spec import DeploymentSpec
 
 Tier = str  # "none" | "cpu" | "cpu+disk" | "remote"
@@ -474,8 +473,7 @@ def _engine(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
             weight_bytes: int) -> EngineModel:
     """The simulator's engine model of this plan (with ``i.costs``' coefficients where
     given): the TTFT block and the assumptions that state its rules both read it."""
-    from lmikit.sim.engine import engine_for
-    from lmikit.sim.stores import store_for_url
+    from lmikit.sim import engine_for, store_for_url
 
     engine = engine_for(geo.model_id, inst.name, i.tp,
                         kv_dtype_bytes=1 if i.kv_cache_dtype == "fp8" else 2,
@@ -492,7 +490,7 @@ def _predict(i: PlanInputs, engine: EngineModel, inst: InstanceType, lmcache: bo
     """One request alone on an idle copy, costed by ``engine``. ``lmcache``: the plan has
     an LMCache tier, so a miss waits for LMCache's store. ``remote``: the plan uses a remote
     tier, so a remote hit (a prefix another copy stored) is costed too."""
-    from lmikit.sim.engine import single_request
+    from lmikit.sim import single_request
 
     one = single_request(engine, i.request_tokens, i.suffix_tokens, i.chunk_size, lmcache,
                          remote)
@@ -524,9 +522,7 @@ def cost_assumptions(inst: InstanceType, coeff: Coefficients | None = None,
     used, each of the ``fitted`` ones marked as fitted to ``source``; the others are
     defaults the bench had no evidence for.
     """
-    from lmikit.sim.coefficients import Coefficients, hbm_gbps
-    from lmikit.sim.engine import remote_read_gbps
-    from lmikit.sim.stores import STORES
+    from lmikit.sim import STORES, Coefficients, hbm_gbps, remote_read_gbps
 
     c = coeff if coeff is not None else Coefficients()
     kind = STORES[store]

@@ -1,4 +1,4 @@
-"""The minimizer :mod:`lmikit.sim.calibrate` fits with: no dependencies, a budget of calls.
+"""The minimizer :mod:`lmikit.sim` fits with: no dependencies, a budget of calls.
 
 A replay's loss is piecewise: requests that share steps, queue or finish in another order
 move it in steps, so each round is a coordinate search (stepping over a ledge, not only down

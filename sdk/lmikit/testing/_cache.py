@@ -14,16 +14,16 @@ second copy of them:
   (``kv_cache.mode: off``) means no LMCache tier. Tokens per GiB and the GPU KV pool come from
   the planner (:func:`lmikit.planner.plan`) for the model (``LMIKIT_MODEL_ID``), instance type
   and tensor parallel degree the deployment names;
-- chunk keys: LMCache's chained prefix keys (:func:`lmikit.sim.tiers.token_chunk_keys`) over
+- chunk keys: LMCache's chained prefix keys (:func:`lmikit.sim.token_chunk_keys`) over
   the echo model's tokens (whitespace words of every message); tiers are
-  :class:`lmikit.sim.tiers.LruTier` (GPU prefix cache, CPU, disk per copy; one remote store);
+  :class:`lmikit.sim.LruTier` (GPU prefix cache, CPU, disk per copy; one remote store);
   a lookup goes GPU, then CPU, disk, remote, continuing where the previous tier stopped, and
   every full chunk of the prompt is then stored in every tier (LMCache's storage manager);
-- routing: the variant's ``RoutingConfig`` through :func:`lmikit.sim.routers.make_router`; a
+- routing: the variant's ``RoutingConfig`` through :func:`lmikit.sim.make_router`; a
   request with a live ``SessionId`` goes to the copy the runtime says (a copy on the
   session's instance: ``_runtime``);
 - timing: TTFT and retrieve times from the simulator's engine model
-  (:func:`lmikit.sim.engine.engine_for`) for the missing tokens and the tiers read.
+  (:func:`lmikit.sim.engine_for`) for the missing tokens and the tiers read.
 
 Only one request is modelled at a time (no queueing: ``outstanding`` is always 0).
 """
@@ -39,9 +39,15 @@ from typing import Any
 import yaml
 
 from lmikit.render import parse_properties
-from lmikit.sim.loop import LMCACHE_TIERS
-from lmikit.sim.routers import Router, make_router
-from lmikit.sim.tiers import LruTier, UnboundedTier, stable_id, token_chunk_keys
+from lmikit.sim import (
+    LMCACHE_TIERS,
+    LruTier,
+    Router,
+    UnboundedTier,
+    make_router,
+    stable_id,
+    token_chunk_keys,
+)
 from lmikit.spec import DEFAULT_PREFIX_LENGTH
 
 GIB = 1024**3
@@ -229,7 +235,7 @@ def setup_for(env: dict[str, str], files: dict[str, bytes], *, instance_type: st
     gpu_tokens, kv_bytes, engine = DEFAULT_GPU_TOKENS, DEFAULT_KV_BYTES_PER_TOKEN, None
     try:
         from lmikit.planner import plan
-        from lmikit.sim.engine import engine_for
+        from lmikit.sim import engine_for
 
         p = plan(model_id, instance_type, tp=tp, copies=1, mode="off", chunk_size=chunk,
                  gpu_memory_utilization=float(props.get("option.gpu_memory_utilization",

@@ -146,8 +146,8 @@ def _bench(tmp_path: Path, **fields: object) -> Path:
     """A bench file as a ml.g6.xlarge whose prefill runs at a fifth of the default MFU
     would have measured it."""
     from lmikit import sim
-    from lmikit.sim.calibrate import synthetic_bench
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim._calibrate import synthetic_bench
+    from lmikit.sim._coefficients import Coefficients
 
     dep = sim.deployment("Qwen/Qwen2.5-1.5B-Instruct", "ml.g6.xlarge")
     slow = dep.with_coefficients(Coefficients(prefill_mfu=Coefficients().prefill_mfu / 5))
@@ -163,7 +163,7 @@ CALIBRATED_SEARCH = ["--model", "Qwen/Qwen2.5-1.5B-Instruct", "--workload", "rag
 
 
 def test_advise_calibrates_only_the_candidates_measured_like_the_bench(tmp_path: Path) -> None:
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim._coefficients import Coefficients
 
     bench = str(_bench(tmp_path))
     data = json.loads(_run("advise", *CALIBRATED_SEARCH, "--slo", "ttft_p90_s=30", "--json",

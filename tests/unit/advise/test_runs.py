@@ -12,8 +12,8 @@ from lmikit.advisor._advise import _base
 from lmikit.advisor._runs import THROUGH_TIERS, Runner, run_key
 from lmikit.advisor._space import Deployments, Settings
 from lmikit.catalog._prices import hourly_price
-from lmikit.sim.loop import run
-from lmikit.sim.routers import StickySession
+from lmikit.sim._loop import run
+from lmikit.sim._routers import StickySession
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 

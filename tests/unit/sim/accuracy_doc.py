@@ -58,7 +58,7 @@ REVIEW: tuple[tuple[str, str, str], ...] = (
     ("HyperPod: improved = KV-aware + remote tier, baseline = random + off", "A", "kept"),
     ("HyperPod: the L2 tier is LMCache's `sagemaker-hyperpod` connector: two lease "
      "requests per chunk looked up and read, 100 reads at once", "D (LMCache 0.5.6 source)",
-     "kept (`lmikit.sim.stores`)"),
+     "kept (`lmikit.sim`)"),
     ("HyperPod: the daemon's round trip 0.2 ms and read rate 2 GB/s (Redis's figures)", "A",
      "kept (AWS publishes none)"),
     ("LMI: the NVMe run keeps LMCache's 5 GB CPU tier", "D (LMCache default)", "kept"),

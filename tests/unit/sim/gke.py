@@ -71,12 +71,12 @@ import random
 from dataclasses import dataclass, replace
 from functools import cache, partial
 
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.routers import StickySession
-from lmikit.sim.scenario import Deployment, deployment
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._loop import RunResult, run
+from lmikit.sim._routers import StickySession
+from lmikit.sim._scenario import Deployment, deployment
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import variant
 from tests.unit.sim.llmd import reencoded
 from tests.unit.sim.rows import Row

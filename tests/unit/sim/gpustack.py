@@ -37,12 +37,12 @@ from functools import partial
 
 from lmikit import sizing
 from lmikit.catalog._models import get_model
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import EngineModel
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import EngineModel
+from lmikit.sim._loop import CopyConfig, RunResult, run
+from lmikit.sim._routers import LeastOutstanding
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import variant
 from tests.unit.sim.rows import Row
 

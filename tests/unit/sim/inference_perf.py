@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from lmikit.sim.loop import RunResult
-from lmikit.sim.workloads import Request
+from lmikit.sim._loop import RunResult
+from lmikit.sim._workloads import Request
 
 QWEN3_VOCAB = 151_643  # the Qwen3 tokenizer's vocab_size (its added tokens' ids start here)
 VLLM_KEEPALIVE_S = 5.0  # vLLM 0.19.0 envs.py VLLM_HTTP_TIMEOUT_KEEP_ALIVE: idle connections close
@@ -137,7 +137,7 @@ class ConcurrentWorkers:
     user session has ended, holding its permit meanwhile. ``channels[w]`` is worker ``w``'s
     requests in channel order, each with its user session's key.
 
-    >>> from lmikit.sim.workloads import Request
+    >>> from lmikit.sim import Request
     >>> a, b, c = (Request(i, (), 1, 1, session=0) for i in range(3))
     >>> load = ConcurrentWorkers([[(a, "s"), (b, "s"), (c, "t")]], [2])
     >>> [r.id for r in load.start()]  # b waits for a, holding the second permit
@@ -194,7 +194,7 @@ def concurrent_load(requests: Sequence[Request], conc: int, workers: int,
     gives each worker ``conc // workers`` permits, one more to the first ``conc % workers``.
     ``session_of(i, request)`` is the user session whose lock the request takes.
 
-    >>> from lmikit.sim.workloads import Request
+    >>> from lmikit.sim import Request
     >>> reqs = [Request(i, (), 1, 1, session=i % 4) for i in range(8)]
     >>> load = concurrent_load(reqs, 4, 3, lambda i, r: i)
     >>> [[r.id for r, _ in c] for c in load.channels], load.free

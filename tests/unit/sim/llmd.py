@@ -28,7 +28,7 @@ the endpoint picker where to send each request over a gRPC ``ext_proc`` stream t
 open for the whole request. Envoy fails any stream past its ``max_requests`` circuit breaker
 on the picker's cluster, 1,024 when not set (:data:`ENVOY_MAX_REQUESTS`), with an HTTP 500
 at once, so at most 1,024 requests are in flight and the rest of a burst fails (the
-simulator's front door, ``lmikit.sim.loop`` rule 6, with its sources). Neither report names
+simulator's front door, ``lmikit.sim._loop`` rule 6, with its sources). Neither report names
 its gateway, and the 73-capacity one prints no success rate, but its own figures show the
 limit. From 40 QPS each stage sends 1,470-1,548 requests within 25-38 s, each of which runs
 for a minute or more once it queues. The random and load arms' TTFT p90s then stay at
@@ -72,11 +72,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TypeVar
 
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import Epp, RandomRouter, Router
-from lmikit.sim.scenario import Deployment, deployment, percentile
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import CopyConfig, RunResult, run
+from lmikit.sim._routers import Epp, RandomRouter, Router
+from lmikit.sim._scenario import Deployment, deployment, percentile
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import variant
 
 QWEN3_32B = str(Path(__file__).parent / "data" / "qwen3-32b-config.json")

@@ -118,11 +118,11 @@ from functools import partial
 
 import numpy as np
 
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import RandomRouter
-from lmikit.sim.scenario import percentile
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import CopyConfig, RunResult, run
+from lmikit.sim._routers import RandomRouter
+from lmikit.sim._scenario import percentile
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import (
     QWEN3_VOCAB,

@@ -57,11 +57,11 @@ import random
 from dataclasses import dataclass, replace
 from functools import partial
 
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import Epp
-from lmikit.sim.scenario import Deployment, deployment, percentile
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import CopyConfig, RunResult, run
+from lmikit.sim._routers import Epp
+from lmikit.sim._scenario import Deployment, deployment, percentile
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import variant
 from tests.unit.sim.llmd import (
     APPROX_CHARS,

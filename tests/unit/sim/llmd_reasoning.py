@@ -96,10 +96,10 @@ from functools import partial
 
 import numpy as np
 
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.scenario import percentile
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import RunResult, run
+from lmikit.sim._scenario import percentile
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import (
     QWEN3_VOCAB,

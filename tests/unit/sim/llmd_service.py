@@ -60,11 +60,11 @@ import random
 from dataclasses import replace
 from functools import partial
 
-from lmikit.sim.loop import run
-from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.scenario import deployment
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import run
+from lmikit.sim._routers import LeastOutstanding
+from lmikit.sim._scenario import deployment
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import llmd, variant
 from tests.unit.sim.inference_perf import KeepAliveService
 from tests.unit.sim.rows import Row

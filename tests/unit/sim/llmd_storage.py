@@ -40,8 +40,8 @@ import dataclasses
 from dataclasses import replace
 from functools import partial
 
-from lmikit.sim.loop import CopyConfig, run
-from lmikit.sim.scenario import deployment
+from lmikit.sim._loop import CopyConfig, run
+from lmikit.sim._scenario import deployment
 from tests.unit.sim import llmd_offload, variant
 from tests.unit.sim.llmd import reencoded
 from tests.unit.sim.rows import Row

@@ -15,8 +15,8 @@ import statistics
 from dataclasses import dataclass
 from functools import partial
 
-from lmikit.sim.scenario import ScenarioResult, deployment, simulate
-from lmikit.sim.workloads import long_doc_qa, multi_turn_chat
+from lmikit.sim._scenario import ScenarioResult, deployment, simulate
+from lmikit.sim._workloads import long_doc_qa, multi_turn_chat
 from tests.unit.sim import (
     gke,
     gpustack,

@@ -11,11 +11,12 @@ import pytest
 
 from lmikit.bench._long_doc_qa import BenchResult, LongDocQA, Measurement, RoundResult, bench_file
 from lmikit.errors import SimulationError
-from lmikit.sim import bench_format, calibrate
-from lmikit.sim.calibrate import bench_from_dict, fit, load_bench, synthetic_bench
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.scenario import deployment
-from lmikit.sim.workloads import Phase, Request, Workload, long_doc_qa
+from lmikit.sim import _bench_format as bench_format
+from lmikit.sim import _calibrate as calibrate
+from lmikit.sim._calibrate import bench_from_dict, fit, load_bench, synthetic_bench
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._scenario import deployment
+from lmikit.sim._workloads import Phase, Request, Workload, long_doc_qa
 from tests.conftest import deadline
 
 # Llama-3.1-8B on g5.4xlarge: a ~31K-token GPU pool, so 12 x 4,000-token documents come

@@ -11,8 +11,8 @@ from lmikit import sizing
 from lmikit.catalog._instances import INSTANCES
 from lmikit.errors import CatalogError, PlanError
 from lmikit.planner._planner import plan
-from lmikit.sim.coefficients import HBM_GBPS, PROVENANCE, Coefficients, hbm_gbps
-from lmikit.sim.engine import EngineModel, engine_for, single_request
+from lmikit.sim._coefficients import HBM_GBPS, PROVENANCE, Coefficients, hbm_gbps
+from lmikit.sim._engine import EngineModel, engine_for, single_request
 
 P4DE = "ml.p4de.24xlarge"
 
@@ -293,9 +293,9 @@ def test_plan_and_simulate_agree_on_a_lone_miss_and_a_lone_cpu_hit() -> None:
     from random import Random
 
     from lmikit import sim
-    from lmikit.sim.loop import run
-    from lmikit.sim.tiers import chunk_keys
-    from lmikit.sim.workloads import Phase, Request, Workload
+    from lmikit.sim._loop import run
+    from lmikit.sim._tiers import chunk_keys
+    from lmikit.sim._workloads import Phase, Request, Workload
 
     planned = plan("Qwen/Qwen3-8B", P4DE, request_tokens=4_012)
     assert planned.tier == "cpu"

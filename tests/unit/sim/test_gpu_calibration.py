@@ -17,9 +17,9 @@ from lmikit import sizing
 from lmikit.catalog._instances import INSTANCES
 from lmikit.catalog._models import get_model
 from lmikit.errors import SimulationError
-from lmikit.sim import gpu_calibration as gc
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import engine_for
+from lmikit.sim import _gpu_calibration as gc
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import engine_for
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu_calibration.py"
 H100 = "NVIDIA H100 SXM 80GB"
@@ -126,7 +126,7 @@ def test_a_decode_point_names_its_layout_and_one_from_before_layouts_is_unfused(
 
 
 def test_decode_efficiency_divides_by_the_catalog_gpus_datasheet_bandwidth() -> None:
-    from lmikit.sim.coefficients import HBM_GBPS
+    from lmikit.sim._coefficients import HBM_GBPS
 
     point = gc.DecodePoint("Qwen/Qwen3-8B", 1, 4_800_000_000, 0.002)
     for name, (gbps, _source) in HBM_GBPS.items():
@@ -299,7 +299,7 @@ def test_default_decode_hbm_efficiency_is_within_a_tenth_of_the_fused_weight_rea
     # Rule: the default decode_hbm_efficiency (a whole decode step) is within 10% of what
     # reading each 7-8B model's weights once at batch 1 reached in vLLM's fused layout (the
     # matrices vLLM reads), on every GPU lmikit ships a record for.
-    from lmikit.sim.coefficients import Coefficients
+    from lmikit.sim._coefficients import Coefficients
 
     default = Coefficients().decode_hbm_efficiency
     fused = _decode(record, "fused", 1)

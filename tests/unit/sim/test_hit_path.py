@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import engine_for
-from lmikit.sim.loop import CopyConfig, run
-from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.stores import ALL, STORES, store_for_url
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import engine_for
+from lmikit.sim._loop import CopyConfig, run
+from lmikit.sim._routers import LeastOutstanding
+from lmikit.sim._stores import ALL, STORES, store_for_url
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from lmikit.spec import REMOTE_URL_PATTERN
 
 P4DE = "ml.p4de.24xlarge"
@@ -261,7 +261,7 @@ def _calls(node: ast.AST, attribute: str) -> int:
 
 
 def test_the_store_table_reads_as_lmcache_0_5_6s_connectors() -> None:
-    """Each row of ``lmikit.sim.stores`` against LMCache 0.5.6's source (installed)."""
+    """Each row of ``lmikit.sim._stores`` against LMCache 0.5.6's source (installed)."""
     connectors = "v1/storage_backend/connector/"
     redis = _methods(_class(connectors + "redis_connector.py", "RedisConnector"))
     assert "support_batched_contains" not in redis  # a lookup asks chunk by chunk
@@ -324,7 +324,7 @@ PLANNER_DOC = Path(__file__).resolve().parents[3] / "docs" / "planner.md"
 
 
 def test_the_store_table_in_docs_planner_is_lmikit_sim_stores() -> None:
-    from lmikit.sim.stores import NETWORK
+    from lmikit.sim._stores import NETWORK
 
     lines = PLANNER_DOC.read_text(encoding="utf-8").splitlines()
     for store in STORES.values():

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from lmikit.sim.loop import run
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._loop import run
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim import llmd
 from tests.unit.sim import llmd_reasoning as reasoning
 from tests.unit.sim import llmd_service as service

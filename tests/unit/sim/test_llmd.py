@@ -6,8 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.workloads import Request
+from lmikit.sim._loop import RunResult, run
+from lmikit.sim._workloads import Request
 from tests.unit.sim import llmd, llmd_service
 
 

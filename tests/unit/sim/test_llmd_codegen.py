@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from lmikit.sim.loop import RunResult
-from lmikit.sim.workloads import Request
+from lmikit.sim._loop import RunResult
+from lmikit.sim._workloads import Request
 from tests.unit.sim import llmd
 from tests.unit.sim import llmd_codegen as codegen
 

@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from lmikit.sim.loop import RunResult
-from lmikit.sim.workloads import Request
+from lmikit.sim._loop import RunResult
+from lmikit.sim._workloads import Request
 from tests.unit.sim import llmd_reasoning as reasoning
 
 # prompt_p50 of every arm of results.txt at 06d672f7 (the same seeds; its "k8" section)

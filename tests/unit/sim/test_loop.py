@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import engine_for
-from lmikit.sim.loop import CopyConfig, run
-from lmikit.sim.routers import KvAware, LeastOutstanding, RandomRouter
-from lmikit.sim.tiers import GpuCache, chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload, multi_turn_chat, rag
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import engine_for
+from lmikit.sim._loop import CopyConfig, run
+from lmikit.sim._routers import KvAware, LeastOutstanding, RandomRouter
+from lmikit.sim._tiers import GpuCache, chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload, multi_turn_chat, rag
 from tests.conftest import compiled_by_mypyc
 
 ENGINE = engine_for("Qwen/Qwen3-8B", "ml.p4de.24xlarge",
@@ -327,7 +327,7 @@ def test_a_finished_requests_output_displaces_older_cached_prefixes() -> None:
 
 # a wheel's tiers are compiled by mypyc (setup.py): their classes cannot be monkeypatched;
 # test_compiled.py holds the compiled loop to the results of the Python one tested here
-@pytest.mark.skipif(compiled_by_mypyc("lmikit.sim.tiers"),
+@pytest.mark.skipif(compiled_by_mypyc("lmikit.sim._tiers"),
                     reason="monkeypatches GpuCache, compiled in this install")
 def test_a_preempted_request_loads_its_output_still_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -565,8 +565,8 @@ def test_a_run_whose_clock_runs_far_out_still_ends(think_time_s: float) -> None:
     """Past ~3e8 s a float's step is ~6e-8 s, larger than the time some last fraction of a
     decode token takes: the decode event was pushed for ever at the same time. A chat's
     think time puts the clock there (an hour between turns over 100,000 requests too)."""
-    from lmikit.sim.scenario import deployment
-    from lmikit.sim.workloads import multi_turn_chat
+    from lmikit.sim._scenario import deployment
+    from lmikit.sim._workloads import multi_turn_chat
     from tests.conftest import deadline
 
     dep = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")

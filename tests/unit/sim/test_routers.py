@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lmikit.sim.routers import (
+from lmikit.sim._routers import (
     Epp,
     KvAware,
     LeastOutstanding,

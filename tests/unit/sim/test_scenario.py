@@ -5,8 +5,8 @@ import pytest
 from lmikit.catalog._prices import PRICES, hourly_price
 from lmikit.errors import PlanError, SimulationError
 from lmikit.planner._planner import plan
-from lmikit.sim.scenario import deployment, percentile, simulate
-from lmikit.sim.workloads import long_doc_qa, rag
+from lmikit.sim._scenario import deployment, percentile, simulate
+from lmikit.sim._workloads import long_doc_qa, rag
 
 P4DE = "ml.p4de.24xlarge"
 
@@ -161,7 +161,7 @@ def test_utilization_counts_from_the_first_request_not_from_zero(tmp_path) -> No
     the same utilization (it was 0.008 against 0.999, busy time over the clock from 0)."""
     import json
 
-    from lmikit.sim.workloads import load_trace
+    from lmikit.sim._workloads import load_trace
 
     dep = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
     results = []
@@ -180,8 +180,8 @@ def test_utilization_counts_from_the_first_request_not_from_zero(tmp_path) -> No
 
 
 def _lone_and_burst() -> tuple[object, object]:
-    from lmikit.sim.tiers import chunk_keys
-    from lmikit.sim.workloads import Phase, Request, Workload
+    from lmikit.sim._tiers import chunk_keys
+    from lmikit.sim._workloads import Phase, Request, Workload
 
     reqs = [Request(i, chunk_keys([(i, 1_024)], 256), 1_024, 2, session=i, arrival_s=0.0)
             for i in range(4)]
@@ -195,8 +195,8 @@ def test_requests_turned_away_at_the_front_door_are_counted_apart() -> None:
     (they had given NaN TTFTs, and tokens and misses that no copy saw)."""
     import random
 
-    from lmikit.sim.loop import run
-    from lmikit.sim.scenario import summarize
+    from lmikit.sim._loop import run
+    from lmikit.sim._scenario import summarize
 
     dep, work = _lone_and_burst()
     out = run(work, dep.copies("off"), dep.router("random", random.Random(0)),
@@ -214,8 +214,8 @@ def test_nothing_to_measure_is_an_error_not_nan() -> None:
     import dataclasses
     import random
 
-    from lmikit.sim.loop import run
-    from lmikit.sim.scenario import summarize
+    from lmikit.sim._loop import run
+    from lmikit.sim._scenario import summarize
 
     dep, work = _lone_and_burst()
     out = run(work, dep.copies("off"), dep.router("random", random.Random(0)),
@@ -250,7 +250,7 @@ def test_a_specs_copies_are_routed_with_the_prefix_settings_its_endpoint_gets() 
     # the endpoint was given twice the workload's concurrency (8 for docqa) while the
     # simulator used max_batch_size (64)
     from lmikit.render._sagemaker import routing_config
-    from lmikit.sim.scenario import deployment_from_spec
+    from lmikit.sim._scenario import deployment_from_spec
     from lmikit.spec._loader import load_spec
 
     spec = load_spec("examples/docqa-qwen7b.yaml")

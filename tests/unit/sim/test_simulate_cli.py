@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lmikit.cli import main
-from lmikit.sim.calibrate import synthetic_bench
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.scenario import deployment
-from lmikit.sim.workloads import long_doc_qa
+from lmikit.sim._calibrate import synthetic_bench
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._scenario import deployment
+from lmikit.sim._workloads import long_doc_qa
 from tests.conftest import DEFAULT_SPEC, deadline
 
 WHAT_IF = ["--model", "Qwen/Qwen3-8B", "--instance", "ml.p4de.24xlarge"]
@@ -304,8 +304,8 @@ def test_plan_of_a_remote_tier_spec_prints_the_remote_hit(tmp_path: Path) -> Non
 def test_calibrated_spec_plan_costs_the_spec_with_the_fitted_engine(tmp_path: Path) -> None:
     """``plan SPEC --calibrate`` prices the spec's own request (its typical tokens and
     suffix) with the simulator's engine for that spec, fitted coefficients in."""
-    from lmikit.sim.engine import single_request
-    from lmikit.sim.scenario import deployment_from_spec
+    from lmikit.sim._engine import single_request
+    from lmikit.sim._scenario import deployment_from_spec
     from lmikit.spec._loader import load_spec
 
     spec = load_spec(DEFAULT_SPEC)
@@ -400,7 +400,7 @@ def _notes(*args: str) -> list[str]:
 
 
 def test_repeated_tokens_counts_each_prefix_sent_more_than_once() -> None:
-    from lmikit.sim.scenario import repeated_tokens
+    from lmikit.sim._scenario import repeated_tokens
 
     # 3 documents of 1,000 tokens: each sent in warm-up and query; its 3 full 256-token
     # chunks (the question shares the last partial one) are what repeats
@@ -413,8 +413,8 @@ def test_repeated_tokens_equals_counting_every_key_at_once() -> None:
     real hashes (negative ones too) and on keys that fall in one shard."""
     from collections import Counter
 
-    from lmikit.sim.scenario import KEY_SHARDS, repeated_tokens
-    from lmikit.sim.workloads import Phase, Request, Workload, multi_turn_chat, rag
+    from lmikit.sim._scenario import KEY_SHARDS, repeated_tokens
+    from lmikit.sim._workloads import Phase, Request, Workload, multi_turn_chat, rag
 
     one_shard = [Request(i, keys, 0, 1, i) for i, keys in enumerate(
         [(KEY_SHARDS, 2 * KEY_SHARDS), (KEY_SHARDS, -KEY_SHARDS), (-KEY_SHARDS,)])]
@@ -589,7 +589,7 @@ def test_remote_store_picks_the_store_the_remote_tier_reads() -> None:
     """The HyperPod scenario: L1 (LMCache's CPU tier) + L2 (HyperPod's tiered storage) +
     KV-aware routing; its store's lookup takes two round trips a chunk, Redis's one."""
     from lmikit.cli._simulate import REMOTE_STORES
-    from lmikit.sim.stores import STORES
+    from lmikit.sim._stores import STORES
 
     assert REMOTE_STORES == tuple(STORES)
     r = lmikit("simulate", *WHAT_IF, "--instances", "2", *SMALL, "--kv-cache", "remote",

@@ -5,7 +5,7 @@ import random
 import subprocess
 import sys
 
-from lmikit.sim.tiers import (
+from lmikit.sim._tiers import (
     GpuCache,
     LruTier,
     UnboundedTier,
@@ -71,7 +71,7 @@ def test_token_and_id_keys_are_chained() -> None:
 
 
 def test_keys_do_not_depend_on_pythonhashseed() -> None:
-    code = ("from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id;"
+    code = ("from lmikit.sim._tiers import chunk_keys, id_chunk_keys, stable_id;"
             "print(chunk_keys([(1, 600)], 256), id_chunk_keys(['x', 7]), stable_id('s'))")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import pytest
 
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.loop import run
-from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.scenario import deployment, percentile
-from lmikit.sim.tiers import chunk_keys
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._loop import run
+from lmikit.sim._routers import LeastOutstanding
+from lmikit.sim._scenario import deployment, percentile
+from lmikit.sim._tiers import chunk_keys
+from lmikit.sim._workloads import Phase, Request, Workload
 from tests.unit.sim.test_engine import QWEN25_05B
 
 PROMPT, OUTPUT, PROMPTS = 256, 128, 1_000

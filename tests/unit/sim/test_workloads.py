@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from lmikit.errors import SimulationError
-from lmikit.sim import workloads as w
-from lmikit.sim.workloads import QUESTION_TOKENS, load_trace, long_doc_qa, multi_turn_chat, rag
+from lmikit.sim import _workloads as w
+from lmikit.sim._workloads import QUESTION_TOKENS, load_trace, long_doc_qa, multi_turn_chat, rag
 from tests.conftest import deadline
 
 
@@ -247,7 +247,7 @@ def test_trace_lines_that_once_broke_the_loader(tmp_path: Path) -> None:
     odd.write_text('{"arrival_s": 0, "output_tokens": 2, "chunk_ids": ["\\ud800"], '
                    '"session_id": "\\udfff"}\n')
     (req,) = load_trace(odd).requests
-    from lmikit.sim.tiers import id_chunk_keys, stable_id
+    from lmikit.sim._tiers import id_chunk_keys, stable_id
 
     assert req.keys == id_chunk_keys(["\ud800"]) and req.session == stable_id("\udfff")
     assert stable_id("\ud800") != stable_id("\udfff")

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import EngineModel
-from lmikit.sim.loop import CopyConfig
-from lmikit.sim.scenario import Deployment
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import EngineModel
+from lmikit.sim._loop import CopyConfig
+from lmikit.sim._scenario import Deployment
 
 # NCCL's all-reduce bus bandwidth on H100 NVLink (NVIDIA/nccl-tests issue #212, ~370 GB/s):
 # the rate at which the "costed" alternative charges a tensor-parallel step's all-reduces.

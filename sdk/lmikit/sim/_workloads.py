@@ -41,8 +41,8 @@ from typing import Any
 
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError, safe_repr
-from lmikit.sim.tiers import chunk_keys, id_chunk_keys, stable_id, token_chunk_keys
-from lmikit.sim.work import Dispatcher, Phase, Request, Workload
+from lmikit.sim._tiers import chunk_keys, id_chunk_keys, stable_id, token_chunk_keys
+from lmikit.sim._work import Dispatcher, Phase, Request, Workload
 
 QUESTION_TOKENS = 12  # "Summarize the document above in one sentence." plus separators
 
@@ -61,7 +61,7 @@ MAX_ARRIVAL_S = 30 * 86_400.0
 
 
 WorkloadError = SimulationError
-# Request, Phase, Workload and Dispatcher are defined in lmikit.sim.work (compiled in a
+# Request, Phase, Workload and Dispatcher are defined in lmikit.sim._work (compiled in a
 # wheel) and are part of this module's interface too
 __all__ = [
     "MAX_ARRIVAL_S", "MAX_CORPUS_CHUNKS", "MAX_PROMPT_CHUNKS", "MAX_REQUESTS",

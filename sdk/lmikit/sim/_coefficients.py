@@ -137,13 +137,13 @@ PROVENANCE: dict[str, str] = {
     "disk_read_efficiency": "share of the catalog's per-drive O_DIRECT read figure that LMCache's "
                             "local-disk backend reaches (the catalog figure is already effective)",
     "remote_gbps": "remote tier read bandwidth per copy, the store's figure "
-                   "(lmikit.sim.stores: Redis's by default, as a SageMaker spec's remote "
+                   "(lmikit.sim: Redis's by default, as a SageMaker spec's remote "
                    "tier is Redis: 33.5 MB values at 14-16 Gb/s to pipelined "
                    "redis-benchmark clients, LMCache pull request #1238, and 1.4 GB/s "
                    "written by LMCache's connector, issue #1239); HyperPod's tiered storage "
                    "publishes no figure. Calibrate it with lmikit bench",
     "remote_rtt_s": "one round trip to the remote store, the store's figure "
-                    "(lmikit.sim.stores: Redis's by default, 'the typical latency of a 1 "
+                    "(lmikit.sim: Redis's by default, 'the typical latency of a 1 "
                     "GBits/s network is about 200 us', redis.io 'Diagnosing latency "
                     "issues'); a lookup pays it per chunk checked and a read per chunk and "
                     "request of its connector, as LMCache 0.5.6's connectors send them",

@@ -24,11 +24,11 @@ from typing import Any
 
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError, safe_repr
-from lmikit.sim.scenario import KV_MODES
-from lmikit.sim.workloads import MAX_ARRIVAL_S, MAX_PROMPT_CHUNKS, MAX_REQUEST_TOKENS, finite
+from lmikit.sim._scenario import KV_MODES
+from lmikit.sim._workloads import MAX_ARRIVAL_S, MAX_PROMPT_CHUNKS, MAX_REQUEST_TOKENS, finite
 
 FORMAT = "lmikit-bench/1"
-# A fit replays the whole file many times (at most lmikit.sim.calibrate.MAX_EVALUATIONS,
+# A fit replays the whole file many times (at most lmikit.sim._calibrate.MAX_EVALUATIONS,
 # within MAX_FIT_SECONDS), so the file is bounded too.
 MAX_BENCH_REQUESTS = 5_000
 MAX_BENCH_BYTES = 16 * 1024**2
@@ -37,7 +37,7 @@ MAX_BENCH_COPIES = 512  # as lmikit simulate --instances
 MAX_BENCH_SPAN_S = MAX_ARRIVAL_S
 TIER_NAMES = ("gpu", "cpu", "disk", "remote")
 OUTCOME_SOURCES = ("measured", "predicted")
-# kv_cache mode -> the tiers that can serve a prompt in it (lmikit.sim.scenario.deployment
+# kv_cache mode -> the tiers that can serve a prompt in it (lmikit.sim._scenario.deployment
 # plans a CPU tier under a remote one; a disk tier only in cpu+disk)
 MODE_TIERS: dict[str, tuple[str, ...]] = {
     "off": ("gpu",), "cpu": ("gpu", "cpu"), "cpu+disk": ("gpu", "cpu", "disk"),

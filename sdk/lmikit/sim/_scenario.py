@@ -5,7 +5,7 @@ engine model gives the costs; the loop runs the workload. Results are what users
 TTFT percentiles, total time, throughput, where prompt tokens came from, utilization, and
 cost per 1K tokens from the dated price table.
 
->>> from lmikit.sim.workloads import long_doc_qa
+>>> from lmikit.sim import long_doc_qa
 >>> d = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
 >>> w = long_doc_qa(documents=4, document_tokens=2000, output_tokens=10, concurrency=2)
 >>> [r.kv_cache for r in simulate(d, w, ["sticky_session"], ["off", "cpu"])]
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from lmikit.catalog import PriceTable, get_instance, price_or_reason
 from lmikit.errors import PlanError, SimulationError
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import EngineModel, engine_for
-from lmikit.sim.loop import CopyConfig, RunResult, run
-from lmikit.sim.routers import ROUTINGS, Router, make_router
-from lmikit.sim.workloads import Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import EngineModel, engine_for
+from lmikit.sim._loop import CopyConfig, RunResult, run
+from lmikit.sim._routers import ROUTINGS, Router, make_router
+from lmikit.sim._workloads import Workload
 
 if TYPE_CHECKING:
     from lmikit.spec import DeploymentSpec
@@ -113,7 +113,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
     ``cpu_size_gb`` and ``disk_size_gb`` are LMCache's sizes per worker, as the spec's
     ``kv_cache`` fields ("auto": what the host and its NVMe can give, as the planner
     sizes them). ``remote_store`` is the kind of store the ``remote`` mode reads
-    (:data:`lmikit.sim.stores.STORES`: ``redis``, ``hyperpod`` for SageMaker HyperPod's
+    (:data:`lmikit.sim.STORES`: ``redis``, ``hyperpod`` for SageMaker HyperPod's
     tiered storage, ``s3``, ``mooncake``...); its round trip and read rate are the
     coefficients' defaults unless ``coefficients`` are given.
 
@@ -140,7 +140,7 @@ def deployment(model_id: str, instance_type: str, *, tp: int = 1, copies: int = 
             1 <= instances <= MAX_INSTANCES:
         raise PlanError(f"instances is {safe_repr(instances)}; expected a whole number of "
                         f"model copies from 1 to {MAX_INSTANCES}")
-    from lmikit.sim.stores import STORES
+    from lmikit.sim._stores import STORES
 
     if not isinstance(remote_store, str) or remote_store not in STORES:
         raise PlanError(f"remote_store is {safe_repr(remote_store)}; expected one of "
@@ -215,7 +215,7 @@ def deployment_from_spec(spec: DeploymentSpec, base_dir: str | Path | None = Non
     config_path = spec.model.config_path
     if config_path and base_dir is not None and not Path(config_path).is_absolute():
         config_path = str(Path(base_dir) / config_path)
-    from lmikit.sim.stores import store_for_url
+    from lmikit.sim._stores import store_for_url
 
     kv = spec.kv_cache
     copies = spec.instance.copies_per_instance
@@ -425,7 +425,7 @@ def repeated_tokens(work: Workload) -> int:
     holds about 9 bytes a key where one set of Python ints would hold about 40
     (``benchmarks/simulate_limits.py`` measures it at the 5,000,000-chunk bound).
 
-    >>> from lmikit.sim.workloads import Request, Workload, Phase
+    >>> from lmikit.sim import Request, Workload, Phase
     >>> reqs = [Request(i, keys, 0, 1, i) for i, keys in enumerate([(1, 2), (1, 2), (1, 3)])]
     >>> repeated_tokens(Workload("w", [Phase("p", [reqs])], 256))  # keys 1 and 2
     512

@@ -15,8 +15,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from lmikit import sizing
-from lmikit.sim.coefficients import Coefficients, hbm_gbps
-from lmikit.sim.stores import STORES, RemoteStore
+from lmikit.sim._coefficients import Coefficients, hbm_gbps
+from lmikit.sim._stores import STORES, RemoteStore
 
 TIERS = ("gpu", "cpu", "disk", "remote")
 
@@ -43,7 +43,7 @@ class EngineModel:
     stored_kv_bytes_per_token: int = 0
     network_gbps: float = 0.0  # >0: the instance's network, GB/s; a remote read is no faster
     chunk_size: int = 256  # LMCache's chunk_size: what it hashes, looks up and reads by
-    remote_store: str = "redis"  # the remote tier's kind (lmikit.sim.stores.STORES)
+    remote_store: str = "redis"  # the remote tier's kind (lmikit.sim.STORES)
     _flops_rate: float = field(init=False, repr=False, compare=False)
     _hbm_rate: float = field(init=False, repr=False, compare=False)
     _step_overhead_s: float = field(init=False, repr=False, compare=False)
@@ -221,7 +221,7 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
     """The engine model of ``model_id`` on ``instance_type`` from lmikit's catalogs.
 
     Without ``coeff``, the defaults with the remote store's own round trip and read rate
-    (:data:`lmikit.sim.stores.STORES`; the instance's network where the store's rate is
+    (:data:`lmikit.sim.STORES`; the instance's network where the store's rate is
     the network's)."""
     from lmikit.catalog import get_instance, get_model
 
@@ -247,7 +247,7 @@ def engine_for(model_id: str, instance_type: str, tp: int = 1, *,
 def store_coefficients(remote_store: str, network_gbps: float,
                        base: Coefficients | None = None) -> Coefficients:
     """``base`` (the defaults) with the round trip and read rate of ``remote_store``."""
-    from lmikit.sim.stores import NETWORK
+    from lmikit.sim._stores import NETWORK
 
     if remote_store not in STORES:
         raise ValueError(f"unknown remote store {remote_store!r}; valid: {', '.join(STORES)}")

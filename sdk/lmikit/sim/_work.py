@@ -1,6 +1,6 @@
 """What a workload is made of: requests, the phases that send them, the workload.
 
-The builders in :mod:`lmikit.sim.workloads` make these; the event loop reads them for every
+The builders in :mod:`lmikit.sim` make these; the event loop reads them for every
 simulated request, so this module is one of those a wheel compiles (``setup.py``), where the
 builders, which check what users give them, stay Python.
 """

@@ -24,7 +24,7 @@ from typing import Any
 from lmikit import sizing
 from lmikit._files import FileRefused, read_limited
 from lmikit.errors import SimulationError, safe_repr
-from lmikit.sim.coefficients import Coefficients
+from lmikit.sim._coefficients import Coefficients
 
 FORMAT = "lmikit-gpu-calibration/v1"
 MAX_FILE_BYTES = 1_000_000  # a record is a few kilobytes
@@ -148,12 +148,12 @@ def decode_hbm_efficiency(point: DecodePoint, hbm_gbps: float) -> float:
 
 def suffix_modelled_seconds(point: SuffixPoint, catalog_gpu: str,
                             coeff: Coefficients | None = None) -> float:
-    """The engine model's :meth:`~lmikit.sim.engine.EngineModel.prefill_s` for ``point`` on
+    """The engine model's :meth:`~lmikit.sim.EngineModel.prefill_s` for ``point`` on
     ``catalog_gpu`` (default coefficients unless given): the same rank share, no all-reduce,
-    bf16 weights as the script builds them. The engine is :func:`~lmikit.sim.engine.engine_for`
+    bf16 weights as the script builds them. The engine is :func:`~lmikit.sim.engine_for`
     on a catalog instance with that GPU; a prefill does not depend on which one."""
     from lmikit.catalog import get_model
-    from lmikit.sim.engine import engine_for
+    from lmikit.sim._engine import engine_for
 
     instance = _catalog_instance(catalog_gpu)
     if instance is None:
@@ -224,7 +224,7 @@ def _peak_tflops(catalog_gpu: str) -> float | None:
 
 
 def _hbm_gbps(catalog_gpu: str) -> float | None:
-    from lmikit.sim.coefficients import HBM_GBPS
+    from lmikit.sim._coefficients import HBM_GBPS
 
     return HBM_GBPS[catalog_gpu][0] if catalog_gpu in HBM_GBPS else None
 
@@ -244,7 +244,7 @@ def load(path: str | Path) -> GpuCalibration:
 
 def measured() -> tuple[GpuCalibration, ...]:
     """The records lmikit ships (``lmikit/sim/calibration/*.json``), in file-name order:
-    what the defaults in :mod:`lmikit.sim.coefficients` and the catalog's effective
+    what the defaults in :mod:`lmikit.sim` and the catalog's effective
     host->GPU figure were checked against, each with the hardware it came from."""
     return tuple(load(path) for path in sorted(MEASURED_DIR.glob("*.json")))
 

@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from lmikit.sim.engine import EngineModel
-from lmikit.sim.routers import Router
-from lmikit.sim.tiers import GpuCache, LruTier, UnboundedTier
-from lmikit.sim.work import Request, Workload
+from lmikit.sim._engine import EngineModel
+from lmikit.sim._routers import Router
+from lmikit.sim._tiers import GpuCache, LruTier, UnboundedTier
+from lmikit.sim._work import Request, Workload
 
 ARRIVE, PREFILL_DONE, DECODE, ENQUEUE = 0, 1, 2, 3
 LMCACHE_TIERS = ("cpu", "disk", "remote")
@@ -63,7 +63,7 @@ class CopyConfig:
 
 class _Copy:
     __slots__ = ("cfg", "engine", "gpu", "tiers", "outstanding", "waiting", "queue",
-                 "current", "running", "D", "last", "rate", "ctx_const", "resv",
+                 "current", "running", "decode_clock", "last", "rate", "ctx_const", "resv",
                  "active", "busy", "version", "prefill_rate", "seq", "static", "base",
                  "base_sum", "resumed", "stalled", "pf", "peak", "spare", "spare_t", "cpu",
                  "tail_keys", "recovered", "local")
@@ -88,13 +88,13 @@ class _Copy:
         self.queue: deque[Request] = deque()
         self.current: Request | None = None
         self.running: list[tuple[float, int, Request]] = []
-        self.D = 0.0
+        self.decode_clock = 0.0
         self.last = 0.0
         self.rate = 0.0
         self.ctx_const = 0.0
         self.resv: dict[int, tuple[int, int]] = {}  # request -> (pinned chunks, private)
         self.static = 0  # private tokens of admitted requests other than generated ones
-        self.base: dict[int, float] = {}  # running request -> D at which it had 0 tokens
+        self.base: dict[int, float] = {}  # running request -> decode_clock at which it had 0 tokens
         self.base_sum = 0.0
         self.resumed: dict[int, int] = {}  # preempted request -> tokens it had generated
         # preempted request -> the keys its prompt's tail and its output were freed under,
@@ -162,7 +162,7 @@ class _Copy:
         """Private tokens now: prompt tails and uncomputed chunks + every generated token."""
         if self.running:
             self.gpu.private = self.static + math.ceil(
-                len(self.running) * self.D - self.base_sum - 1e-6)
+                len(self.running) * self.decode_clock - self.base_sum - 1e-6)
         else:
             self.gpu.private = self.static
 
@@ -204,7 +204,7 @@ def run(workload: Workload, copies: Sequence[CopyConfig], router: Router,
     """
     if max_in_flight < 0:
         raise ValueError(f"max_in_flight must be 0 (no limit) or more, not {max_in_flight}")
-    return _Run(workload, copies, router, rng, max_in_flight).go()
+    return _Run(workload, copies, router, rng, max_in_flight).run()
 
 
 class _Run:
@@ -218,12 +218,12 @@ class _Run:
         self.rng = rng
         self.max_in_flight = max_in_flight
         n = max((r.id for r in workload.requests), default=-1) + 1
-        self.nxt: dict[int, Request | None] = {}
+        self.next_turn: dict[int, Request | None] = {}
         for p in workload.phases:
             for s in p.sessions:
                 for a, b in zip(s, [*s[1:], None], strict=True):
-                    self.nxt[a.id] = b
-        self.res = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
+                    self.next_turn[a.id] = b
+        self.result = RunResult([0.0] * n, [math.nan] * n, [math.nan] * n,
                              {t: [0] * n for t in ("gpu", *LMCACHE_TIERS)}, [-1] * n,
                              [0.0] * len(self.fleet), failed=[False] * n)
         self.in_flight = 0
@@ -276,15 +276,15 @@ class _Run:
         dt = t - c.last
         if dt > 0:
             if c.rate:
-                c.D += dt * c.rate
+                c.decode_clock += dt * c.rate
             if c.current is not None or c.running:
                 c.busy += dt
         c.last = t
 
     def reschedule(self, c: _Copy, t: float) -> None:
         c.version += 1
-        nrun = len(c.running)
-        if not nrun:
+        n_running = len(c.running)
+        if not n_running:
             c.rate = 0.0
             return
         if c.current is not None and not c.stalled:
@@ -293,23 +293,23 @@ class _Run:
                 return
             step = 1.0 / c.rate
         else:
-            step = c.engine.decode_step_s(nrun, int(c.ctx_const + nrun * c.D))
+            step = c.engine.decode_step_s(n_running, int(c.ctx_const + n_running * c.decode_clock))
             c.rate = 1.0 / step
         target = c.running[0][0]
-        if nrun > 1 or c.queue or c.stalled:  # the pool fills up before then: preempt there
+        if n_running > 1 or c.queue or c.stalled:  # the pool fills up before then: preempt there
             c.sync()
             free = c.gpu.free_tokens()
-            fills = c.D + ((free if free > 0 else 0) + 1) / nrun
+            fills = c.decode_clock + ((free if free > 0 else 0) + 1) / n_running
             if fills < target:
                 target = fills
-        ahead = target - c.D
+        ahead = target - c.decode_clock
         when = t + (ahead if ahead > 0.0 else 0.0) * step
-        if when <= t and ahead * nrun > 1e-6:
+        if when <= t and ahead * n_running > 1e-6:
             # so little decoding is left that the clock cannot resolve it (far out, ~3e8 s
             # on: a float's step there is ~6e-8 s), yet more than the tolerance the finish
             # and pool checks allow (1e-6 of a token, over the batch): it is done now, or
             # the same event would be pushed for ever with nothing moving
-            c.D = target
+            c.decode_clock = target
         self.push(when, DECODE, c, c.version)
 
     def release(self, c: _Copy, r: Request, computed: Sequence[int] = (),
@@ -361,7 +361,7 @@ class _Run:
                 b = c.base.pop(r.id)
                 c.base_sum -= b
                 c.ctx_const -= r.prompt_tokens - b
-                c.resumed[r.id] = int(c.D - b + 1e-6)
+                c.resumed[r.id] = int(c.decode_clock - b + 1e-6)
                 self.release(c, r, generated=c.resumed[r.id])
             else:
                 break
@@ -478,7 +478,7 @@ class _Run:
             stored = (len(keys) - pos) * chunk if c.tiers else 0
             if c.tiers:
                 lookup = eng.lookup_s(len(keys), checked)
-        for name, per_request in self.res.served.items():
+        for name, per_request in self.result.served.items():
             per_request[r.id] = served.get(name, 0)
         resumed = c.resumed.get(r.id, 0)
         # what a preempted request found still cached at admission takes room but no
@@ -512,7 +512,7 @@ class _Run:
         total, taken, retrieved, hit, new_tokens, load_s, stored, offset = c.pf
         left = int(total - taken)
         g, own = c.resv[r.id]
-        nrun = len(c.running)
+        n_running = len(c.running)
         ch = c.step_chunk()
         need = int(retrieved) + min(int(new_tokens), ch) if taken == 0 else min(left, ch)
         c.sync()
@@ -522,7 +522,7 @@ class _Run:
         if left <= room or not (c.running or c.queue):  # a prompt bigger than the pool
             m = left
         else:
-            m = room - nrun * -(-room // ch)
+            m = room - n_running * -(-room // ch)
             if m < need:
                 c.stalled = True
                 return False
@@ -560,10 +560,10 @@ class _Run:
         c.pf[1] = taken + m
         c.prefill_rate = 0.0
         if rest or not packed:
-            if nrun:
+            if n_running:
                 # chunked prefill: each step of the token budget also advances every decode
-                body, steps = c.engine.mixed_prefill_s(rest, ctx + packed, nrun,
-                                                       int(c.ctx_const + nrun * c.D))
+                held = int(c.ctx_const + n_running * c.decode_clock)
+                body, steps = c.engine.mixed_prefill_s(rest, ctx + packed, n_running, held)
                 duration += body
                 c.prefill_rate = steps / duration if duration > 0 else 0.0
             else:
@@ -578,7 +578,7 @@ class _Run:
         return True
 
     def finish(self, r: Request, c: _Copy, t: float) -> None:
-        self.res.end[r.id] = t
+        self.result.end[r.id] = t
         if self.on_finish is not None:
             self.on_finish(r.id, t)
         c.outstanding -= 1
@@ -589,7 +589,7 @@ class _Run:
         # its blocks are freed tail first (rule 5): the prompt's partial last chunk and the
         # output, then the prompt's chunks; vLLM caches the output's full blocks the
         # session's next turn repeats, the rest is room no prompt names
-        follow, k, chunk = self.nxt[r.id], len(r.keys), c.cfg.chunk_size
+        follow, k, chunk = self.next_turn[r.id], len(r.keys), c.cfg.chunk_size
         repeated: Sequence[int] = ()
         if follow is not None and follow.keys[:k] == r.keys:
             repeated = follow.keys[k:(r.prompt_tokens + r.output_tokens) // chunk]
@@ -597,14 +597,14 @@ class _Run:
         if repeated:
             c.gpu.insert(repeated)
             if self.note is not None and follow is not None:
-                self.note(self.res.copy_of[r.id], follow.keys[:k + len(repeated)], k)
+                self.note(self.result.copy_of[r.id], follow.keys[:k + len(repeated)], k)
         c.gpu.unpin(r.keys[:pinned])
         self.proceed(r, t)
 
     def proceed(self, r: Request, t: float) -> None:
         """``r`` is over, served or failed: its session, phase and users go on."""
         self.in_flight -= 1
-        follow = self.nxt[r.id]
+        follow = self.next_turn[r.id]
         p = self.phases[self.phase]
         if p.dispatcher is not None:
             for later in p.dispatcher.finished(r.id):
@@ -620,7 +620,7 @@ class _Run:
         if self.left == 0:
             self.start_phase(self.phase + 1, t)
 
-    def go(self) -> RunResult:
+    def run(self) -> RunResult:
         self.start_phase(0, 0.0)
         t = last = 0.0  # last: the time of the last event that changed anything
         touched: _Copy | None = None
@@ -638,17 +638,17 @@ class _Run:
             if kind == ARRIVE:
                 assert isinstance(obj, Request)
                 r = obj
-                self.res.arrival[r.id] = t
+                self.result.arrival[r.id] = t
                 if self.clocked is not None:
                     self.clocked.now = t
                 self.in_flight += 1
                 if self.max_in_flight and self.in_flight > self.max_in_flight:
-                    self.res.failed[r.id] = True
-                    self.res.end[r.id] = t
+                    self.result.failed[r.id] = True
+                    self.result.end[r.id] = t
                     self.proceed(r, t)
                     continue
                 i = self.router.pick(r, self.fleet)
-                self.res.copy_of[r.id] = i
+                self.result.copy_of[r.id] = i
                 c = self.fleet[i]
                 c.outstanding += 1
                 tokenize = (0.0 if r.pretokenized
@@ -678,7 +678,7 @@ class _Run:
                 c.current = None
                 before = c.resumed.pop(r.id, None)
                 if before is None:
-                    self.res.ttft[r.id] = t + c.engine.coeff.request_overhead_s
+                    self.result.ttft[r.id] = t + c.engine.coeff.request_overhead_s
                 done_g, own = c.resv[r.id]
                 n_keys = len(r.keys)
                 moved = (n_keys - done_g) * c.cfg.chunk_size + (before or 0)
@@ -689,11 +689,11 @@ class _Run:
                 generated = (before or 0) + 1
                 if generated >= r.output_tokens:
                     end = t + c.engine.coeff.request_overhead_s
-                    self.res.end[r.id] = end
+                    self.result.end[r.id] = end
                     self.finish(r, c, end)
                 else:
                     c.seq += 1
-                    zero = c.D - generated
+                    zero = c.decode_clock - generated
                     heapq.heappush(c.running, (zero + r.output_tokens, c.seq, r))
                     c.base[r.id] = zero
                     c.base_sum += zero
@@ -709,7 +709,7 @@ class _Run:
                 touched = c
                 self.advance(c, t)
                 done = []
-                while c.running and c.running[0][0] <= c.D + 1e-6:
+                while c.running and c.running[0][0] <= c.decode_clock + 1e-6:
                     _, _, r = heapq.heappop(c.running)
                     zero = c.base.pop(r.id)
                     c.base_sum -= zero
@@ -721,13 +721,13 @@ class _Run:
                 if self.preempt(c) or not self.admit(c, t):
                     self.reschedule(c, t)
         # not a stale event's time, which may lie past the work's end
-        self.res.makespan_s = last
+        self.result.makespan_s = last
         for i, c in enumerate(self.fleet):
             self.advance(c, last)
-            self.res.busy_s[i] = c.busy
-        self.res.peak_kv_usage = [c.peak for c in self.fleet]
-        self.res.evictions = {"gpu": sum(c.gpu.evictions for c in self.fleet)}
+            self.result.busy_s[i] = c.busy
+        self.result.peak_kv_usage = [c.peak for c in self.fleet]
+        self.result.evictions = {"gpu": sum(c.gpu.evictions for c in self.fleet)}
         for name in LMCACHE_TIERS:
-            self.res.evictions[name] = sum({id(tier): tier.evictions for c in self.fleet
+            self.result.evictions[name] = sum({id(tier): tier.evictions for c in self.fleet
                                             for tn, tier in c.tiers if tn == name}.values())
-        return self.res
+        return self.result

@@ -16,7 +16,7 @@ import random
 from collections.abc import Sequence
 from typing import Protocol
 
-from lmikit.sim.tiers import LruTier
+from lmikit.sim._tiers import LruTier
 
 ROUTINGS = ("sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random")
 BYTES_PER_TOKEN = 4  # English text under a BPE tokenizer: PrefixLength bytes -> tokens

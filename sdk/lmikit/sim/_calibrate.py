@@ -1,6 +1,6 @@
 """Fit the simulator's coefficients to a ``lmikit bench`` result file.
 
-The bench file (:mod:`lmikit.sim.bench_format`, written by ``lmikit bench --output``) lists every
+The bench file (:mod:`lmikit.sim`, written by ``lmikit bench --output``) lists every
 request: when it started, its TTFT and end, prompt and output tokens, and, where known,
 whether it hit the cache, from which tier and how many tokens were cached. Calibration
 replays those requests at their recorded start times through the event loop, with each
@@ -16,8 +16,8 @@ tier (``cached_by_tier``). The replay runs on as many model
 copies as served the bench (``copies``, which ``lmikit bench`` reads from the endpoint), not on
 the deployment being simulated: four requests in flight queue on one copy, not on eight.
 
->>> from lmikit.sim.scenario import deployment
->>> from lmikit.sim.workloads import long_doc_qa
+>>> from lmikit.sim import deployment
+>>> from lmikit.sim import long_doc_qa
 >>> d = deployment("Qwen/Qwen3-8B", "ml.p4de.24xlarge")
 >>> truth = Coefficients(prefill_mfu=0.45)
 >>> bench = synthetic_bench(d.with_coefficients(truth), long_doc_qa(8, 4000, 16, 2), "cpu")
@@ -36,8 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lmikit.errors import SimulationError, safe_repr
-from lmikit.sim._search import search
-from lmikit.sim.bench_format import (  # re-exported: the file format's names were first here
+from lmikit.sim._bench_format import (  # re-exported: the file format's names were first here
     FORMAT,
     MAX_BENCH_BYTES,
     MAX_BENCH_COPIES,
@@ -53,11 +52,12 @@ from lmikit.sim.bench_format import (  # re-exported: the file format's names we
     measured_outcome,
     outcome_fields,
 )
-from lmikit.sim.coefficients import Coefficients
-from lmikit.sim.engine import remote_read_gbps
-from lmikit.sim.loop import RunResult, run
-from lmikit.sim.routers import LeastOutstanding
-from lmikit.sim.workloads import Phase, Request, Workload
+from lmikit.sim._coefficients import Coefficients
+from lmikit.sim._engine import remote_read_gbps
+from lmikit.sim._loop import RunResult, run
+from lmikit.sim._routers import LeastOutstanding
+from lmikit.sim._search import search
+from lmikit.sim._workloads import Phase, Request, Workload
 
 __all__ = ["FORMAT", "MAX_BENCH_BYTES", "MAX_BENCH_COPIES", "MAX_BENCH_REQUESTS",
            "MAX_BENCH_SECONDS", "MODE_TIERS", "TIER_NAMES", "BenchFile", "BenchRecord", "Fit",
@@ -66,7 +66,7 @@ __all__ = ["FORMAT", "MAX_BENCH_BYTES", "MAX_BENCH_COPIES", "MAX_BENCH_REQUESTS"
            "served_by_tier", "synthetic_bench", "ttft_error"]
 
 if TYPE_CHECKING:
-    from lmikit.sim.scenario import Deployment
+    from lmikit.sim._scenario import Deployment
 
 # coefficient -> tier whose hits are its evidence (None: every request is evidence)
 FITTED: dict[str, str | None] = {
@@ -549,7 +549,7 @@ def served_by_tier(out: RunResult, request_id: int) -> dict[str, int]:
 
 def synthetic_bench(dep: Deployment, workload: Workload, mode: str) -> BenchFile:
     """A bench file as ``dep`` (with its coefficients) would produce it: for tests."""
-    from lmikit.sim.routers import StickySession
+    from lmikit.sim._routers import StickySession
 
     out = run(workload, dep.copies(mode), StickySession())
     records = []
