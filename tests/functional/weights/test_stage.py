@@ -410,3 +410,24 @@ def test_a_repo_with_its_own_model_py_is_not_given_lmikits(hub: FakeHub, s3: Any
     with pytest.raises(WeightsError, match=r"has its own model.py, .*--exclude model.py"):
         _stage(hub, s3=s3, model_id="org/custom-code", model_py=MODEL_PY)
     assert _keys(s3) == []
+
+
+def test_a_body_cut_short_counts_as_a_broken_connection_whichever_layer_raises_it() -> None:
+    """A cut body can surface as the HTTP client's error or, while a stream is read, as its
+    transport's (httpcore's or httpcore2's ``RemoteProtocolError``, unmapped): both are a
+    broken connection to resume from, never an unexplained crash."""
+    import importlib
+
+    from huggingface_hub import errors
+
+    from lmikit.weights._hub import _http_errors
+
+    client = errors.HTTPError
+    transport = importlib.import_module(
+        client.__module__.split(".")[0].replace("httpx", "httpcore", 1))
+    caught = _http_errors()
+    assert client in caught
+    for raised in (transport.RemoteProtocolError, transport.ReadError,
+                   transport.ReadTimeout):
+        assert issubclass(raised, caught), raised
+    assert not issubclass(ValueError, caught)
