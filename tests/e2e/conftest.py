@@ -133,7 +133,9 @@ def cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProce
     the process would print it."""
     from click.testing import CliRunner
 
-    from lmikit.cli import adapters_cmd, deploy_cmd, main
+    from lmikit.cli import _adapters as adapters_cmd
+    from lmikit.cli import _deploy as deploy_cmd
+    from lmikit.cli import main
 
     poll = float(env["LMIKIT_POLL_SECONDS"])
     previous = Path.cwd()
