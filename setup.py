@@ -3,7 +3,7 @@
 The metadata lives in ``pyproject.toml``; this file only adds the compiled modules. mypyc
 (part of mypy: https://mypyc.readthedocs.io) turns type-annotated Python into a C extension
 with the same behaviour, which runs ``benchmarks/simulate.py`` in about half the time
-(docs/planner.md, "The workload simulator").
+(docs/planner-model.md, "The simulator's speed").
 
 - A wheel or a plain ``pip install .`` compiles ``COMPILED``. With ``LMIKIT_PURE_PYTHON=1``
   it installs them as Python; where compiling fails (no C compiler) it does too, and says

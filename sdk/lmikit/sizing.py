@@ -33,7 +33,7 @@ PREFILL_MFU = 0.55  # share of dense bf16 peak achieved by vLLM prefill
 GPU_CACHE_RELIABLE_FRACTION = 0.5  # share of free KV pool that reliably keeps prefixes
 MAX_MODEL_LEN_POOL_SHARE = 0.9  # default max_model_len at most this share of the KV pool
 #                                 estimate, which runs up to 9% above measured pools
-#                                 (docs/planner.md); vLLM will not start if one sequence
+#                                 (docs/planner-model.md); vLLM will not start if one sequence
 #                                 of max_model_len does not fit the pool it measures
 REQUEST_OVERHEAD_S = 0.02  # HTTP, scheduling, sampling, first token out (source: PROVENANCE
 #                            in lmikit.sim.Coefficients; tokenizing is costed per token there)

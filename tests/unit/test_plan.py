@@ -206,8 +206,8 @@ def test_a_tensor_parallel_plan_over_pcie_says_its_all_reduces_are_a_floor():
     nvlink = plan("Qwen/Qwen2.5-7B-Instruct", "ml.p4de.24xlarge", tp=4)
     assert [a for a in nvlink.assumptions if "all-reduces" in a] == [
         "tensor-parallel all-reduces over NVLink are not costed in the prefill; a decode "
-        "step's are in its fixed overhead (docs/planner.md, the decode step at tensor "
-        "parallel 1 and above)"]
+        "step's are in its fixed overhead (docs/planner-model.md, the decode step at "
+        "tensor parallel 1 and above)"]
     single = plan("Qwen/Qwen2.5-7B-Instruct", "ml.g6e.12xlarge", tp=1)
     assert not [a for a in single.assumptions if "all-reduces" in a]
     # the floor is in the miss's TTFT: four L40Ss over PCIe are not four times one

@@ -83,7 +83,7 @@ def test_catalog_instances_all_have_nvme():
     ("meta-llama/Llama-3.1-70B-Instruct", "ml.g6e.12xlarge", 4)])
 def test_default_max_model_len_keeps_a_tenth_of_the_pool_estimate_free(model_id, instance, tp):
     """Without engine.max_model_len: min(the model's limit, 90% of the estimated KV pool).
-    The estimate runs up to 9% above the pools vLLM measured (docs/planner.md), and vLLM
+    The estimate runs up to 9% above the pools vLLM measured (docs/planner-model.md), and vLLM
     refuses to start when one sequence of max_model_len does not fit the pool it measures
     (vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory)."""
     p = plan(model_id, instance, tp=tp, request_tokens=4000, mode="off")

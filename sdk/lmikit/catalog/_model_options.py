@@ -18,7 +18,7 @@ Two tables (standard library only), one row per fact, each naming its source:
 Checked against vLLM v0.23.0's ``EngineArgs``, the vLLM LMI 0.38 ships (djl-serving master
 pins ``vllm-0.23.1.dev4+gcd87ce883``, serving/docker/lmi-container-requirements.txt).
 
-Left out on purpose (the reasons: docs/planner.md): tool-call and reasoning parsers,
+Left out on purpose (the reasons: docs/planner-model.md): tool-call and reasoning parsers,
 ``quantization``/``dtype`` (vLLM reads the FP8 scheme from the checkpoint) and expert
 parallelism.
 

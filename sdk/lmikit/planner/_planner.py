@@ -607,8 +607,8 @@ def _assumptions(i: PlanInputs, inst: InstanceType, geo: ModelGeometry,
            f"bf16 activations at most at {engine.pcie_allreduce_gbps:g} GB/s, a floor"]
           if engine.allreduces_cross_pcie else []),
         *(["tensor-parallel all-reduces over NVLink are not costed in the prefill; a decode "
-           "step's are in its fixed overhead (docs/planner.md, the decode step at tensor "
-           "parallel 1 and above)"] if engine.tp > 1 and not engine.allreduces_cross_pcie
+           "step's are in its fixed overhead (docs/planner-model.md, the decode step at "
+           "tensor parallel 1 and above)"] if engine.tp > 1 and not engine.allreduces_cross_pcie
           else []),
         f"a hit matches whole {i.chunk_size}-token chunks of the request minus its "
         f"{i.suffix_tokens} new tokens, never its last token (vLLM computes it for the "

@@ -1,7 +1,7 @@
 """The simulator's coefficients: what hardware and software achieve, each with its source.
 
 Standard library only. Every default is a public figure (a datasheet, a benchmark log) or a
-stated assumption; ``docs/planner.md`` cites each one. ``lmikit simulate --calibrate`` and
+stated assumption; ``docs/planner-model.md`` cites each one. ``lmikit simulate --calibrate`` and
 ``lmikit plan --calibrate`` replace them with values fitted to a ``lmikit bench`` result.
 
 >>> c = Coefficients()

@@ -278,7 +278,7 @@ def render(values: Mapping[str, Mapping[str, float]]) -> str:
     text += [f"| {what} | {kind} | {now} |" for what, kind, now in REVIEW]
     text += ["", "## Every row", "",
              "Simulated and ratio: in sample; ratio (LOSO): with the row's source held "
-             "out. Rows outside 1.5x are listed like the rest; docs/planner.md says what is "
+             "out. Rows outside 1.5x are listed like the rest; docs/planner-model.md says what is "
              "known of why.", ""]
     text += _rows_table(rep)
     return "\n".join(text) + "\n"

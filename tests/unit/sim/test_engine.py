@@ -278,9 +278,9 @@ def test_every_coefficient_has_its_provenance_in_code_and_in_the_docs() -> None:
     """A coefficient without a stated source (or a stated assumption) is not shipped."""
     names = {f.name for f in fields(Coefficients)}
     assert set(PROVENANCE) == names
-    docs = (Path(__file__).resolve().parents[3] / "docs" / "planner.md").read_text()
-    table = docs[docs.index("### Coefficients and where they come from"):
-                 docs.index("### Calibration from measurements")]
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "planner-model.md").read_text()
+    table = docs[docs.index("## Coefficients and where they come from"):
+                 docs.index("### The decode step at tensor parallel 1 and above")]
     for name in names:
         assert f"`{name}`" in table, name
         assert len(PROVENANCE[name]) > 40, name

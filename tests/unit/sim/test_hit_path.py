@@ -320,10 +320,11 @@ def test_lmcache_defaults_the_hit_path_is_built_on() -> None:
         _lmcache_source("v1/storage_backend/storage_manager.py") or "")
 
 
-PLANNER_DOC = Path(__file__).resolve().parents[3] / "docs" / "planner.md"
+# the store table and the miss-path check live in the model reference
+PLANNER_DOC = Path(__file__).resolve().parents[3] / "docs" / "planner-model.md"
 
 
-def test_the_store_table_in_docs_planner_is_lmikit_sim_stores() -> None:
+def test_the_store_table_in_the_model_reference_is_lmikit_sim_stores() -> None:
     from lmikit.sim._stores import NETWORK
 
     lines = PLANNER_DOC.read_text(encoding="utf-8").splitlines()
@@ -340,7 +341,7 @@ def test_the_store_table_in_docs_planner_is_lmikit_sim_stores() -> None:
                                    else f"{store.gbps:g} GB/s"), store.kind
 
 
-def test_the_miss_overhead_check_in_docs_planner_is_what_the_simulator_gives() -> None:
+def test_the_miss_overhead_check_in_the_model_reference_is_what_the_simulator_gives() -> None:
     """The out-of-sample check of the miss path the docs quote (GPUStack published +4.0%,
     +15.0% and +5.5% mean TTFT with LMCache on misses): recomputed from the accuracy
     table's replay of that run (``gpustack.py``), so the text cannot drift from the model."""

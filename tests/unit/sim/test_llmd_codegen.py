@@ -53,7 +53,7 @@ def test_codegen_replayed_prompts_match_the_older_tables_median_within_3_percent
 @pytest.mark.parametrize("conc", sorted(OLDER_GEN_P50))
 def test_the_older_tables_recounted_output_median_is_below_what_the_seeds_ask_for(
         conc: int) -> None:
-    """docs/planner.md's reading of the out_t/s rows: per request the report counts fewer
+    """docs/planner-model.md's reading of the out_t/s rows: per request the report counts fewer
     output tokens than ``max_tokens`` asked for (0.70-0.92 of the drawn median at every
     concurrency), so the published sums' excess lies in a tail of requests, not in every
     request's count."""

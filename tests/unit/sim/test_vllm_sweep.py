@@ -22,7 +22,7 @@ concurrency is reproduced in part: requests that start together finish together,
 closed loop sends its next prompts in bursts that queue for the steps' token budget, which
 vLLM fills from several prompts at once (modelled). The published TTFT p50 grows 5x from 1
 to 32 in flight (27 to 135 ms), the simulated one 3.3x (25 to 83 ms); the rest is not
-modelled (docs/planner.md, "The decode step at tensor parallel 1 and above").
+modelled (docs/planner-model.md, "The decode step at tensor parallel 1 and above").
 """
 
 from __future__ import annotations
