@@ -198,3 +198,52 @@ def test_openai_client_finds_the_base_model_id_in_the_model_environment(
     reply = client.chat.completions.create(model=model,
                                            messages=[{"role": "user", "content": "hi"}])
     assert reply.choices[0].message.content
+
+
+HUB_ID = "  hub_id: meta-llama/Llama-3.1-8B-Instruct\n"
+PREFIX = "meta-llama/Llama-3.1-8B-Instruct/"
+
+
+def _hub_id_spec() -> DeploymentSpec:
+    """The isolated spec, its weights named as a staged copy of a Hub model."""
+    return load_spec_text(ISOLATED.replace("model:\n", "model:\n" + HUB_ID, 1))
+
+
+def _stage_copy(session: Any, model_id: str, *, manifest: bool = True) -> None:
+    """A prefix as `lmikit weights stage` leaves it (the manifest written last)."""
+    from lmikit.weights import Manifest, StagedFile
+    from lmikit.weights._destination import parse_destination
+    from lmikit.weights._manifest import write_manifest
+
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=WEIGHTS_BUCKET)
+    files = {"config.json": b"{}", "model.safetensors": b"\0" * 2048}
+    for path, data in files.items():
+        s3.put_object(Bucket=WEIGHTS_BUCKET, Key=PREFIX + path, Body=data)
+    if manifest:
+        write_manifest(s3, parse_destination(f"s3://{WEIGHTS_BUCKET}/{PREFIX}"), Manifest(
+            model_id, "main", "0" * 40,
+            tuple(StagedFile(p, len(d), "0" * 64) for p, d in files.items())))
+
+
+def test_deploy_uses_a_finished_staged_copy_of_the_hub_model(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path) -> None:
+    _stage_copy(session, "meta-llama/Llama-3.1-8B-Instruct")
+    deployment(_hub_id_spec(), session, clock, tmp_path).deploy()
+    assert len(live(fake)["model"]) == 1
+
+
+@pytest.mark.parametrize(("model_id", "manifest", "says"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", False,
+     r"has no lmikit-manifest.json: the copy is unfinished"),
+    ("Qwen/Qwen3-8B", True, r"it holds Qwen/Qwen3-8B, not meta-llama/Llama-3.1-8B-Instruct"),
+], ids=["half-copied", "another-model"])
+def test_deploy_refuses_staged_weights_that_are_unfinished_or_another_model(
+        fake: FakeSageMaker, session: Any, clock: VirtualClock, tmp_path: Path,
+        model_id: str, manifest: bool, says: str) -> None:
+    """The manifest is written last, so a copy that stopped part-way has none: deploy checks
+    it, and the model it names, before it creates anything."""
+    _stage_copy(session, model_id, manifest=manifest)
+    with pytest.raises(DeployError, match=rf"model.id: .*{says}"):
+        deployment(_hub_id_spec(), session, clock, tmp_path).deploy()
+    assert live(fake) == {}

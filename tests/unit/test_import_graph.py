@@ -69,7 +69,7 @@ def import_graph(root: Path = SDK) -> dict[str, frozenset[str]]:
     faces = {name: _lazy_exports(trees[name]) for name, path in modules.items()
              if path.name == "__init__.py" and name != top}
     graph: dict[str, frozenset[str]] = {}
-    for name, path in modules.items():
+    for name in modules:
         found: set[str] = set()
         if name != top:
             for node in ast.walk(trees[name]):

@@ -185,7 +185,7 @@ class Deployment:
         """Package every artifact (content-addressed, nothing uploaded) and render every
         request."""
         from lmikit.lora import package_spec_adapter
-        from lmikit.render import model_artifact, render_requests, weights_model_py
+        from lmikit.render import model_artifact, render_requests
 
         if not self.role_arn and self.create_role:
             from lmikit.deploy._role import role_arn_of
@@ -198,14 +198,7 @@ class Deployment:
                               f"deployed in {self.spec.region} yet, so there is no role to "
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
-        expected = weights_model_py(self.spec, self.plan)
-        if expected is not None:  # read only: plan_changes calls this too
-            from lmikit.weights import WeightsError, check_model_py
-
-            try:
-                check_model_py(self.spec.model.id, expected, s3=self.clients.s3)
-            except WeightsError as exc:
-                raise DeployError(f"model.id: {exc}") from None
+        self.check_staged_weights()
         store = self.store()
         artifacts: list[PendingArtifact] = []
         model_url = None
@@ -455,6 +448,25 @@ class Deployment:
                 + f" Run `lmikit gc {self.spec_path}` again to finish.",
                 state="partial", left=tuple(done.left))
         return result
+
+    def check_staged_weights(self) -> None:
+        """Read only, before anything is created: weights named by ``model.hub_id`` are a
+        finished ``lmikit weights stage`` copy of that model (its manifest is written last, so
+        a copy that stopped part-way is never deployed), and the isolating ``model.py`` is in
+        the prefix where LoRA with LMCache needs it."""
+        from lmikit.render import weights_model_py
+        from lmikit.weights import WeightsError, check_model_py, check_staged
+
+        model = self.spec.model
+        try:
+            if model.is_s3 and model.hub_id:
+                check_staged(model.id, model_id=model.hub_id, region=self.spec.region,
+                             s3=self.clients.s3)
+            expected = weights_model_py(self.spec, self.plan)
+            if expected is not None:
+                check_model_py(model.id, expected, s3=self.clients.s3)
+        except WeightsError as exc:
+            raise DeployError(f"model.id: {exc}") from None
 
     def status(self) -> list[ResourceState]:
         """Every resource of the deployment with its current state."""
