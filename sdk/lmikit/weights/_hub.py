@@ -88,7 +88,7 @@ class Hub:
         except HFValidationError as exc:
             raise WeightsError(f"model id {model_id!r} is not a Hub repo id ({exc}): give "
                                "ORG/NAME, e.g. meta-llama/Llama-3.1-8B-Instruct") from None
-        except (OSError, *_http_errors()) as exc:
+        except _broken_connection() as exc:
             raise self.error(exc, model_id, revision) from None
         if not info.sha:
             raise WeightsError(f"the Hub gave no commit for {model_id}@{revision}")
@@ -135,7 +135,7 @@ class Hub:
                     raise self.error(exc, snapshot.model_id, snapshot.revision,
                                      file.path) from None
                 reason, pause = f"HTTP {status}", float(2 ** breaks)
-            except (OSError, *_http_errors()) as exc:  # the connection broke: go on at once
+            except _broken_connection() as exc:  # the connection broke: go on at once
                 reason = f"{type(exc).__name__}: {exc}"
             breaks += 1
             if breaks > RESUMES:
@@ -192,8 +192,8 @@ def gated_without_token(model_id: str, page: str) -> str:
             "pass --token-secret ARN (a Secrets Manager secret holding the token)")
 
 
-def _http_errors() -> tuple[type[BaseException], ...]:
-    """What a broken connection raises under huggingface_hub: its HTTP client's error base
+def _broken_connection() -> tuple[type[BaseException], ...]:
+    """What a broken connection raises under huggingface_hub: OSError, its HTTP client's error base
     (httpx's under huggingface_hub 1.x, httpx2's under 2.x, as ``huggingface_hub.errors``
     imports it) and the errors of the transport below it (httpcore or httpcore2), which a
     body cut short can raise unmapped while the stream is read."""
@@ -203,12 +203,13 @@ def _http_errors() -> tuple[type[BaseException], ...]:
 
     client = errors.HTTPError
     transport_name = client.__module__.split(".")[0].replace("httpx", "httpcore", 1)
+    below: tuple[type[BaseException], ...]
     try:
         transport = importlib.import_module(transport_name)
         below = (transport.ProtocolError, transport.NetworkError, transport.TimeoutException)
     except (ImportError, AttributeError):
         below = ()
-    return (client, *below)
+    return (OSError, client, *below)
 
 
 def _resumed_at(response: Any, offset: int, path: str) -> int:

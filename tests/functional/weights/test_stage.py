@@ -420,13 +420,13 @@ def test_a_body_cut_short_counts_as_a_broken_connection_whichever_layer_raises_i
 
     from huggingface_hub import errors
 
-    from lmikit.weights._hub import _http_errors
+    from lmikit.weights._hub import _broken_connection
 
     client = errors.HTTPError
     transport = importlib.import_module(
         client.__module__.split(".")[0].replace("httpx", "httpcore", 1))
-    caught = _http_errors()
-    assert client in caught
+    caught = _broken_connection()
+    assert client in caught and OSError in caught
     for raised in (transport.RemoteProtocolError, transport.ReadError,
                    transport.ReadTimeout):
         assert issubclass(raised, caught), raised
