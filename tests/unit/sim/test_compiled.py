@@ -28,10 +28,10 @@ SCENARIOS = r"""
 import dataclasses, json, pathlib, random, sys, tempfile
 from importlib.util import find_spec
 from lmikit import sim
-from lmikit.sim import loop, routers
+from lmikit.sim import _loop as loop, _routers as routers
 
 out = {"modules": {m: find_spec(f"lmikit.sim.{m}").origin
-                   for m in ("engine", "loop", "routers", "tiers", "work")}, "results": []}
+                   for m in ("_engine", "_loop", "_routers", "_tiers", "_work")}, "results": []}
 modes = ["off", "cpu", "cpu+disk", "remote"]
 routings = ["sticky_session", "prefix_aware", "kv_aware", "least_outstanding", "random"]
 rag = sim.rag(corpus_chunks=800, chunk_tokens=512, chunks_per_request=4, zipf=1.1,
