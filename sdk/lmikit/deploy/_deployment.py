@@ -186,6 +186,7 @@ class Deployment:
         request."""
         from lmikit.lora import package_spec_adapter
         from lmikit.render import model_artifact, render_requests, weights_model_py
+        from lmikit.resolve import resolve_spec
 
         if not self.role_arn and self.create_role:
             from lmikit.deploy._role import role_arn_of
@@ -198,7 +199,8 @@ class Deployment:
                               f"deployed in {self.spec.region} yet, so there is no role to "
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
-        expected = weights_model_py(self.spec, self.plan)
+        resolved = resolve_spec(self.spec, self.plan, image_kind=self.image_kind)  # once
+        expected = weights_model_py(self.spec, self.plan, resolved=resolved)
         if expected is not None:  # read only: plan_changes calls this too
             from lmikit.weights import WeightsError, check_model_py
 
@@ -209,7 +211,8 @@ class Deployment:
         store = self.store()
         artifacts: list[PendingArtifact] = []
         model_url = None
-        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
+        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind,
+                              resolved=resolved)
         if data is not None:
             source = as_source(data)
             root = artifact_prefix(self.spec.name)
@@ -230,7 +233,7 @@ class Deployment:
                                    execution_role_arn=self.role_arn,
                                    model_artifact_url=model_url,
                                    adapter_artifact_urls=adapter_urls,
-                                   image_kind=self.image_kind)
+                                   image_kind=self.image_kind, resolved=resolved)
         alarm = _builtin.rollback_alarm_name(self.spec.name) \
             if self.spec.observability.alarms.enabled else None
         return Desired(requests, tuple(artifacts), self.bucket, alarm,
