@@ -188,3 +188,16 @@ def test_validate_never_climbs_from_a_renderer_into_the_catalog_or_planner(path)
             if pair[0].startswith("lmikit.render")
             and pair[1].startswith(("lmikit.catalog", "lmikit.planner"))}
     assert back == {}
+
+
+def test_a_deployment_resolves_once_per_spec_plan_and_image_kind() -> None:
+    from lmikit import Deployment
+
+    spec, plan = _spec_and_plan(DEFAULT_SPEC)
+    deployment = Deployment(spec, plan=plan, role_arn="arn:aws:iam::123456789012:role/r",
+                            image_kind="stock")
+    first = deployment.resolved
+    assert deployment.resolved is first
+    assert first == resolve_spec(spec, plan, image_kind="stock")
+    deployment.image_kind = "lmikit"
+    assert deployment.resolved == resolve_spec(spec, plan, image_kind="lmikit") != first

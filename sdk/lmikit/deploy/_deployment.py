@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmikit.aws import (
     ArtifactStore,
@@ -53,6 +53,9 @@ from lmikit.deploy._run import Run, Undo
 from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
 from lmikit.names import BUCKET_TAG, artifact_prefix, base_component_name
 from lmikit.spec import DeploymentSpec
+
+if TYPE_CHECKING:
+    from lmikit.resolve import Resolved
 
 
 class Deployment:
@@ -108,6 +111,7 @@ class Deployment:
         self.image_kind: ImageKind = image_kind or (
             image_kind_of(image_uri) if image_uri else "stock")
         self._plan = plan
+        self._resolved: tuple[DeploymentSpec, Any, ImageKind, Resolved] | None = None
         self.clock: Clock = clock or RealClock()
         self.progress = progress
         self.poll_seconds = poll_seconds
@@ -135,6 +139,19 @@ class Deployment:
 
             self._plan = plan_spec(self.spec, base_dir=self.base_dir)
         return self._plan
+
+    @property
+    def resolved(self) -> Resolved:
+        """Every decision the renderers derive from (spec, plan, image kind), made once (again
+        only when one of the three is replaced)."""
+        cached = self._resolved
+        if not (cached and cached[0] is self.spec and cached[1] is self.plan
+                and cached[2] == self.image_kind):
+            from lmikit.resolve import resolve_spec
+
+            made = resolve_spec(self.spec, self.plan, image_kind=self.image_kind)
+            cached = self._resolved = (self.spec, self.plan, self.image_kind, made)
+        return cached[3]
 
     @property
     def image_uri(self) -> str:
@@ -186,7 +203,6 @@ class Deployment:
         request."""
         from lmikit.lora import package_spec_adapter
         from lmikit.render import model_artifact, render_requests, weights_model_py
-        from lmikit.resolve import resolve_spec
 
         if not self.role_arn and self.create_role:
             from lmikit.deploy._role import role_arn_of
@@ -199,7 +215,7 @@ class Deployment:
                               f"deployed in {self.spec.region} yet, so there is no role to "
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
-        resolved = resolve_spec(self.spec, self.plan, image_kind=self.image_kind)  # once
+        resolved = self.resolved
         expected = weights_model_py(self.spec, self.plan, resolved=resolved)
         if expected is not None:  # read only: plan_changes calls this too
             from lmikit.weights import WeightsError, check_model_py
