@@ -31,6 +31,7 @@ from lmikit.render import (
     volume_kms_key,
     weights_model_py,
 )
+from lmikit.resolve import Resolved, resolve_spec
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs
@@ -109,7 +110,10 @@ class LmiEndpoint(ComponentMetrics, Construct):
         self.image = image or LmiImage.for_spec(self, "Image", spec, mode=image_mode,
                                                 build_context=build_context)
         self.execution_role = ExecutionRole(self, "ExecutionRole", spec=spec)
-        data = model_artifact(spec, self.plan, self.base_dir, image=self.image_kind)
+        # every decision the renderers derive from (spec, plan, image), made once
+        self.resolved: Resolved = resolve_spec(spec, self.plan, image_kind=self.image_kind)
+        data = model_artifact(spec, self.plan, self.base_dir, image=self.image_kind,
+                              resolved=self.resolved)
         self.artifact_store: KmsArtifactStore | None = None
         if spec.security.kms_key_arn and (data is not None or any(
                 not a.source.startswith("s3://") for a in spec.adapters)):
@@ -137,7 +141,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
         # L1 resources
         self.cfn_endpoint_config = sagemaker.CfnEndpointConfig(
             self, "EndpointConfig", **l1_kwargs(self.requests.endpoint_config))
-        problem = capacity_warning(spec)
+        problem = capacity_warning(spec, resolved=self.resolved)
         if problem:  # `cdk synth` and `cdk deploy` print it; --strict makes it an error
             cdk.Annotations.of(self.cfn_endpoint_config).add_warning_v2(
                 "lmikit:NoOnDemandHosting", problem)
@@ -180,7 +184,8 @@ class LmiEndpoint(ComponentMetrics, Construct):
         if observability and (obs.dashboard or obs.alarms.enabled):
             self.observability = LmiObservability(
                 self, "Observability", spec=spec, plan=self.plan,
-                named_resources=self.named_resources, image=self.image_kind)
+                named_resources=self.named_resources, image=self.image_kind,
+                resolved=self.resolved)
         self._acknowledge()
 
     def render(self, adapter_artifact_urls: dict[str, str] | None = None) -> SageMakerRequests:
@@ -196,7 +201,7 @@ class LmiEndpoint(ComponentMetrics, Construct):
             execution_role_arn=self.execution_role.role_arn,
             model_artifact_url=(self.model_artifact_location.s3_url
                                 if self.model_artifact_location else None),
-            adapter_artifact_urls=urls, image_kind=self.image_kind)
+            adapter_artifact_urls=urls, image_kind=self.image_kind, resolved=self.resolved)
 
     def publish_artifact(self, construct_id: str, asset: TarballAsset, subdir: str,
                          size: int) -> PublishedArtifact:

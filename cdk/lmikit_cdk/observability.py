@@ -34,6 +34,7 @@ from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_SOURCE
 from lmikit.planner import Plan
 from lmikit.render import AlarmDef, alarm_definitions, put_dashboard_kwargs
+from lmikit.resolve import Resolved, resolve_spec
 from lmikit.spec import DeploymentSpec
 from lmikit_cdk import nag
 from lmikit_cdk._cfn import l1_kwargs
@@ -85,16 +86,20 @@ class LmiObservability(Construct):
         dependencies, no check.
     :param image: the image the base component runs (default ``stock``; ``LmiEndpoint``
         passes its own): the cache panels and alarms need ``lmikit``.
+    :param resolved: the decisions of (spec, plan, image) (:func:`lmikit.resolve.resolve_spec`;
+        ``LmiEndpoint`` passes its own); default: resolved here.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: DeploymentSpec,
                  plan: Plan, named_resources: Mapping[str, IConstruct] | None = None,
-                 image: ImageKind = "stock") -> None:
+                 image: ImageKind = "stock", resolved: Resolved | None = None) -> None:
         super().__init__(scope, construct_id)
         # defaults
         named = dict(named_resources or {})
         self.image: ImageKind = image
-        self.alarm_definitions: list[AlarmDef] = alarm_definitions(spec, plan, image=image)
+        resolved = resolved or resolve_spec(spec, plan, image_kind=image)
+        self.alarm_definitions: list[AlarmDef] = alarm_definitions(spec, plan, image=image,
+                                                                   resolved=resolved)
         self.alarm_requests: dict[str, dict[str, Any]] = {
             a.key: a.request() for a in self.alarm_definitions}
         # validate
@@ -109,7 +114,8 @@ class LmiObservability(Construct):
         self.dashboard_name: str | None = None
         self.cfn_dashboard: cloudwatch.CfnDashboard | None = None
         if spec.observability.dashboard:
-            self.dashboard_request = put_dashboard_kwargs(spec, plan, image=image)
+            self.dashboard_request = put_dashboard_kwargs(spec, plan, image=image,
+                                                          resolved=resolved)
             self.dashboard_name = self.dashboard_request["DashboardName"]
             self.cfn_dashboard = cloudwatch.CfnDashboard(
                 self, "Dashboard", **l1_kwargs(self.dashboard_request))

@@ -32,6 +32,7 @@ _EXPORTS = {
     "Plan": "lmikit.planner",
     "PlanError": "lmikit.errors",
     "RenderError": "lmikit.errors",
+    "Resolved": "lmikit.resolve",
     "SpecError": "lmikit.errors",
     "WaitTimeout": "lmikit.errors",
     "advise": "lmikit.advisor",
@@ -46,6 +47,7 @@ _EXPORTS = {
     "plan_spec": "lmikit.planner",
     "render_lmcache_yaml": "lmikit.render",
     "render_requests": "lmikit.render",
+    "resolve_spec": "lmikit.resolve",
 }
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "RenderError",
+    "Resolved",
     "SpecError",
     "WaitTimeout",
     "advise",
@@ -74,6 +77,7 @@ __all__ = [
     "plan_spec",
     "render_lmcache_yaml",
     "render_requests",
+    "resolve_spec",
 ]
 
 
@@ -117,4 +121,5 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from lmikit.planner import Plan, plan, plan_spec
     from lmikit.render import lmcache_config, lmi_environment, render_lmcache_yaml, render_requests
+    from lmikit.resolve import Resolved, resolve_spec
     from lmikit.spec import DeploymentSpec, load_spec, load_spec_text

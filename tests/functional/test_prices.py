@@ -393,7 +393,7 @@ def test_simulate_prices_a_region_from_the_price_file(tmp_path: Path) -> None:
 
 
 def test_dashboard_cost_prices_the_specs_own_region(tmp_path: Path) -> None:
-    from lmikit.render._grafana import plan_cost
+    from lmikit.resolve import plan_cost
     from tests.observability.conftest import load_example
 
     spec, plan = load_example("docqa-qwen7b")

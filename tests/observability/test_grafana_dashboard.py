@@ -7,12 +7,9 @@ from grafana_foundation_sdk.models.dashboard import Dashboard, Panel, RowPanel
 
 from lmikit.catalog._containers import ImageKind
 from lmikit.catalog._prices import PRICES
-from lmikit.render._grafana import (
-    grafana_dashboard,
-    plan_cost,
-    render_grafana_json,
-)
+from lmikit.render._grafana import grafana_dashboard, render_grafana_json
 from lmikit.render._promql import container_queries, selector, series_in
+from lmikit.resolve import plan_cost
 
 from .conftest import GOLDEN_SPECS, assert_golden, load_example
 

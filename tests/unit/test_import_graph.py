@@ -30,12 +30,12 @@ ROOT_MODULES_AT_MOST = 10
 # packages whose modules are private behind a face (grows to every package)
 FACED = {"lmikit.accept", "lmikit.advisor", "lmikit.bench", "lmikit.catalog", "lmikit.cli",
          "lmikit.client", "lmikit.deploy", "lmikit.lora", "lmikit.planner", "lmikit.render",
-         "lmikit.spec", "lmikit.weights"}
+         "lmikit.resolve", "lmikit.spec", "lmikit.weights"}
 # lmikit's packages in pipeline order: each imports only packages before it and the root
 STAGES = ["lmikit.aws", "lmikit.formatters", "lmikit.catalog", "lmikit.spec", "lmikit.sim",
-          "lmikit.planner", "lmikit.advisor", "lmikit.render", "lmikit.lora", "lmikit.accept",
-          "lmikit.weights", "lmikit.deploy", "lmikit.client", "lmikit.bench", "lmikit.testing",
-          "lmikit.cli"]
+          "lmikit.planner", "lmikit.resolve", "lmikit.advisor", "lmikit.render", "lmikit.lora",
+          "lmikit.accept", "lmikit.weights", "lmikit.deploy", "lmikit.client", "lmikit.bench",
+          "lmikit.testing", "lmikit.cli"]
 # imports against that order still to remove (the simulator's deployment factories call the
 # planner): only ever shrinks
 KNOWN_BACKWARD = {("lmikit.sim", "lmikit.planner")}

@@ -11,7 +11,7 @@ from lmikit.planner._startup import weights_source
 from tests.conftest import DEFAULT_SPEC, EXAMPLE_SPECS
 from tests.unit.layer_walk import count, listing, trace, walk
 
-CLIMBS_AT_MOST = 19  # the worst example spec today; only ever lowered
+CLIMBS_AT_MOST = 0  # the worst example spec today; only ever lowered
 
 
 @pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.name)

@@ -34,6 +34,7 @@ from lmikit.errors import RenderError
 if TYPE_CHECKING:  # the CLI imports TARGETS at start-up; the rest loads on first use
     from lmikit.catalog import ImageKind, PriceTable
     from lmikit.planner import Plan
+    from lmikit.resolve import Resolved
     from lmikit.spec import DeploymentSpec
 
 TARGETS = ("lmcache", "env", "serving-properties", "sagemaker", "hyperpod", "cloudwatch",
@@ -93,8 +94,9 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     data, lines = parse_yaml(read_spec_text(path), source)
     spec = validate_data(data, lines, source)
     plan = plan_spec(spec, base_dir=Path(path).parent)
-    notes = check_spec_files(spec, plan, Path(path).parent, lines, source)
     options = options or RenderOptions()
+    resolved = resolve_options(spec, plan, options)  # every derived decision, made once
+    notes = check_spec_files(spec, plan, Path(path).parent, lines, source, resolved=resolved)
     refusals: dict[str, list[str]] = {}  # message -> targets refusing with it
     image_uri: str | None = None
     if any(t in IMAGE_TARGETS for t in chosen):
@@ -112,7 +114,8 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
             continue
         try:
             rendered[target] = render_target(target, spec, plan, options,
-                                             image_uri or PLACEHOLDER_IMAGE, warnings)
+                                             image_uri or PLACEHOLDER_IMAGE, warnings,
+                                             resolved=resolved)
         except RenderError as exc:
             targets_for = refusals.setdefault(str(exc), [])
             if target not in targets_for:
@@ -128,22 +131,35 @@ def accept_spec(path: str | Path, targets: Iterable[str] = TARGETS,
     if options.image == "stock" and set(chosen) & set(IMAGE_KIND_TARGETS):
         from lmikit.render import stock_image_note
 
-        image_note = stock_image_note(spec, plan)
+        image_note = stock_image_note(spec, plan, resolved=resolved)
     gate_note = None
     if any(t in IMAGE_TARGETS for t in chosen):  # the targets that download the weights
         from lmikit.render import gating_note
 
-        gate_note = gating_note(spec)
+        gate_note = gating_note(spec, resolved=resolved)
     return Accepted(spec, plan, rendered, image_uri, notes, tuple(dict.fromkeys(warnings)),
                     image_note, gate_note)
 
 
+def resolve_options(spec: DeploymentSpec, plan: Plan, options: RenderOptions,
+                    image_kind: ImageKind | None = None) -> Resolved:
+    """The decisions every target renders from: (spec, plan) resolved for ``image_kind``
+    (default: the options' image), the planned cost priced as the options say."""
+    from lmikit.resolve import resolve_spec
+
+    return resolve_spec(spec, plan, image_kind=image_kind or options.image,
+                        hourly_price=options.hourly_price, prices=options.prices)
+
+
 def render_target(target: str, spec: DeploymentSpec, plan: Plan,
                   options: RenderOptions | None = None,
-                  image_uri: str = PLACEHOLDER_IMAGE, warnings: list[str] | None = None) -> str:
+                  image_uri: str = PLACEHOLDER_IMAGE, warnings: list[str] | None = None, *,
+                  resolved: Resolved | None = None) -> str:
     """The text of one target (JSON targets end with a newline, as printed); renderer
-    warnings are appended to ``warnings``."""
+    warnings are appended to ``warnings``. ``resolved``: the decisions of (spec, plan) for
+    the options' image (:func:`resolve_options`), made here when not given."""
     options = options or RenderOptions()
+    resolved = resolved or resolve_options(spec, plan, options)
     if target == "lmcache":
         from lmikit.render import render_lmcache_yaml
 
@@ -151,16 +167,15 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
     if target == "env":
         from lmikit.render import lmi_environment
 
-        return _json(lmi_environment(spec, plan, image=options.image))
+        return _json(lmi_environment(spec, plan, image=options.image, resolved=resolved))
     if target == "serving-properties":
-        from lmikit.planner import weights_source
         from lmikit.render import serving_properties
 
-        if weights_source(spec) == "s3-sagemaker":  # no model artifact: nothing to render
+        if resolved.sagemaker_copies_weights:  # no model artifact: nothing to render
             return ("# no serving.properties: SageMaker copies the S3 weights into "
                     "/opt/ml/model, and every LMI option is\n# an OPTION_* variable of the "
                     "SageMaker Model's environment (lmikit render --target env)\n")
-        return serving_properties(spec, plan, image=options.image)
+        return serving_properties(spec, plan, image=options.image, resolved=resolved)
     if target == "sagemaker":
         from lmikit.render import render_requests
 
@@ -173,7 +188,8 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
         r = render_requests(spec, plan, image_uri=image_uri,
                             execution_role_arn=PLACEHOLDER_ROLE,
                             model_artifact_url=f"s3://<bucket>/{spec.name}/model/<sha256>.tar.gz",
-                            adapter_artifact_urls=urls, image_kind=options.image)
+                            adapter_artifact_urls=urls, image_kind=options.image,
+                            resolved=resolved)
         if warnings is not None:
             warnings.extend(r.warnings)
         body: dict[str, object] = {"CreateEndpointConfig": r.endpoint_config,
@@ -187,23 +203,28 @@ def render_target(target: str, spec: DeploymentSpec, plan: Plan,
 
         from lmikit.render import hyperpod_manifest, hyperpod_notes
 
+        # the HyperPod workers run the stock LMI image or vLLM's, whatever options.image says
+        stock = resolved if resolved.image_kind == "stock" else \
+            resolve_options(spec, plan, options, "stock")
         manifest = hyperpod_manifest(spec, plan, image_uri=image_uri,
                                      namespace=options.namespace,
-                                     vllm_image=options.vllm_image)
-        notes = "".join(f"# note: {n}\n"
-                        for n in hyperpod_notes(spec, plan, options.vllm_image))
+                                     vllm_image=options.vllm_image, resolved=stock)
+        notes = "".join(f"# note: {n}\n" for n in hyperpod_notes(
+            spec, plan, options.vllm_image, resolved=stock))
         return notes + yaml.safe_dump(manifest, sort_keys=False)
     if target == "cloudwatch":
         from lmikit.render import dashboard_body, dashboard_name, put_metric_alarm_requests
 
         return _json({"DashboardName": dashboard_name(spec),
-                      "DashboardBody": dashboard_body(spec, plan, image=options.image),
-                      "Alarms": put_metric_alarm_requests(spec, plan, image=options.image)})
+                      "DashboardBody": dashboard_body(spec, plan, image=options.image,
+                                                      resolved=resolved),
+                      "Alarms": put_metric_alarm_requests(spec, plan, image=options.image,
+                                                          resolved=resolved)})
     if target == "grafana":
         from lmikit.render import render_grafana_json
 
         return render_grafana_json(spec, plan, options.hourly_price, options.prices,
-                                   image=options.image)
+                                   image=options.image, resolved=resolved)
     raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 

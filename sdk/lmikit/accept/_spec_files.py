@@ -37,15 +37,18 @@ from lmikit.errors import AdapterError, Problem, problem_list
 
 if TYPE_CHECKING:
     from lmikit.planner import Plan
+    from lmikit.resolve import Resolved
     from lmikit.spec import DeploymentSpec
 
 Lines = Mapping[tuple[str | int, ...], int]
 
 
 def check_spec_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path,
-                     lines: Lines | None = None, source: str = "spec") -> tuple[str, ...]:
+                     lines: Lines | None = None, source: str = "spec", *,
+                     resolved: Resolved | None = None) -> tuple[str, ...]:
     """Check every file the spec names; returns notes on what could not be checked here,
-    raises AdapterError listing every problem."""
+    raises AdapterError listing every problem. ``resolved``: the decisions of (spec, plan),
+    made once by the caller."""
     lines = lines or {}
     problems: list[Problem] = []
     notes: list[str] = []
@@ -55,7 +58,7 @@ def check_spec_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path,
                          "not inspected (only local directories are)")
             continue
         problems += _adapter_problems(spec, plan, i, base_dir, lines)
-    problems += _formatter_problems(spec, plan, Path(base_dir), lines)
+    problems += _formatter_problems(spec, plan, Path(base_dir), lines, resolved)
     if problems:
         raise AdapterError(problem_list(f"{len(problems)} problem(s) in the files {source} "
                                         "names", problems, source),
@@ -88,8 +91,8 @@ def _adapter_problems(spec: DeploymentSpec, plan: Plan, i: int, base_dir: str | 
     return []
 
 
-def _formatter_problems(spec: DeploymentSpec, plan: Plan, base: Path,
-                        lines: Lines) -> list[Problem]:
+def _formatter_problems(spec: DeploymentSpec, plan: Plan, base: Path, lines: Lines,
+                        resolved: Resolved | None) -> list[Problem]:
     from lmikit.formatters import inspect_formatter_file
 
     fmt = spec.formatters
@@ -108,7 +111,8 @@ def _formatter_problems(spec: DeploymentSpec, plan: Plan, base: Path,
     from lmikit.render import model_artifact_files
 
     try:  # the model.py the model artifact ships: the two files together, base isolation
-        model_artifact_files(spec, plan, base)
+        image = resolved.image_kind if resolved else "stock"
+        model_artifact_files(spec, plan, base, image=image, resolved=resolved)
     except AdapterError as exc:
         field = "formatters" if kinds else ""
         out.append(Problem(field, str(exc), has_value=False, line=_line(lines, "formatters")))

@@ -17,6 +17,7 @@ _EXPORTS = {
     "ConfigShape": "lmikit.catalog._model_config",
     "DJL_METRICS_PATH": "lmikit.catalog._containers",
     "Fetched": "lmikit.catalog._price_list",
+    "HubGate": "lmikit.catalog._models",
     "IMAGE_KINDS": "lmikit.catalog._containers",
     "INSTANCES": "lmikit.catalog._instances",
     "ImageKind": "lmikit.catalog._containers",
@@ -74,6 +75,7 @@ __all__ = [
     "ConfigShape",
     "DJL_METRICS_PATH",
     "Fetched",
+    "HubGate",
     "IMAGE_KINDS",
     "INSTANCES",
     "ImageKind",
@@ -155,6 +157,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from lmikit.catalog._model_options import VLLM_VERSION, OptionRow, option_rows, unsupported_by
     from lmikit.catalog._models import (
+        HubGate,
         ModelGeometry,
         catalog_entry,
         catalog_ids,

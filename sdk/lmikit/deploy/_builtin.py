@@ -11,7 +11,7 @@ touch, registers "put the snapshot back" as its undo *before* its first write
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lmikit.aws import Clients, call
 from lmikit.catalog import ImageKind
@@ -31,6 +31,9 @@ from lmikit.names import DEPLOYMENT_TAG, execution_role_name
 from lmikit.render import resource_id
 from lmikit.spec import DeploymentSpec
 
+if TYPE_CHECKING:
+    from lmikit.resolve import Resolved
+
 
 class Target(Protocol):
     """What the built-in steps use of :class:`lmikit.deploy.Deployment`."""
@@ -46,6 +49,8 @@ class Target(Protocol):
     def plan(self) -> Any: ...
     @property
     def image_kind(self) -> ImageKind: ...
+    @property
+    def resolved(self) -> Resolved: ...
 
 
 def rollback_alarm_name(deployment: str) -> str:
@@ -107,7 +112,8 @@ def scaling_step(d: Target, run: Run) -> None:
 def observability_step(d: Target, run: Run) -> None:
     _step(run, f"dashboard and alarms of {d.spec.name}",
           lambda: ObservabilitySnapshot.read(d.clients, d.spec),
-          lambda: apply_observability(d.spec, d.plan, clients=d.clients, image=d.image_kind))
+          lambda: apply_observability(d.spec, d.plan, clients=d.clients, image=d.image_kind,
+                                      resolved=d.resolved))
 
 
 def plan_role(d: Target) -> list[Change]:
@@ -122,7 +128,7 @@ def plan_extras(d: Target, *, autoscaling: bool, observability: bool) -> list[Ch
         out += apply_scaling(d.spec, clients=d.clients, dry_run=True)
     if observability:
         out += apply_observability(d.spec, d.plan, clients=d.clients, dry_run=True,
-                                   image=d.image_kind)
+                                   image=d.image_kind, resolved=d.resolved)
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmikit.aws import (
     ArtifactStore,
@@ -53,6 +53,9 @@ from lmikit.deploy._run import Run, Undo
 from lmikit.errors import DeployError, DeployFailed, Interrupted, LmikitError
 from lmikit.names import BUCKET_TAG, artifact_prefix, base_component_name
 from lmikit.spec import DeploymentSpec
+
+if TYPE_CHECKING:
+    from lmikit.resolve import Resolved
 
 
 class Deployment:
@@ -108,6 +111,7 @@ class Deployment:
         self.image_kind: ImageKind = image_kind or (
             image_kind_of(image_uri) if image_uri else "stock")
         self._plan = plan
+        self._resolved: tuple[DeploymentSpec, Any, ImageKind, Resolved] | None = None
         self.clock: Clock = clock or RealClock()
         self.progress = progress
         self.poll_seconds = poll_seconds
@@ -135,6 +139,19 @@ class Deployment:
 
             self._plan = plan_spec(self.spec, base_dir=self.base_dir)
         return self._plan
+
+    @property
+    def resolved(self) -> Resolved:
+        """Every decision the renderers derive from (spec, plan, image kind), made once (again
+        only when one of the three is replaced)."""
+        cached = self._resolved
+        if not (cached and cached[0] is self.spec and cached[1] is self.plan
+                and cached[2] == self.image_kind):
+            from lmikit.resolve import resolve_spec
+
+            made = resolve_spec(self.spec, self.plan, image_kind=self.image_kind)
+            cached = self._resolved = (self.spec, self.plan, self.image_kind, made)
+        return cached[3]
 
     @property
     def image_uri(self) -> str:
@@ -198,11 +215,13 @@ class Deployment:
                               f"deployed in {self.spec.region} yet, so there is no role to "
                               "reuse; pass role_arn= (CLI: --role-arn) or create_role=True "
                               "(CLI: --create-role)")
+        resolved = self.resolved
         self.check_staged_weights()
         store = self.store()
         artifacts: list[PendingArtifact] = []
         model_url = None
-        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind)
+        data = model_artifact(self.spec, self.plan, self.base_dir, image=self.image_kind,
+                              resolved=resolved)
         if data is not None:
             source = as_source(data)
             root = artifact_prefix(self.spec.name)
@@ -223,7 +242,7 @@ class Deployment:
                                    execution_role_arn=self.role_arn,
                                    model_artifact_url=model_url,
                                    adapter_artifact_urls=adapter_urls,
-                                   image_kind=self.image_kind)
+                                   image_kind=self.image_kind, resolved=resolved)
         alarm = _builtin.rollback_alarm_name(self.spec.name) \
             if self.spec.observability.alarms.enabled else None
         return Desired(requests, tuple(artifacts), self.bucket, alarm,
@@ -462,7 +481,7 @@ class Deployment:
             if model.is_s3 and model.hub_id:
                 check_staged(model.id, model_id=model.hub_id, region=self.spec.region,
                              s3=self.clients.s3)
-            expected = weights_model_py(self.spec, self.plan)
+            expected = weights_model_py(self.spec, self.plan, resolved=self.resolved)
             if expected is not None:
                 check_model_py(model.id, expected, s3=self.clients.s3)
         except WeightsError as exc:

@@ -31,6 +31,7 @@ from lmikit.deploy._change import Change
 from lmikit.errors import DeployError
 from lmikit.planner import Plan
 from lmikit.render import alarm_definitions, alarm_prefix, dashboard_name, put_dashboard_kwargs
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["apply_observability", "deploy_alarms", "deploy_dashboard", "remove_observability"]
@@ -63,10 +64,10 @@ def is_lmikit_dashboard(spec: DeploymentSpec, body: dict[str, Any]) -> bool:
 
 def deploy_dashboard(spec: DeploymentSpec, plan: Plan,
                      cloudwatch_client: Any | None = None, *, session: Any = None,
-                     image: ImageKind = "stock") -> str:
+                     image: ImageKind = "stock", resolved: Resolved | None = None) -> str:
     """Create or replace the deployment's dashboard; returns its name."""
     cw = _client(spec, cloudwatch_client, session)
-    kwargs = put_dashboard_kwargs(spec, plan, image=image)
+    kwargs = put_dashboard_kwargs(spec, plan, image=image, resolved=resolved)
     response = call(cw, "put_dashboard", **kwargs)
     problems = response.get("DashboardValidationMessages") or []
     if problems:
@@ -90,10 +91,11 @@ def deploy_alarms(spec: DeploymentSpec, plan: Plan, cloudwatch_client: Any | Non
 
 
 def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
-                  dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
+                  dry_run: bool = False, image: ImageKind = "stock",
+                  resolved: Resolved | None = None) -> list[Change]:
     stored = _alarm_writes.describe(cw, prefix=alarm_prefix(spec))
     changes = []
-    rendered = alarm_definitions(spec, plan, image=image)
+    rendered = alarm_definitions(spec, plan, image=image, resolved=resolved)
     for alarm in rendered:
         changes.append(_alarm_writes.put(cw, alarm.request(), spec.name, stored.get(alarm.name),
                                        dry_run=dry_run))
@@ -106,21 +108,24 @@ def _apply_alarms(spec: DeploymentSpec, plan: Plan, cw: Any, *, prune: bool,
 
 def apply_observability(spec: DeploymentSpec, plan: Plan, *, session: Any = None,
                         cloudwatch_client: Any | None = None, clients: Clients | None = None,
-                        dry_run: bool = False, image: ImageKind = "stock") -> list[Change]:
+                        dry_run: bool = False, image: ImageKind = "stock",
+                        resolved: Resolved | None = None) -> list[Change]:
     """Make the dashboard and the default alarms what the spec renders (idempotent).
 
     Returns one :class:`lmikit.deploy.Change` per dashboard and alarm (``create``,
     ``update``, ``unchanged``, ``delete`` for what the spec no longer renders, ``kept`` for a
     same-prefixed alarm that is not this deployment's). ``dry_run``: read only.
+    ``resolved``: the decisions of (spec, plan, image), when the caller made them.
     """
     cw = _client(spec, cloudwatch_client, session, clients)
-    changes = [_apply_dashboard(spec, plan, cw, dry_run, image)]
+    changes = [_apply_dashboard(spec, plan, cw, dry_run, image, resolved)]
     return [c for c in changes if c is not None] + _apply_alarms(
-        spec, plan, cw, prune=True, dry_run=dry_run, image=image)
+        spec, plan, cw, prune=True, dry_run=dry_run, image=image, resolved=resolved)
 
 
 def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = False,
-                     image: ImageKind = "stock") -> Change | None:
+                     image: ImageKind = "stock", resolved: Resolved | None = None
+                     ) -> Change | None:
     name = dashboard_name(spec)
     stored = stored_dashboard(cw, name)
     if stored is not None and not is_lmikit_dashboard(spec, stored):
@@ -136,11 +141,11 @@ def _apply_dashboard(spec: DeploymentSpec, plan: Plan, cw: Any, dry_run: bool = 
         if not dry_run:
             call(cw, "delete_dashboards", DashboardNames=[name])
         return Change("dashboard", name, "delete", "observability.dashboard is false")
-    kwargs = put_dashboard_kwargs(spec, plan, image=image)
+    kwargs = put_dashboard_kwargs(spec, plan, image=image, resolved=resolved)
     if stored == json.loads(kwargs["DashboardBody"]):
         return Change("dashboard", name, "unchanged")
     if not dry_run:
-        deploy_dashboard(spec, plan, cw, image=image)
+        deploy_dashboard(spec, plan, cw, image=image, resolved=resolved)
     return Change("dashboard", name, "create" if stored is None else "update")
 
 

@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog import ImageKind, publishes_cache_metrics
+from lmikit.catalog import ImageKind
 from lmikit.names import VARIANT_NAME, base_component_name, deployment_tags
 from lmikit.planner import Plan
 from lmikit.render._env import EMF_MIN_INTERVAL_S
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 GIB = 2**30
@@ -182,19 +184,21 @@ def alarm_tags(spec: DeploymentSpec) -> tuple[tuple[str, str], ...]:
     return tuple((t["Key"], t["Value"]) for t in deployment_tags(spec.name, spec.tags))
 
 
-def alarm_definitions(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                      ) -> list[AlarmDef]:
+def alarm_definitions(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                      resolved: Resolved | None = None) -> list[AlarmDef]:
     """The deployment's default alarms; empty when ``observability.alarms.enabled`` is off.
     ``image`` is the image the base component runs (default ``stock``): the cache alarms
     need lmikit's, the only one that publishes ``LMIKit/Container``."""
     cfg = spec.observability.alarms
     if not cfg.enabled:
         return []
+    publishes = resolved_for(spec, plan, image, resolved).publishes_cache_metrics
     return [dataclasses.replace(a, tags=alarm_tags(spec))
-            for a in _definitions(spec, plan, image)]
+            for a in _definitions(spec, plan, publishes)]
 
 
-def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[AlarmDef]:
+def _definitions(spec: DeploymentSpec, plan: Plan, publishes_cache_metrics: bool
+                 ) -> list[AlarmDef]:
     cfg = spec.observability.alarms
     actions = (cfg.sns_topic_arn,) if cfg.sns_topic_arn else ()
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
@@ -234,8 +238,7 @@ def _definitions(spec: DeploymentSpec, plan: Plan, image: ImageKind) -> list[Ala
             evaluation_periods=1, threshold=1, comparison_operator="GreaterThanOrEqualToThreshold",
             treat_missing_data="notBreaching"),
     ]
-    if not (plan.uses_lmcache
-            and publishes_cache_metrics(image, spec.observability.detailed_metrics)):
+    if not (plan.uses_lmcache and publishes_cache_metrics):
         return out
     # The container's EMF metrics (LMIKit/Container; lmikit_runtime.emf): classic metrics,
     # one datapoint per copy per interval, so the period is the emitter's interval.
@@ -323,7 +326,7 @@ def hit_rate_queries(spec: DeploymentSpec, period: int, *, min_requests: int = 1
     )
 
 
-def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                              ) -> list[dict[str, Any]]:
+def put_metric_alarm_requests(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                              resolved: Resolved | None = None) -> list[dict[str, Any]]:
     """Every alarm's PutMetricAlarm kwargs."""
-    return [a.request() for a in alarm_definitions(spec, plan, image=image)]
+    return [a.request() for a in alarm_definitions(spec, plan, image=image, resolved=resolved)]

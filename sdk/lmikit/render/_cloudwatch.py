@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog import ImageKind, cache_metrics_absent_reason
+from lmikit.catalog import ImageKind
 from lmikit.names import VARIANT_NAME, adapter_component_name, base_component_name
 from lmikit.planner import Plan
 from lmikit.render._alarms import (
@@ -41,6 +41,8 @@ from lmikit.render._alarms import (
     emf_period,
 )
 from lmikit.render._promql import PromQuery, container_queries, selector
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 PERIOD = 60
@@ -53,12 +55,12 @@ def dashboard_name(spec: DeploymentSpec) -> str:
     return f"{spec.name}-lmikit"
 
 
-def put_dashboard_kwargs(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                         ) -> dict[str, Any]:
+def put_dashboard_kwargs(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                         resolved: Resolved | None = None) -> dict[str, Any]:
     """Keyword arguments for ``cloudwatch.put_dashboard``."""
+    body = dashboard_body(spec, plan, image=image, resolved=resolved)
     return {"DashboardName": dashboard_name(spec),
-            "DashboardBody": json.dumps(dashboard_body(spec, plan, image=image),
-                                        sort_keys=True, separators=(",", ":"))}
+            "DashboardBody": json.dumps(body, sort_keys=True, separators=(",", ":"))}
 
 
 class _Grid:
@@ -128,12 +130,12 @@ def _promql_text(title: str, queries: list[PromQuery], note: str) -> dict[str, A
                         f"|---|---|\n{rows}"}
 
 
-def dashboard_body(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                   ) -> dict[str, Any]:
+def dashboard_body(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                   resolved: Resolved | None = None) -> dict[str, Any]:
     """The dashboard body (a dict; ``json.dumps`` it for PutDashboard / CfnDashboard).
     ``image``: the image the base component runs (default ``stock``); the cache panels need
     lmikit's, the only one that publishes the container's vLLM and LMCache metrics."""
-    absent = cache_metrics_absent_reason(image, spec.observability.detailed_metrics)
+    absent = resolved_for(spec, plan, image, resolved).cache_metrics_absent_reason
     region = spec.region
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
     base = base_component_name(spec.name)

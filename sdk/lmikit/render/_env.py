@@ -28,19 +28,15 @@ from __future__ import annotations
 
 import json
 
-from lmikit.catalog import (
-    MODEL_DIR,
-    ImageKind,
-    metrics_endpoint,
-    option_rows,
-    publishes_cache_metrics,
-)
+from lmikit.catalog import MODEL_DIR, ImageKind
 from lmikit.errors import RenderError
 from lmikit.metric_catalog import CONTAINER_NAMESPACE, EMF_CONFIG_ENV
 from lmikit.names import MODEL_ID_ENV, base_component_name
-from lmikit.planner import Plan, estimate_startup, weights_source
+from lmikit.planner import Plan, WeightsSource, weights_source
 from lmikit.render._lmcache import LMCACHE_FILE_NAME, lmcache_config
 from lmikit.render._lmi_options import row
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 DEFAULT_MAX_LORAS = 4
@@ -78,10 +74,12 @@ def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def model_options(spec: DeploymentSpec) -> dict[str, str]:
+def model_options(spec: DeploymentSpec, *, resolved: Resolved | None = None
+                  ) -> dict[str, str]:
     """The model definition (``option.<key>`` names), empty when SageMaker puts the weights
     in /opt/ml/model and LMI loads that directory."""
-    if weights_source(spec) == "s3-sagemaker":
+    source = resolved.weights_source if resolved else weights_source(spec)
+    if source == "s3-sagemaker":
         return {}
     out = {"model_id": spec.model.id}
     if spec.model.revision:
@@ -89,7 +87,7 @@ def model_options(spec: DeploymentSpec) -> dict[str, str]:
     return out
 
 
-def draft_model_location(spec: DeploymentSpec) -> str | None:
+def draft_model_location(spec: DeploymentSpec, source: WeightsSource) -> str | None:
     """What ``speculative_config.model`` names: the draft's hub id, or its path inside
     /opt/ml/model when it lies under the S3 weights SageMaker copies there."""
     sp = spec.engine.speculative
@@ -98,7 +96,7 @@ def draft_model_location(spec: DeploymentSpec) -> str | None:
     if not sp.draft_model.startswith("s3://"):
         return sp.draft_model
     prefix = spec.model.id.rstrip("/") + "/"
-    if weights_source(spec) == "s3-sagemaker" and sp.draft_model.startswith(prefix):
+    if source == "s3-sagemaker" and sp.draft_model.startswith(prefix):
         rest = sp.draft_model[len(prefix):].strip("/")
         if rest:
             return f"{MODEL_DIR}/{rest}"
@@ -109,10 +107,10 @@ def draft_model_location(spec: DeploymentSpec) -> str | None:
         "use a Hugging Face id")
 
 
-def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
+def lmi_options(spec: DeploymentSpec, plan: Plan, resolved: Resolved) -> dict[str, str]:
     """Every LMI option but the model definition, by ``option.<key>`` name."""
     e = spec.engine
-    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    start = resolved.startup
     opts: dict[str, str] = {
         "entryPoint": ASYNC_ENTRYPOINT,
         "rolling_batch": "disable",
@@ -131,7 +129,7 @@ def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
     if plan.uses_lmcache:
         opts["kv_transfer_config"] = _json({"kv_connector": "LMCacheConnectorV1",
                                             "kv_role": "kv_both"})
-        if weights_source(spec) != "s3-sagemaker":
+        if not resolved.sagemaker_copies_weights:
             opts["lmcache_config_file"] = LMCACHE_FILE_NAME  # in the model artifact
     if spec.sessions_enabled:
         # Only ever "true": the async service leaves sessions unset on any other value.
@@ -147,30 +145,31 @@ def lmi_options(spec: DeploymentSpec, plan: Plan) -> dict[str, str]:
         opts["max_lora_rank"] = str(lora_rank_limit(rank))
         opts["max_cpu_loras"] = str(max(len(spec.adapters), loras))
     if e.speculative:
+        draft = draft_model_location(spec, resolved.weights_source)
         opts["speculative_config"] = _json({
-            "method": e.speculative.method, "model": draft_model_location(spec),
+            "method": e.speculative.method, "model": draft,
             "num_speculative_tokens": e.speculative.num_speculative_tokens})
     # What this model needs (tokenizer/config/load format, multimodal limits, ...): rows of
     # lmikit.catalog._model_options, each with its source.
-    opts |= {r.option: r.value for r in option_rows(
-        spec.model.catalog_id, e.tensor_parallel_degree)}
+    opts |= {r.option: r.value for r in resolved.option_rows}
     return opts
 
 
-def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                    ) -> dict[str, str]:
+def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                    resolved: Resolved | None = None) -> dict[str, str]:
     """Every LMI option as ``OPTION_*`` plus the process environment the image needs.
 
     The model definition is not in it (see :func:`model_options`). Never holds a secret: with
     lmikit's image the HF token and the remote KV tier's credentials are fetched from Secrets
     Manager at start (``LMIKIT_HF_TOKEN_SECRET_ARN``, ``LMIKIT_KV_REMOTE_CREDENTIALS_SECRET_ARN``:
     ARNs only); the stock image cannot read one (the SageMaker renderer refuses that).
+    ``resolved``: the decisions of (spec, plan, image), when the caller made them.
     """
+    resolved = resolved_for(spec, plan, image, resolved)
     env = {"PYTHONHASHSEED": "0"} | (TELEMETRY_OFF if plan.uses_lmcache else {})
-    env |= {row(k).env_name: v for k, v in lmi_options(spec, plan).items()}
-    obs = spec.observability
-    if obs.detailed_metrics:
-        env |= metrics_endpoint(obs.metrics_path, image).env
+    env |= {row(k).env_name: v for k, v in lmi_options(spec, plan, resolved).items()}
+    if spec.observability.detailed_metrics:
+        env |= resolved.metrics_endpoint.env
     if image == "lmikit":
         if plan.uses_lmcache:
             env["LMIKIT_PLAN"] = plan_contract(spec, plan)
@@ -179,7 +178,7 @@ def lmi_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "sto
         credentials = spec.kv_cache.remote_credentials_secret_arn
         if credentials and plan.tier == "remote":
             env[KV_REMOTE_CREDENTIALS_ENV] = credentials
-    elif plan.uses_lmcache and weights_source(spec) == "s3-sagemaker":
+    elif plan.uses_lmcache and resolved.sagemaker_copies_weights:
         env |= lmcache_environment(plan)
     return dict(sorted(env.items()))
 
@@ -213,44 +212,49 @@ def emf_config(spec: DeploymentSpec) -> str:
                        "interval_s": interval}, separators=(",", ":"))
 
 
-def _sagemaker_extras(spec: DeploymentSpec, image: ImageKind) -> dict[str, str]:
+def _sagemaker_extras(spec: DeploymentSpec, resolved: Resolved) -> dict[str, str]:
     """SageMaker-only variables: the model id for the adapter registry and, with lmikit's
     image, ``LMIKIT_EMF`` (its dimensions name a SageMaker endpoint and component, so the
     HyperPod manifest, built from ``lmi_environment``, never gets it)."""
     out = {MODEL_ID_ENV: spec.model.id}
-    if publishes_cache_metrics(image, spec.observability.detailed_metrics):
+    if resolved.publishes_cache_metrics:
         out[EMF_CONFIG_ENV] = emf_config(spec)
     return out
 
 
-def container_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                          ) -> dict[str, str]:
+def container_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                          resolved: Resolved | None = None) -> dict[str, str]:
     """The inference component's ``Container.Environment`` (at most 16 entries) when the
     model artifact carries ``serving.properties``."""
-    env = {k: v for k, v in lmi_environment(spec, plan, image=image).items()
+    resolved = resolved_for(spec, plan, image, resolved)
+    env = {k: v for k, v in lmi_environment(spec, plan, image=image, resolved=resolved).items()
            if k in CONTAINER_ENV_KEYS or k.startswith("LMIKIT_")}
-    env |= _sagemaker_extras(spec, image)
+    env |= _sagemaker_extras(spec, resolved)
     return dict(sorted(env.items()))
 
 
-def model_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock"
-                      ) -> dict[str, str]:
+def model_environment(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                      resolved: Resolved | None = None) -> dict[str, str]:
     """The SageMaker Model's ``PrimaryContainer.Environment`` when SageMaker copies the
     weights into /opt/ml/model: every option as ``OPTION_*`` (there is no serving.properties;
     CloudFormation's AWS::SageMaker::Model has no 16-entry cap)."""
-    env = lmi_environment(spec, plan, image=image) | _sagemaker_extras(spec, image)
+    resolved = resolved_for(spec, plan, image, resolved)
+    env = (lmi_environment(spec, plan, image=image, resolved=resolved)
+           | _sagemaker_extras(spec, resolved))
     return dict(sorted(env.items()))
 
 
-def serving_properties(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock") -> str:
+def serving_properties(spec: DeploymentSpec, plan: Plan, *, image: ImageKind = "stock",
+                       resolved: Resolved | None = None) -> str:
     """The model artifact's ``serving.properties``: the model definition and every option
     not in :func:`container_environment`. Values are escaped for java.util.Properties."""
-    if weights_source(spec) == "s3-sagemaker":
+    resolved = resolved_for(spec, plan, image, resolved)
+    if resolved.sagemaker_copies_weights:
         raise RenderError("no serving.properties when SageMaker copies the weights into "
                           "/opt/ml/model: the options are the Model's environment")
-    in_env = container_environment(spec, plan, image=image)
+    in_env = container_environment(spec, plan, image=image, resolved=resolved)
     lines = ["# LMI options rendered by lmikit from the deployment spec", "engine=Python"]
-    options = model_options(spec) | lmi_options(spec, plan)
+    options = model_options(spec, resolved=resolved) | lmi_options(spec, plan, resolved)
     for key, value in options.items():
         option = row(key)
         if option.env_name in in_env:

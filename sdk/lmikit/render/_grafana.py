@@ -28,60 +28,19 @@ the stock image, the default, a text panel says why they are absent.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from lmikit import metric_catalog as mc
-from lmikit.catalog import (
-    ImageKind,
-    PriceTable,
-    cache_metrics_absent_reason,
-    price_or_reason,
-    usd_decimals,
-    usd_text,
-)
+from lmikit.catalog import ImageKind, PriceTable
 from lmikit.names import VARIANT_NAME, base_component_name
 from lmikit.planner import Plan
 from lmikit.render._promql import container_queries, selector
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
-DECODE_TOKENS_PER_S_ASSUMED = 30.0
-"""Per-sequence decode speed assumed by the *plan* cost estimate (not measured)."""
 DS_CLOUDWATCH = "${cloudwatch}"
 DS_PROMETHEUS = "${prometheus}"
-
-
-@dataclass(frozen=True)
-class CostEstimate:
-    hourly_price_usd: float | None
-    price_source: str
-    tokens_per_hour_per_instance: float
-    usd_per_1k_tokens: float | None
-    assumptions: tuple[str, ...]
-
-
-def plan_cost(spec: DeploymentSpec, plan: Plan, hourly_price_usd: float | None = None,
-              prices: PriceTable | None = None) -> CostEstimate:
-    """Planned $/1K tokens at full planned load (an estimate, see the module doc): priced
-    in the spec's own region (a price file first, then lmikit's table) unless
-    ``hourly_price_usd`` is given."""
-    found = price_or_reason(plan.instance_type, spec.region, hourly_price_usd, prices)
-    price, source = (None, found) if isinstance(found, str) else (found.usd, found.source)
-    w = spec.workload
-    tier = {"none": "gpu", "cpu": "cpu", "cpu+disk": "disk", "remote": "cpu"}[plan.tier]
-    ttft = plan.predicted.ttft_hit_s.get(tier) or plan.predicted.ttft_miss_s
-    seconds = ttft + w.output_tokens / DECODE_TOKENS_PER_S_ASSUMED
-    tokens = (w.typical_request_tokens + w.output_tokens) * w.concurrency * plan.copies \
-        * 3600 / seconds
-    usd = None if price is None else float(f"{price / tokens * 1000:.4g}")
-    return CostEstimate(price, source, round(tokens), usd, (
-        f"{plan.copies} copy(ies) per instance, each with {w.concurrency} requests in flight",
-        f"request = {w.typical_request_tokens} prompt + {w.output_tokens} output tokens",
-        f"every request hits the {tier} tier; time per request = predicted TTFT {ttft} s + "
-        "output at "
-        f"{DECODE_TOKENS_PER_S_ASSUMED:g} tok/s (assumed)",
-        "requests in flight do not slow each other (an upper bound on throughput)",
-    ))
 
 
 def _ds(uid: str, kind: str) -> Any:
@@ -135,10 +94,11 @@ def _text(title: str, markdown: str, width: int = 24, height: int = 6) -> Any:
 def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
                       hourly_price_usd: float | None = None,
                       prices: PriceTable | None = None, *,
-                      image: ImageKind = "stock") -> dict[str, Any]:
+                      image: ImageKind = "stock", resolved: Resolved | None = None
+                      ) -> dict[str, Any]:
     """The dashboard model as a JSON-ready dict (import it into Grafana). ``image``: the
     image the base component runs (default ``stock``, which serves no vLLM or LMCache
-    series)."""
+    series). ``resolved``, when given, holds the planned cost (its price included)."""
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models.dashboard import VariableOption
@@ -147,7 +107,7 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
     ev = {"EndpointName": spec.name, "VariantName": VARIANT_NAME}
     ic = {"InferenceComponentName": base_component_name(spec.name)}
     sm = mc.NS_SAGEMAKER
-    cost = plan_cost(spec, plan, hourly_price_usd, prices)
+    resolved = resolved_for(spec, plan, image, resolved, hourly_price_usd, prices)
 
     d = (db.Dashboard(f"lmikit {spec.name}").uid(f"lmikit-{spec.name}")
          .tags(["lmikit", "sagemaker", "lmcache"]).time("now-6h", "now").refresh("1m")
@@ -203,13 +163,13 @@ def grafana_dashboard(spec: DeploymentSpec, plan: Plan,
         d = d.with_panel(_ts("Client decode tokens/s", "short", [
             _cw(mc.CLIENT_NAMESPACE, "OutputTokensPerSecond", cd, "p50", "A", "p50", region)]))
 
-    absent = cache_metrics_absent_reason(image, spec.observability.detailed_metrics)
+    absent = resolved.cache_metrics_absent_reason
     d = d.with_row(db.Row("KV cache (container metrics via PromQL)"))
     if absent is None:
         d = _container_panels(d, spec, plan, q)
     else:
         d = d.with_panel(_text("No container metrics", f"{absent}.", height=3))
-    d = _cost_panels(d, spec, plan, cost, sel, q, live=absent is None)
+    d = _cost_panels(d, plan, resolved, sel, q, live=absent is None)
     model = d.build()
     return json.loads(json.dumps(model, cls=JSONEncoder, sort_keys=True))
 
@@ -262,14 +222,15 @@ def _container_panels(d: Any, spec: DeploymentSpec, plan: Plan, q: dict[str, Any
     return d
 
 
-def _cost_panels(d: Any, spec: DeploymentSpec, plan: Plan, cost: CostEstimate, sel: str,
-                 q: dict[str, Any], *, live: bool) -> Any:
+def _cost_panels(d: Any, plan: Plan, resolved: Resolved, sel: str, q: dict[str, Any], *,
+                 live: bool) -> Any:
     """The cost row: the live estimate (vLLM's tokens/s; only where the container serves
     them) and the plan's estimate."""
     from grafana_foundation_sdk.builders import dashboard as db
     from grafana_foundation_sdk.builders import stat
 
     d = d.with_row(db.Row("Cost (estimate)"))
+    cost = resolved.cost
     price = cost.hourly_price_usd
     if price is not None and live:
         # Live: price x instances serving / measured tokens per hour.
@@ -277,13 +238,13 @@ def _cost_panels(d: Any, spec: DeploymentSpec, plan: Plan, cost: CostEstimate, s
                      f"({mc.promql_name('vllm:num_requests_running')}{{{sel}}}))")
         expr = f"{price} * {instances} / (3600 * ({q['tokens_per_s'].expr})) * 1000"
         # as many decimals as print the plan's estimate to three significant figures
-        decimals = usd_decimals(cost.usd_per_1k_tokens or 0.0)
+        decimals = resolved.cost_decimals
         d = d.with_panel(stat.Panel().title("Cost per 1K tokens (live estimate)")
                          .unit("currencyUSD").decimals(decimals).span(8).height(6)
                          .with_target(_prom(expr, "A", "$ / 1K tokens")))
-    planned = "n/a" if cost.usd_per_1k_tokens is None else usd_text(cost.usd_per_1k_tokens)
     d = d.with_panel(_text("Cost per 1K tokens from the plan (estimate)", "\n".join([
-        f"**{planned} per 1K tokens** at full planned load on {plan.instance_type} "
+        f"**{resolved.planned_cost_text} per 1K tokens** at full planned load on "
+        f"{plan.instance_type} "
         f"(${price if price is not None else 'n/a'}/h: {cost.price_source}).",
         f"Planned throughput: {cost.tokens_per_hour_per_instance:,.0f} tokens/hour/instance.",
         "", "Assumptions:", *[f"- {a}" for a in cost.assumptions],
@@ -295,6 +256,8 @@ def _cost_panels(d: Any, spec: DeploymentSpec, plan: Plan, cost: CostEstimate, s
 def render_grafana_json(spec: DeploymentSpec, plan: Plan,
                         hourly_price_usd: float | None = None,
                         prices: PriceTable | None = None, *,
-                        image: ImageKind = "stock") -> str:
-    return json.dumps(grafana_dashboard(spec, plan, hourly_price_usd, prices, image=image),
+                        image: ImageKind = "stock", resolved: Resolved | None = None) -> str:
+    body = grafana_dashboard(spec, plan, hourly_price_usd, prices, image=image,
+                             resolved=resolved)
+    return json.dumps(body,
                       indent=2, sort_keys=True) + "\n"

@@ -19,7 +19,8 @@ Whether a repo is gated is the catalog's ``hub_gate`` (each entry with its sourc
 >>> spec = DeploymentSpec.model_validate({"api_version": "v1", "name": "chat",
 ...     "region": "us-east-1", "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
 ...     "instance": {"type": "ml.g6e.2xlarge"}})
->>> gated_problem(spec, "sagemaker").split(":")[0]
+>>> from lmikit.catalog import hub_gate
+>>> gated_problem(spec, "sagemaker", hub_gate(spec.model.id)).split(":")[0]
 "model.id 'meta-llama/Llama-3.1-8B-Instruct' is a gated Hugging Face repo (catalog"
 """
 
@@ -30,6 +31,8 @@ from typing import TYPE_CHECKING, Literal
 from lmikit.catalog import hub_gate
 
 if TYPE_CHECKING:
+    from lmikit.catalog import HubGate
+    from lmikit.resolve import Resolved
     from lmikit.spec import DeploymentSpec
 
 __all__ = ["gated_problem", "gating_note"]
@@ -44,12 +47,12 @@ def _has_token(spec: DeploymentSpec, target: Target) -> bool:
     return arn if target == "sagemaker" else arn or spec.model.hf_token_k8s_secret is not None
 
 
-def gated_problem(spec: DeploymentSpec, target: Target) -> str | None:
+def gated_problem(spec: DeploymentSpec, target: Target, gate: HubGate | None) -> str | None:
     """Why ``target`` cannot download a gated ``model.id`` as the spec stands, with the
-    fixes; None when the model is not gated, unknown, staged in S3, or has a token path."""
+    fixes; None when the model is not gated, unknown, staged in S3, or has a token path.
+    ``gate``: the catalog's gate of ``model.id`` (:attr:`lmikit.resolve.Resolved.hub_gate`)."""
     if spec.model.is_s3:
         return None
-    gate = hub_gate(spec.model.id)
     if gate is None or not gate.gated or _has_token(spec, target):
         return None
     model = spec.model.id
@@ -69,12 +72,13 @@ def gated_problem(spec: DeploymentSpec, target: Target) -> str | None:
             f"Fix: {'; '.join(fixes)}")
 
 
-def gating_note(spec: DeploymentSpec) -> str | None:
+def gating_note(spec: DeploymentSpec, *, resolved: Resolved | None = None) -> str | None:
     """What lmikit cannot tell about a Hub model's gate (outside the catalog, or a catalog
-    entry whose gate is not established); None otherwise."""
+    entry whose gate is not established); None otherwise. ``resolved``: the gate, looked up
+    once."""
     if spec.model.is_s3:
         return None
-    gate = hub_gate(spec.model.id)
+    gate = resolved.hub_gate if resolved is not None else hub_gate(spec.model.id)
     if gate is not None and gate.gated is not None:
         return None
     why = ("is not in lmikit's catalog" if gate is None else

@@ -25,10 +25,10 @@ import math
 import re
 from typing import Any
 
-from lmikit.catalog import VLLM_VERSION, option_rows
+from lmikit.catalog import VLLM_VERSION, OptionRow
 from lmikit.errors import RenderError
 from lmikit.names import DEPLOYMENT_TAG, HYPERPOD_DEPLOYMENT_TAG, hyperpod_endpoint_name
-from lmikit.planner import MARGIN, Plan, StartupEstimate, estimate_startup, weights_source
+from lmikit.planner import MARGIN, Plan, StartupEstimate
 from lmikit.render._env import lmi_environment
 from lmikit.render._hub_token import gated_problem
 from lmikit.render._hyperpod_images import (
@@ -43,6 +43,8 @@ from lmikit.render._hyperpod_vllm import (
     vllm_spec_fields,
     vllm_worker,
 )
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 API_VERSION = "inference.sagemaker.aws.amazon.com/v1"
@@ -184,6 +186,7 @@ def max_deploy_time_s(estimate: StartupEstimate) -> int:
     rounded up to a whole minute; never below the operator's own default of 3600 s, which
     also has to cover scheduling and the image pull, and never above the CRD's int32.
 
+    >>> from lmikit.planner import estimate_startup
     >>> max_deploy_time_s(estimate_startup(16_000_000_000, "hub"))
     3600
     >>> max_deploy_time_s(estimate_startup(672_900_000_000, "hub"))
@@ -199,11 +202,12 @@ def uses_operator_cache(spec: DeploymentSpec, plan: Plan) -> bool:
     return plan.tier != "none" or spec.routing.strategy in ROUTING
 
 
-def worker_choice(spec: DeploymentSpec, plan: Plan, vllm_image: str | None) -> WorkerChoice:
+def worker_choice(spec: DeploymentSpec, plan: Plan, vllm_image: str | None,
+                  rows: tuple[OptionRow, ...]) -> WorkerChoice:
     """The vLLM worker image (:data:`lmikit.render.WORKER_IMAGES`): ``vllm_image`` if given
-    and not known to be too old for the model, else the default or a newer known one."""
-    options = [("--" + r.option.replace("_", "-"), r.value)
-               for r in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree)]
+    and not known to be too old for the model, else the default or a newer known one.
+    ``rows``: the model's LMI options (:attr:`lmikit.resolve.Resolved.option_rows`)."""
+    options = [("--" + r.option.replace("_", "-"), r.value) for r in rows]
     if vllm_image is not None:
         check_image(vllm_image)
     return choose_worker_image(spec.model.catalog_id, plan.architectures, options, vllm_image)
@@ -231,10 +235,10 @@ def check_lora_isolation(spec: DeploymentSpec, plan: Plan) -> None:
         "requests")
 
 
-def lmi_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
-               resources: dict[str, Any]) -> dict[str, Any]:
+def lmi_worker(spec: DeploymentSpec, plan: Plan, *, image: str, resources: dict[str, Any],
+               resolved: Resolved) -> dict[str, Any]:
     """The LMI container, loading the weights the operator put under the model mount."""
-    full = lmi_environment(spec, plan)
+    full = lmi_environment(spec, plan, resolved=resolved)
     env = {k: v for k, v in full.items()
            if k not in OPERATOR_OWNED and not k.startswith(("LMCACHE_", "LMIKIT_"))}
     # HF_MODEL_ID naming the mounted directory makes LMI serve the operator's download
@@ -279,21 +283,24 @@ def check_operator_fit(manifest: dict[str, Any]) -> None:
 
 def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                       namespace: str = "default",
-                      vllm_image: str | None = None) -> dict[str, Any]:
+                      vllm_image: str | None = None, resolved: Resolved | None = None
+                      ) -> dict[str, Any]:
     """The InferenceEndpointConfig for ``kubectl apply``.
 
     ``image_uri`` is the LMI image, used when the manifest needs neither the operator's KV
     cache nor its intelligent routing; otherwise the worker is vLLM's OpenAI server from
     ``vllm_image`` (None: the pinned image of AWS's published sample, or a newer known image
-    when the model needs a newer vLLM; :func:`worker_choice`).
+    when the model needs a newer vLLM; :func:`worker_choice`). ``resolved``: the decisions
+    of (spec, plan) for the stock image, which the workers' LMI options are rendered for.
     """
+    resolved = resolved_for(spec, plan, "stock", resolved)
     check_lora_isolation(spec, plan)
     if spec.security.kms_volume_encryption == "required":
         raise RenderError("security.kms_volume_encryption is 'required', but the HyperPod "
                           "manifest cannot encrypt the worker's volume with "
                           f"security.kms_key_arn: {_NO_CRD_FIELD}. Use 'auto' to accept the "
                           "cluster's encryption, or deploy to SageMaker")
-    gated = gated_problem(spec, "hyperpod")
+    gated = gated_problem(spec, "hyperpod", resolved.hub_gate)
     if gated:
         raise RenderError(gated)
     name = rfc1123(spec.name)
@@ -309,19 +316,19 @@ def hyperpod_manifest(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         "endpointName": hyperpod_endpoint_name(spec.name),
         "instanceType": spec.instance.type,
         "replicas": spec.instance.copies_per_instance * max(1, spec.instance.min_count),
-        "maxDeployTimeInSeconds": max_deploy_time_s(
-            plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))),
+        "maxDeployTimeInSeconds": max_deploy_time_s(resolved.startup),
         "modelSourceConfig": model_source(spec),
         "kvCacheSpec": kv_cache_spec(spec, plan),
         "tags": endpoint_tags(spec),
     }
     if uses_operator_cache(spec, plan):
-        image = worker_choice(spec, plan, vllm_image).image
-        body["worker"] = vllm_worker(spec, plan, image=image, resources=resources)
+        image = worker_choice(spec, plan, vllm_image, resolved.option_rows).image
+        body["worker"] = vllm_worker(spec, plan, image=image, resources=resources,
+                                     resolved=resolved)
         body.update(vllm_spec_fields(spec))
     else:
         body["worker"] = lmi_worker(spec, plan, image=check_image(image_uri, "image_uri"),
-                                    resources=resources)
+                                    resources=resources, resolved=resolved)
         body["metrics"] = ({"enabled": True, "modelMetrics": {"path": LMI_METRICS_PATH,
                                                               "port": MODEL_PORT}}
                            if spec.observability.detailed_metrics else {"enabled": False})
@@ -415,8 +422,8 @@ def adapters_note(spec: DeploymentSpec, plan: Plan) -> str:
             "serving/docs/adapters_api.md)")
 
 
-def hyperpod_notes(spec: DeploymentSpec, plan: Plan,
-                   vllm_image: str | None = None) -> list[str]:
+def hyperpod_notes(spec: DeploymentSpec, plan: Plan, vllm_image: str | None = None, *,
+                   resolved: Resolved | None = None) -> list[str]:
     """Operator behaviour a person should know before applying the manifest, every spec
     setting the manifest cannot carry, and what lmikit could not check about the vLLM
     worker image (``vllm_image`` as given to :func:`hyperpod_manifest`)."""
@@ -435,11 +442,11 @@ def hyperpod_notes(spec: DeploymentSpec, plan: Plan,
     notes += dropped_settings(spec, plan)
     if not uses_operator_cache(spec, plan):
         return notes
-    choice = worker_choice(spec, plan, vllm_image)
+    rows = resolved_for(spec, plan, "stock", resolved).option_rows
+    choice = worker_choice(spec, plan, vllm_image, rows)
     note = choice_note(spec.model.catalog_id, plan.architectures, choice)
     if note:
         notes.append(note)
-    rows = option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree)
     if rows and choice.vllm_version is None:
         names = ", ".join(r.option for r in rows)
         notes.append(f"{spec.model.catalog_id}'s options ({names}) were checked against vLLM "

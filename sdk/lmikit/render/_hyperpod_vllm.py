@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmikit.catalog import VLLM_VERSION as LMI_VLLM_VERSION
-from lmikit.catalog import option_rows
+from lmikit.catalog import OptionRow
 from lmikit.errors import RenderError
 from lmikit.planner import Plan
 from lmikit.render._env import lmi_environment
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 AWS_DOC = ("https://docs.aws.amazon.com/sagemaker/latest/dg/"
@@ -187,9 +189,9 @@ def served_model_names(spec: DeploymentSpec) -> list[str]:
     return [spec.model.id, MODEL_MOUNT]
 
 
-def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
+def vllm_args(spec: DeploymentSpec, plan: Plan, resolved: Resolved) -> list[str]:
     """vLLM OpenAI-server arguments, flag then value, derived from the LMI options."""
-    env = lmi_environment(spec, plan)
+    env = lmi_environment(spec, plan, resolved=resolved)
     args = ["--model", MODEL_MOUNT, "--port", str(VLLM_PORT),
             "--served-model-name", *served_model_names(spec)]
     for option, flag in VLLM_FLAGS.items():
@@ -202,19 +204,20 @@ def vllm_args(spec: DeploymentSpec, plan: Plan) -> list[str]:
         args += [flag, env[option]]
     if not plan.uses_lmcache and not spec.engine.enable_prefix_caching:
         args.append("--no-enable-prefix-caching")
-    return args + model_option_args(spec)
+    return args + model_option_args(resolved.option_rows)
 
 
-def model_option_args(spec: DeploymentSpec) -> list[str]:
+def model_option_args(rows: tuple[OptionRow, ...]) -> list[str]:
     """The model's own options (:mod:`lmikit.catalog`). Each is named after a
     vLLM ``EngineArgs`` field, which vLLM's server takes as ``--<name with dashes>``."""
     args: list[str] = []
-    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
+    for row in rows:
         args += ["--" + row.option.replace("_", "-"), row.value]
     return args
 
 
-def check_model_options(spec: DeploymentSpec, image: str) -> None:
+def check_model_options(spec: DeploymentSpec, image: str, rows: tuple[OptionRow, ...]
+                        ) -> None:
     """Refuse a model option the default image's vLLM rejects at start.
 
     Another image's vLLM version is not known here: its options stay the user's to check
@@ -222,7 +225,7 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
     """
     if image != DEFAULT_VLLM_IMAGE:
         return
-    for row in option_rows(spec.model.catalog_id, spec.engine.tensor_parallel_degree):
+    for row in rows:
         flag = "--" + row.option.replace("_", "-")
         allowed = DEFAULT_IMAGE_CHOICES.get(flag)
         if allowed is not None and row.value not in allowed:
@@ -237,13 +240,16 @@ def check_model_options(spec: DeploymentSpec, image: str) -> None:
 
 
 def vllm_worker(spec: DeploymentSpec, plan: Plan, *, image: str,
-                resources: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The ``spec.worker`` block for the vLLM OpenAI server."""
-    check_model_options(spec, check_image(image))
-    env = lmi_environment(spec, plan)
+                resources: dict[str, Any] | None = None, resolved: Resolved | None = None
+                ) -> dict[str, Any]:
+    """The ``spec.worker`` block for the vLLM OpenAI server. ``resolved``: the decisions of
+    (spec, plan) for the stock image, which the LMI options are rendered for."""
+    resolved = resolved_for(spec, plan, "stock", resolved)
+    check_model_options(spec, check_image(image), resolved.option_rows)
+    env = lmi_environment(spec, plan, resolved=resolved)
     worker: dict[str, Any] = {
         "image": check_image(image),
-        "args": vllm_args(spec, plan),
+        "args": vllm_args(spec, plan, resolved),
         "modelInvocationPort": {"containerPort": VLLM_PORT, "name": "http"},
         "modelVolumeMount": {"name": MODEL_VOLUME, "mountPath": MODEL_MOUNT},
         "environmentVariables": [

@@ -25,23 +25,27 @@ from pathlib import Path
 from lmikit.artifact import deterministic_tar
 from lmikit.catalog import ImageKind
 from lmikit.formatters import build_model_py
-from lmikit.planner import Plan, isolates_base, weights_source
+from lmikit.planner import Plan
 from lmikit.render._env import SERVING_PROPERTIES, serving_properties
 from lmikit.render._lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved, resolve_spec
 from lmikit.spec import DeploymentSpec
 
 
 def model_artifact_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,
-                         image: ImageKind = "stock") -> dict[str, bytes]:
+                         image: ImageKind = "stock", resolved: Resolved | None = None
+                         ) -> dict[str, bytes]:
     """File name -> bytes of the artifact; empty when there is no artifact to ship."""
-    if weights_source(spec) == "s3-sagemaker":
+    resolved = resolved_for(spec, plan, image, resolved)
+    if resolved.sagemaker_copies_weights:
         return {}
-    files: dict[str, bytes] = {
-        SERVING_PROPERTIES: serving_properties(spec, plan, image=image).encode()}
+    files: dict[str, bytes] = {SERVING_PROPERTIES: serving_properties(
+        spec, plan, image=image, resolved=resolved).encode()}
     if plan.uses_lmcache:
         files[LMCACHE_FILE_NAME] = render_lmcache_yaml(plan).encode()
     fmt = spec.formatters
-    isolate = isolates_base(spec, plan.uses_lmcache)
+    isolate = resolved.isolates_base
     if fmt.input or fmt.output or isolate:
         base = Path(base_dir)
         files["model.py"] = build_model_py(
@@ -51,12 +55,15 @@ def model_artifact_files(spec: DeploymentSpec, plan: Plan, base_dir: str | Path 
     return files
 
 
-def weights_model_py(spec: DeploymentSpec, plan: Plan) -> bytes | None:
+def weights_model_py(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | None = None
+                     ) -> bytes | None:
     """The ``model.py`` the S3 weights prefix must hold when SageMaker copies it into
     /opt/ml/model and LoRA runs with LMCache: the base model's isolating one (LMI loads
     <model dir>/model.py's formatters, ``VLLMHandler.initialize`` -> ``load_formatters``,
-    djl-serving vllm_async_service.py). None when the prefix needs none."""
-    if weights_source(spec) != "s3-sagemaker" or not isolates_base(spec, plan.uses_lmcache):
+    djl-serving vllm_async_service.py). None when the prefix needs none. ``resolved``: the
+    decisions of (spec, plan) for any image kind (this file does not depend on it)."""
+    resolved = resolved or resolve_spec(spec, plan)
+    if not (resolved.sagemaker_copies_weights and resolved.isolates_base):
         return None
     return base_isolation_model_py()
 
@@ -68,9 +75,10 @@ def base_isolation_model_py() -> bytes:
 
 
 def model_artifact(spec: DeploymentSpec, plan: Plan, base_dir: str | Path = ".", *,
-                   image: ImageKind = "stock") -> bytes | None:
+                   image: ImageKind = "stock", resolved: Resolved | None = None
+                   ) -> bytes | None:
     """The artifact bytes, or None when there is nothing to ship."""
-    files = model_artifact_files(spec, plan, base_dir, image=image)
+    files = model_artifact_files(spec, plan, base_dir, image=image, resolved=resolved)
     return deterministic_tar(files) if files else None
 
 

@@ -40,7 +40,6 @@ from lmikit.catalog import (
     SCRAPE_DEFAULT_PATH,
     ImageKind,
     get_instance,
-    metrics_endpoint,
     on_demand_problem,
 )
 from lmikit.errors import RenderError
@@ -53,9 +52,11 @@ from lmikit.names import (
 )
 from lmikit.names import adapter_component_name as _adapter_component_name
 from lmikit.names import base_component_name as _base_component_name
-from lmikit.planner import Plan, estimate_startup, isolates_base, startup_problem, weights_source
+from lmikit.planner import Plan
 from lmikit.render._env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.render._hub_token import gated_problem
+from lmikit.render._resolved import resolved_for
+from lmikit.resolve import Resolved, resolve_spec
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["DEPLOYMENT_TAG", "KV_AWARE_REFUSAL", "VARIANT_NAME", "ResourceNames",
@@ -124,10 +125,11 @@ def adapter_tags(spec: DeploymentSpec) -> list[dict[str, str]]:
     return deployment_tags(spec.name, {**spec.tags, MANAGED_BY_TAG: MANAGED_BY_SPEC})
 
 
-def startup_timeouts(spec: DeploymentSpec, plan: Plan) -> dict[str, int]:
+def startup_timeouts(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | None = None
+                     ) -> dict[str, int]:
     """Download and health-check timeouts sized from the weights and where they come from
     (:func:`lmikit.planner.estimate_startup`: rates, margin, 600..3600 s)."""
-    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
+    start = (resolved or resolve_spec(spec, plan)).startup
     return {"ModelDataDownloadTimeoutInSeconds": start.download_timeout_s,
             "ContainerStartupHealthCheckTimeoutInSeconds": start.health_check_timeout_s}
 
@@ -142,12 +144,12 @@ def routing_config(spec: DeploymentSpec) -> dict[str, Any]:
     return out
 
 
-def start_problems(spec: DeploymentSpec, plan: Plan) -> list[str]:
+def start_problems(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | None = None
+                   ) -> list[str]:
     """Why the endpoint would not start: a gated Hub model with no token, or a start that
     cannot fit SageMaker's 3600 s caps (:func:`lmikit.planner.startup_problem`)."""
-    start = plan.startup or estimate_startup(plan.weight_bytes, weights_source(spec))
-    found = (gated_problem(spec, "sagemaker"),
-             startup_problem(start, spec.model.id, spec.model.hub_id))
+    resolved = resolved or resolve_spec(spec, plan)
+    found = (gated_problem(spec, "sagemaker", resolved.hub_gate), resolved.startup_problem)
     return [problem for problem in found if problem]
 
 
@@ -167,12 +169,12 @@ def stock_image_secret_problems(spec: DeploymentSpec) -> list[str]:
     return out
 
 
-def volume_kms_key(spec: DeploymentSpec) -> str | None:
+def volume_kms_key(spec: DeploymentSpec, *, resolved: Resolved | None = None) -> str | None:
     """The KMS key for the endpoint volume, or None where it must not be set."""
     sec = spec.security
     if not sec.kms_key_arn or sec.kms_volume_encryption == "off":
         return None
-    inst = get_instance(spec.instance.type)
+    inst = resolved.instance if resolved is not None else get_instance(spec.instance.type)
     if inst.has_nvme:
         if sec.kms_volume_encryption == "required":
             raise RenderError(
@@ -184,7 +186,8 @@ def volume_kms_key(spec: DeploymentSpec) -> str | None:
     return sec.kms_key_arn
 
 
-def stock_image_note(spec: DeploymentSpec, plan: Plan) -> str | None:
+def stock_image_note(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | None = None
+                     ) -> str | None:
     """What AWS's stock LMI image leaves out of this spec's deployment, in one line that
     says what to change; None where it leaves out nothing. The stock image serves only DJL's
     server metrics (:func:`lmikit.catalog.metrics_endpoint`), cannot be scraped at
@@ -194,7 +197,8 @@ def stock_image_note(spec: DeploymentSpec, plan: Plan) -> str | None:
     if spec.observability.detailed_metrics:
         copies = (", and with weights SageMaker copies (security.network_isolation) detailed "
                   f"observability is off, as it scrapes {SCRAPE_DEFAULT_PATH}"
-                  if weights_source(spec) == "s3-sagemaker" else "")
+                  if (resolved or resolve_spec(spec, plan)).sagemaker_copies_weights
+                  else "")
         left_out.append(f"it serves only DJL's server metrics ({DJL_METRICS_PATH}), so the "
                         "dashboard and alarms leave out the vLLM and LMCache ones" + copies)
     disk = stock_disk_tier_clause(plan)
@@ -227,19 +231,21 @@ def stock_disk_tier_clause(plan: Plan) -> str | None:
             "smaller /tmp its writes fail")
 
 
-def copies_one_instance_holds(spec: DeploymentSpec, plan: Plan) -> int:
+def copies_one_instance_holds(spec: DeploymentSpec, plan: Plan, *,
+                              resolved: Resolved | None = None) -> int:
     """The most copies of the base component SageMaker can place on one instance. It allocates
     every copy its ComputeResourceRequirements (botocore
     InferenceComponentComputeResourceRequirements: accelerators, CPU cores, memory "to
     allocate to run a model"): TP GPUs, ``plan.cpu_cores`` cores and ``plan.min_memory_mb``
     here, so the instance's GPUs, vCPUs and memory bound it. ``plan.cpu_cores`` (vCPUs per
     planned copy, less one) keeps it at ``instance.copies_per_instance``."""
-    inst = get_instance(spec.instance.type)
+    inst = resolved.instance if resolved is not None else get_instance(spec.instance.type)
     return max(1, min(inst.gpu_count // plan.tp, int(inst.vcpus // plan.cpu_cores),
                       int(inst.host_memory_gib * 1024 // plan.min_memory_mb)))
 
 
-def sessions_problem(spec: DeploymentSpec, plan: Plan) -> str | None:
+def sessions_problem(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | None = None
+                     ) -> str | None:
     """Why stateful sessions cannot work on this endpoint, or None. SageMaker pins a session
     to an INSTANCE (botocore InvokeEndpoint.SessionId: "routes the request to the same
     instance that supports the session"); LMI keeps it in the container that opened it
@@ -248,7 +254,7 @@ def sessions_problem(spec: DeploymentSpec, plan: Plan) -> str | None:
     on one instance, a turn can reach the copy that does not hold its session."""
     if not spec.sessions_enabled:
         return None
-    held = copies_one_instance_holds(spec, plan)
+    held = copies_one_instance_holds(spec, plan, resolved=resolved)
     if held < 2:
         return None
     field = ("routing.strategy 'sticky_session'" if spec.routing.strategy == "sticky_session"
@@ -275,41 +281,46 @@ def weights_model_py_warning(spec: DeploymentSpec) -> str:
             "without it, and `cdk synth`, which cannot read S3, refuses the spec")
 
 
-def capacity_warning(spec: DeploymentSpec) -> str | None:
+def capacity_warning(spec: DeploymentSpec, *, resolved: Resolved | None = None) -> str | None:
     """Why the spec's instances may not start: its type has no on-demand hosting in its region
     and it names no reservation (:func:`lmikit.catalog.on_demand_problem`). The render,
     ``lmikit deploy`` and the CDK construct all say it."""
     if spec.instance.capacity_reservation_arn:
         return None
+    if resolved is not None:
+        return resolved.on_demand_problem
     return on_demand_problem(spec.region, spec.instance.type)
 
 
 def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                     execution_role_arn: str, model_artifact_url: str | None,
                     adapter_artifact_urls: dict[str, str] | None = None,
-                    image_kind: ImageKind = "stock") -> SageMakerRequests:
+                    image_kind: ImageKind = "stock", resolved: Resolved | None = None
+                    ) -> SageMakerRequests:
     """All request dicts for one deployment.
 
     ``image_kind`` is the image ``image_uri`` names: ``stock`` (AWS's LMI image) or
     ``lmikit`` (``container/Dockerfile``); it decides which metrics path is scraped and
-    which variables the container gets.
+    which variables the container gets. ``resolved``: the decisions of (spec, plan,
+    image_kind), when the caller made them.
     """
+    resolved = resolved_for(spec, plan, image_kind, resolved)
     adapter_artifact_urls = adapter_artifact_urls or {}
     missing = [a.name for a in spec.adapters if a.name not in adapter_artifact_urls]
     if missing:
         raise RenderError(f"no artifact URL for adapter(s): {', '.join(missing)}")
     refused = stock_image_secret_problems(spec) if image_kind == "stock" else []
-    refused += start_problems(spec, plan)
+    refused += start_problems(spec, plan, resolved=resolved)
     if spec.routing.strategy == "kv_aware":
         refused.append(KV_AWARE_REFUSAL)
-    problem = sessions_problem(spec, plan)
+    problem = sessions_problem(spec, plan, resolved=resolved)
     if problem:
         refused.append(problem)
     if refused:
         raise RenderError("; ".join(refused))
-    sagemaker_copies = weights_source(spec) == "s3-sagemaker"
+    sagemaker_copies = resolved.sagemaker_copies_weights
     warnings: list[str] = []
-    timeouts = startup_timeouts(spec, plan)
+    timeouts = startup_timeouts(spec, plan, resolved=resolved)
     variant: dict[str, Any] = {
         "VariantName": VARIANT_NAME,
         "InstanceType": spec.instance.type,
@@ -329,12 +340,12 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
         variant["CapacityReservationConfig"] = {
             "CapacityReservationPreference": "capacity-reservations-only",
             "MlReservationArn": reservation}
-    problem = capacity_warning(spec)
+    problem = capacity_warning(spec, resolved=resolved)
     if problem:
         warnings.append(problem)
-    if sagemaker_copies and isolates_base(spec, plan.uses_lmcache):
+    if sagemaker_copies and resolved.isolates_base:
         warnings.append(weights_model_py_warning(spec))
-    metrics_config = _container_metrics(spec, image_kind, sagemaker_copies)
+    metrics_config = _container_metrics(spec, resolved)
     config: dict[str, Any] = {
         "ProductionVariants": [variant],
         "ExecutionRoleArn": execution_role_arn,
@@ -347,7 +358,7 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
             metrics_config is not None or (sagemaker_copies and image_kind == "lmikit")),
         "MetricPublishFrequencyInSeconds": obs.metric_publish_frequency_seconds,
     }
-    kms = volume_kms_key(spec)
+    kms = volume_kms_key(spec, resolved=resolved)
     if kms:
         config["KmsKeyId"] = kms
     if spec.security.vpc:
@@ -365,7 +376,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
     specification: dict[str, Any]
     if sagemaker_copies:
         model = model_request(spec, plan, image_uri=image_uri,
-                              execution_role_arn=execution_role_arn, image_kind=image_kind)
+                              execution_role_arn=execution_role_arn, image_kind=image_kind,
+                              resolved=resolved)
         specification = {"ModelName": model["ModelName"]}
     else:
         if not model_artifact_url:
@@ -377,7 +389,8 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                               ".tar.gz (botocore: Container.ArtifactUrl)")
         container: dict[str, Any] = {
             "Image": image_uri, "ArtifactUrl": model_artifact_url,
-            "Environment": container_environment(spec, plan, image=image_kind)}
+            "Environment": container_environment(spec, plan, image=image_kind,
+                                                 resolved=resolved)}
         if metrics_config:
             container["ContainerMetricsConfig"] = metrics_config
         if len(container["Environment"]) > CFN_ENVIRONMENT_MAX:
@@ -422,12 +435,12 @@ def render_requests(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
                             model["ModelName"] if model else None),
         endpoint_config=config, endpoint=endpoint, base_component=base,
         adapter_components=adapters, model=model, warnings=tuple(warnings),
-        image_note=stock_image_note(spec, plan) if image_kind == "stock" else None,
+        image_note=(stock_image_note(spec, plan, resolved=resolved) if image_kind == "stock"
+                    else None),
     )
 
 
-def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind,
-                       sagemaker_copies: bool) -> dict[str, Any] | None:
+def _container_metrics(spec: DeploymentSpec, resolved: Resolved) -> dict[str, Any] | None:
     """``ContainerMetricsConfig`` for a path the image serves, or None.
 
     A component that names a SageMaker Model has no ``Container`` (and CloudFormation's
@@ -438,9 +451,9 @@ def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind,
     obs = spec.observability
     if not obs.detailed_metrics:
         return None
-    endpoint = metrics_endpoint(obs.metrics_path, image_kind)
-    if sagemaker_copies:
-        if image_kind == "lmikit" and endpoint.path != SCRAPE_DEFAULT_PATH:
+    endpoint = resolved.metrics_endpoint
+    if resolved.sagemaker_copies_weights:
+        if resolved.image_kind == "lmikit" and endpoint.path != SCRAPE_DEFAULT_PATH:
             raise RenderError(
                 f"observability.metrics_path {obs.metrics_path!r}: with weights copied by "
                 "SageMaker (security.network_isolation) the component names a SageMaker "
@@ -454,7 +467,8 @@ def _container_metrics(spec: DeploymentSpec, image_kind: ImageKind,
 
 
 def model_request(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
-                  execution_role_arn: str, image_kind: ImageKind = "stock") -> dict[str, Any]:
+                  execution_role_arn: str, image_kind: ImageKind = "stock",
+                  resolved: Resolved | None = None) -> dict[str, Any]:
     """``CreateModel`` for weights SageMaker copies from ``model.id`` into /opt/ml/model.
 
     ``S3DataType`` S3Prefix with ``CompressionType`` None copies every object under the
@@ -468,7 +482,7 @@ def model_request(spec: DeploymentSpec, plan: Plan, *, image_uri: str,
             "Image": image_uri,
             "ModelDataSource": {"S3DataSource": {
                 "S3Uri": prefix, "S3DataType": "S3Prefix", "CompressionType": "None"}},
-            "Environment": model_environment(spec, plan, image=image_kind),
+            "Environment": model_environment(spec, plan, image=image_kind, resolved=resolved),
         },
         "ExecutionRoleArn": execution_role_arn,
         "EnableNetworkIsolation": spec.security.network_isolation,

@@ -1,0 +1,24 @@
+"""The decisions a renderer reads: the :class:`lmikit.resolve.Resolved` its caller made once,
+or, for a direct call without one, those of (spec, plan, image kind) made here."""
+
+from __future__ import annotations
+
+from lmikit.catalog import ImageKind, PriceTable
+from lmikit.planner import Plan
+from lmikit.resolve import Resolved, resolve_spec
+from lmikit.spec import DeploymentSpec
+
+
+def resolved_for(spec: DeploymentSpec, plan: Plan, image: ImageKind,
+                 resolved: Resolved | None, hourly_price: float | None = None,
+                 prices: PriceTable | None = None) -> Resolved:
+    """``resolved`` when given (it must be for ``image``), else (spec, plan, image) resolved
+    (the planned cost priced from ``hourly_price`` or ``prices``, as given)."""
+    if resolved is None:
+        return resolve_spec(spec, plan, image_kind=image, hourly_price=hourly_price,
+                            prices=prices)
+    if resolved.image_kind != image:
+        raise ValueError(f"the decisions given were resolved for the {resolved.image_kind!r} "
+                         f"image, but {image!r} is rendered: resolve with "
+                         f"image_kind={image!r}")
+    return resolved
