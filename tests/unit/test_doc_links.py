@@ -108,3 +108,41 @@ def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
 def test_the_planner_guide_is_at_most_600_lines() -> None:
     lines = (ROOT / "docs" / "planner.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= GUIDE_MAX_LINES, len(lines)
+
+
+DOTTED = re.compile(r"(?<![\w/.])lmikit(?:\.[A-Za-z_]\w*)+")
+
+
+def unresolved_names(text: str) -> list[str]:
+    """The dotted ``lmikit.…`` names in ``text`` that neither import nor resolve as
+    attributes of the longest importable module before them."""
+    import importlib
+
+    bad = []
+    for ref in sorted(set(DOTTED.findall(text))):
+        parts = ref.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found: object = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for name in parts[cut:]:
+                    found = getattr(found, name)
+            except AttributeError:
+                bad.append(ref)
+            break
+    return bad
+
+
+def test_a_stale_module_path_is_reported() -> None:
+    assert unresolved_names("`lmikit.render.sagemaker.render_requests` and "
+                            "`lmikit.render.render_requests`, `lmikit.sim.GpuCache`") == [
+        "lmikit.render.sagemaker.render_requests", "lmikit.sim.GpuCache"]
+
+
+def test_every_lmikit_name_in_the_readme_and_docs_resolves() -> None:
+    """A module moved into its stage's package leaves no stale path in what users read."""
+    bad = {path.name: names for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+           if (names := unresolved_names(path.read_text(encoding="utf-8")))}
+    assert bad == {}
