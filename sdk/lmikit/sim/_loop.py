@@ -71,13 +71,13 @@ class _Copy:
     def __init__(self, cfg: CopyConfig, remote: LruTier) -> None:
         self.cfg = cfg
         self.engine = cfg.engine
-        c = cfg.chunk_size
-        self.gpu = GpuCache(cfg.gpu_tokens // c, c)
+        chunk = cfg.chunk_size
+        self.gpu = GpuCache(cfg.gpu_tokens // chunk, chunk)
         tiers: list[tuple[str, LruTier]] = []
         if cfg.cpu_tokens:
-            tiers.append(("cpu", LruTier(cfg.cpu_tokens // c, refresh=False)))
+            tiers.append(("cpu", LruTier(cfg.cpu_tokens // chunk, refresh=False)))
         if cfg.disk_tokens:
-            tiers.append(("disk", LruTier(cfg.disk_tokens // c)))
+            tiers.append(("disk", LruTier(cfg.disk_tokens // chunk)))
         if cfg.remote:
             tiers.append(("remote", remote))
         self.tiers = tiers
@@ -213,7 +213,7 @@ class _Run:
     def __init__(self, workload: Workload, copies: Sequence[CopyConfig], router: Router,
                  rng: random.Random | None, max_in_flight: int) -> None:
         shared_remote = UnboundedTier()  # one remote store behind every copy
-        self.fleet = [_Copy(c, shared_remote) for c in copies]
+        self.fleet = [_Copy(config, shared_remote) for config in copies]
         self.router = router
         self.rng = rng
         self.max_in_flight = max_in_flight
@@ -272,47 +272,49 @@ class _Run:
             offset = self.rng.uniform(0, p.think_time_s) if self.rng and p.think_time_s else 0.0
             self.push(t + offset, ARRIVE, self.queue.popleft()[0])
 
-    def advance(self, c: _Copy, t: float) -> None:
-        dt = t - c.last
+    def advance(self, copy: _Copy, t: float) -> None:
+        dt = t - copy.last
         if dt > 0:
-            if c.rate:
-                c.decode_clock += dt * c.rate
-            if c.current is not None or c.running:
-                c.busy += dt
-        c.last = t
+            if copy.rate:
+                copy.decode_clock += dt * copy.rate
+            if copy.current is not None or copy.running:
+                copy.busy += dt
+        copy.last = t
 
-    def reschedule(self, c: _Copy, t: float) -> None:
-        c.version += 1
-        n_running = len(c.running)
+    def reschedule(self, copy: _Copy, t: float) -> None:
+        copy.version += 1
+        n_running = len(copy.running)
         if not n_running:
-            c.rate = 0.0
+            copy.rate = 0.0
             return
-        if c.current is not None and not c.stalled:
-            c.rate = c.prefill_rate
-            if not c.rate:
+        if copy.current is not None and not copy.stalled:
+            copy.rate = copy.prefill_rate
+            if not copy.rate:
                 return
-            step = 1.0 / c.rate
+            step = 1.0 / copy.rate
         else:
-            step = c.engine.decode_step_s(n_running, int(c.ctx_const + n_running * c.decode_clock))
-            c.rate = 1.0 / step
-        target = c.running[0][0]
-        if n_running > 1 or c.queue or c.stalled:  # the pool fills up before then: preempt there
-            c.sync()
-            free = c.gpu.free_tokens()
-            fills = c.decode_clock + ((free if free > 0 else 0) + 1) / n_running
+            held = int(copy.ctx_const + n_running * copy.decode_clock)
+            step = copy.engine.decode_step_s(n_running, held)
+            copy.rate = 1.0 / step
+        target = copy.running[0][0]
+        # the pool fills up before then: preempt there
+        if n_running > 1 or copy.queue or copy.stalled:
+            copy.sync()
+            free = copy.gpu.free_tokens()
+            fills = copy.decode_clock + ((free if free > 0 else 0) + 1) / n_running
             if fills < target:
                 target = fills
-        ahead = target - c.decode_clock
+        ahead = target - copy.decode_clock
         when = t + (ahead if ahead > 0.0 else 0.0) * step
         if when <= t and ahead * n_running > 1e-6:
             # so little decoding is left that the clock cannot resolve it (far out, ~3e8 s
             # on: a float's step there is ~6e-8 s), yet more than the tolerance the finish
             # and pool checks allow (1e-6 of a token, over the batch): it is done now, or
             # the same event would be pushed for ever with nothing moving
-            c.decode_clock = target
-        self.push(when, DECODE, c, c.version)
+            copy.decode_clock = target
+        self.push(when, DECODE, copy, copy.version)
 
-    def release(self, c: _Copy, r: Request, computed: Sequence[int] = (),
+    def release(self, copy: _Copy, r: Request, computed: Sequence[int] = (),
                 generated: int = 0) -> None:
         """Back to the front of the waiting queue, its blocks freed (vLLM's preemption).
 
@@ -320,113 +322,113 @@ class _Run:
         ``generated``: tokens it had generated. vLLM frees a request's blocks tail first
         (rule 5), so the rest of its blocks go first, then those, then its pinned prefix.
         """
-        pinned, own = c.resv.pop(r.id)
-        c.static -= own
-        c.sync()
-        chunk = c.cfg.chunk_size
-        freed = c.gpu.free(own + generated - len(computed) * chunk)
-        c.recovered.pop(r.id, None)
+        pinned, own = copy.resv.pop(r.id)
+        copy.static -= own
+        copy.sync()
+        chunk = copy.cfg.chunk_size
+        freed = copy.gpu.free(own + generated - len(computed) * chunk)
+        copy.recovered.pop(r.id, None)
         if generated:
-            c.tail_keys[r.id] = freed
-        c.gpu.insert(computed)
-        c.gpu.unpin(r.keys[:pinned])
-        c.active -= 1
-        c.waiting.appendleft(r)
-        c.sync()
+            copy.tail_keys[r.id] = freed
+        copy.gpu.insert(computed)
+        copy.gpu.unpin(r.keys[:pinned])
+        copy.active -= 1
+        copy.waiting.appendleft(r)
+        copy.sync()
 
-    def preempt(self, c: _Copy) -> bool:
+    def preempt(self, copy: _Copy) -> bool:
         """Send the newest admitted requests back to waiting while the pool is overfull.
 
         Newest first, as vLLM pops the end of its running list: requests admitted but not
         yet prefilling, then a prefill stalled for room, then decoding requests. The caller
-        has synced ``c``.
+        has synced ``copy``.
         """
         preempted = False
-        while c.gpu.free_tokens() < 0:
-            if c.queue:
-                self.release(c, c.queue.pop())
-            elif c.stalled:
-                assert c.current is not None
-                r = c.current
-                g, _ = c.resv[r.id]
+        while copy.gpu.free_tokens() < 0:
+            if copy.queue:
+                self.release(copy, copy.queue.pop())
+            elif copy.stalled:
+                assert copy.current is not None
+                r = copy.current
+                g, _ = copy.resv[r.id]
                 # the full chunks it computed stay in the GPU prefix cache once freed
-                done = g + int(c.pf[1]) // c.cfg.chunk_size
-                self.release(c, r, r.keys[g:min(done, len(r.keys))])
-                c.current = None
-                c.stalled = False
-            elif len(c.running) > 1:
-                k = max(range(len(c.running)), key=lambda j: c.running[j][1])
-                _, _, r = c.running.pop(k)
-                heapq.heapify(c.running)
-                b = c.base.pop(r.id)
-                c.base_sum -= b
-                c.ctx_const -= r.prompt_tokens - b
-                c.resumed[r.id] = int(c.decode_clock - b + 1e-6)
-                self.release(c, r, generated=c.resumed[r.id])
+                done = g + int(copy.pf[1]) // copy.cfg.chunk_size
+                self.release(copy, r, r.keys[g:min(done, len(r.keys))])
+                copy.current = None
+                copy.stalled = False
+            elif len(copy.running) > 1:
+                k = max(range(len(copy.running)), key=lambda j: copy.running[j][1])
+                _, _, r = copy.running.pop(k)
+                heapq.heapify(copy.running)
+                b = copy.base.pop(r.id)
+                copy.base_sum -= b
+                copy.ctx_const -= r.prompt_tokens - b
+                copy.resumed[r.id] = int(copy.decode_clock - b + 1e-6)
+                self.release(copy, r, generated=copy.resumed[r.id])
             else:
                 break
             preempted = True
         return preempted
 
-    def admit(self, c: _Copy, t: float) -> bool:
+    def admit(self, copy: _Copy, t: float) -> bool:
         """Admit waiting requests while they fit, and start the next prefill if none runs.
         True when the last thing it did was start a prefill segment, which re-planned the
         copy's decode event (nothing changed after it, so the caller need not)."""
-        cfg = c.cfg
+        cfg = copy.cfg
         chunk = cfg.chunk_size
-        gpu = c.gpu
-        if c.stalled:
-            self.segment(c, t)
-            if c.stalled:  # first come, first served: nothing is admitted behind it
+        gpu = copy.gpu
+        if copy.stalled:
+            self.segment(copy, t)
+            if copy.stalled:  # first come, first served: nothing is admitted behind it
                 return False
-        while c.waiting and c.active < cfg.max_batch_size:
-            r = c.waiting[0]
+        while copy.waiting and copy.active < cfg.max_batch_size:
+            r = copy.waiting[0]
             keys = r.keys
             g = gpu.match(keys)
             # vLLM allocates blocks for the prefix-cache hits and the next chunk only; from
             # 0.19.0 it first checks that the whole uncached prompt fits the free pool
-            whole = r.prompt_tokens - g * chunk + c.resumed.get(r.id, 0)
-            first = min(whole, c.step_chunk())
+            whole = r.prompt_tokens - g * chunk + copy.resumed.get(r.id, 0)
+            first = min(whole, copy.step_chunk())
             fits = whole if cfg.reserve_full_prompt else first
-            c.sync()
-            if c.active and fits + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
+            copy.sync()
+            if copy.active and fits + gpu.unpinned(keys[:g]) * chunk > gpu.free_tokens():
                 break
-            c.waiting.popleft()
-            c.active += 1
+            copy.waiting.popleft()
+            copy.active += 1
             # a preempted request finds its prompt's tail and what it had generated still
             # cached unless evicted, after its whole prompt (vLLM hashes generated blocks
             # too, ``Request.append_output_token_ids``, and ``get_computed_blocks`` matches
             # them before ``allocate_slots``): it takes them back, to load, not compute
-            freed = c.tail_keys.pop(r.id, None)
+            freed = copy.tail_keys.pop(r.id, None)
             if freed is not None and g == len(keys):
-                c.recovered[r.id] = gpu.take(freed)
+                copy.recovered[r.id] = gpu.take(freed)
             gpu.pin(keys[:g])
-            c.static += first
+            copy.static += first
             gpu.private += first  # synced above: what sync() gives now
-            c.resv[r.id] = (g, first)
+            copy.resv[r.id] = (g, first)
             gpu.shrink()
-            c.queue.append(r)
-        if c.current is None and c.queue:
-            return self.start_prefill(c, t)
+            copy.queue.append(r)
+        if copy.current is None and copy.queue:
+            return self.start_prefill(copy, t)
         return False
 
-    def join(self, c: _Copy, r: Request, t: float) -> None:
+    def join(self, copy: _Copy, r: Request, t: float) -> None:
         """A tokenized request joins its copy's waiting queue. Admitting it may queue it or
         stall a prefill, so the pool fills sooner: the decode event is re-planned."""
-        c.waiting.append(r)
-        self.advance(c, t)
-        if not self.admit(c, t):
-            self.reschedule(c, t)
+        copy.waiting.append(r)
+        self.advance(copy, t)
+        if not self.admit(copy, t):
+            self.reschedule(copy, t)
 
-    def start_prefill(self, c: _Copy, t: float) -> bool:
-        """Start the next admitted request's prefill (every caller has advanced ``c`` to t)."""
-        r = c.queue.popleft()
-        c.current = r
-        chunk = c.cfg.chunk_size
+    def start_prefill(self, copy: _Copy, t: float) -> bool:
+        """Start the next admitted request's prefill (every caller has advanced ``copy`` to t)."""
+        r = copy.queue.popleft()
+        copy.current = r
+        chunk = copy.cfg.chunk_size
         keys = r.keys
-        eng = c.engine
+        eng = copy.engine
         retrieve = 0.0
-        g0, own = c.resv[r.id]
+        g0, own = copy.resv[r.id]
         lookup = 0.0
         if r.forced is not None:
             served: dict[str, int] = {}
@@ -435,22 +437,22 @@ class _Run:
                 served[forced_tier] = cached
                 hit += cached
                 retrieve += eng.retrieve_s(forced_tier, cached)
-            stored = max(0, len(keys) * chunk - hit) if c.cfg.lmcache else 0
-            if c.cfg.lmcache:
+            stored = max(0, len(keys) * chunk - hit) if copy.cfg.lmcache else 0
+            if copy.cfg.lmcache:
                 lookup = eng.lookup_s(len(keys), served.get("remote", 0) // chunk)
             g = g0
         else:
-            g = c.gpu.match(keys)
+            g = copy.gpu.match(keys)
             if g > g0:  # computed by another request since admission: pin and use it
-                c.gpu.pin(keys[g0:g])
+                copy.gpu.pin(keys[g0:g])
                 cut = min(own, (g - g0) * chunk)
-                c.static -= cut
-                c.resv[r.id] = (g, own - cut)
+                copy.static -= cut
+                copy.resv[r.id] = (g, own - cut)
             served = {"gpu": g * chunk}
             pos = 0
             checked = 0  # chunks asked of the remote store, one after another
             found: list[tuple[str, LruTier, int, int]] = []
-            for name, tier in c.tiers:
+            for name, tier in copy.tiers:
                 if pos == len(keys):  # every chunk found: LMCache asks no further tier
                     break
                 m = tier.match(keys, pos)
@@ -459,7 +461,7 @@ class _Run:
                 if m:
                     found.append((name, tier, pos, m))
                 pos += m
-            back = c.cpu if c.cfg.write_back else None
+            back = copy.cpu if copy.cfg.write_back else None
             for name, tier, start, m in found:
                 tier.touch(keys[start:start + m])
                 lo = max(start, g)
@@ -475,15 +477,15 @@ class _Run:
                     if back is not None and tier is not back:
                         back.insert(keys[lo:start + m])
             hit = max(g, pos) * chunk
-            stored = (len(keys) - pos) * chunk if c.tiers else 0
-            if c.tiers:
+            stored = (len(keys) - pos) * chunk if copy.tiers else 0
+            if copy.tiers:
                 lookup = eng.lookup_s(len(keys), checked)
         for name, per_request in self.result.served.items():
             per_request[r.id] = served.get(name, 0)
-        resumed = c.resumed.get(r.id, 0)
+        resumed = copy.resumed.get(r.id, 0)
         # what a preempted request found still cached at admission takes room but no
         # compute, as a load does
-        hit += c.recovered.pop(r.id, 0) * chunk
+        hit += copy.recovered.pop(r.id, 0) * chunk
         # vLLM computes at least the prompt's last token, for its logits: a prompt whose every
         # token hits prefills that one (vLLM ``KVCacheManager.get_computed_blocks`` caps the
         # hit at ``num_tokens - 1``; LMCache's ``vllm_v1_adapter.get_num_new_matched_tokens``
@@ -493,11 +495,11 @@ class _Run:
         # [tokens it takes, taken so far, of which loaded, hit tokens, new tokens, seconds
         # of lookup and loads, chunks LMCache has stored of it, the position its first
         # token takes in the prompt]
-        c.pf = [total, 0, total - new_tokens, hit, new_tokens, lookup + retrieve,
+        copy.pf = [total, 0, total - new_tokens, hit, new_tokens, lookup + retrieve,
                 len(keys) - stored // chunk, g * chunk]
-        return self.segment(c, t)
+        return self.segment(copy, t)
 
-    def segment(self, c: _Copy, t: float) -> bool:
+    def segment(self, copy: _Copy, t: float) -> bool:
         """Run the current prefill as far as the pool has room, or stall it; True when it
         ran (and re-planned the decode event), False when it stalled.
 
@@ -507,32 +509,32 @@ class _Run:
         finishing requests to free room, keeping what it computed. Its segment stops
         where the room left ends, less what the running decodes take meanwhile.
         """
-        r = c.current
+        r = copy.current
         assert r is not None
-        total, taken, retrieved, hit, new_tokens, load_s, stored, offset = c.pf
+        total, taken, retrieved, hit, new_tokens, load_s, stored, offset = copy.pf
         left = int(total - taken)
-        g, own = c.resv[r.id]
-        n_running = len(c.running)
-        ch = c.step_chunk()
+        g, own = copy.resv[r.id]
+        n_running = len(copy.running)
+        ch = copy.step_chunk()
         need = int(retrieved) + min(int(new_tokens), ch) if taken == 0 else min(left, ch)
-        c.sync()
-        while own - taken + c.gpu.free_tokens() < need and c.queue:
-            self.release(c, c.queue.pop())
-        room = int(own - taken) + c.gpu.free_tokens()
-        if left <= room or not (c.running or c.queue):  # a prompt bigger than the pool
+        copy.sync()
+        while own - taken + copy.gpu.free_tokens() < need and copy.queue:
+            self.release(copy, copy.queue.pop())
+        room = int(own - taken) + copy.gpu.free_tokens()
+        if left <= room or not (copy.running or copy.queue):  # a prompt bigger than the pool
             m = left
         else:
             m = room - n_running * -(-room // ch)
             if m < need:
-                c.stalled = True
+                copy.stalled = True
                 return False
-        c.stalled = False
+        copy.stalled = False
         grow = int(taken) + m - own
         if grow > 0:
-            c.static += grow
-            c.resv[r.id] = (g, own + grow)
-            c.sync()
-            c.gpu.shrink()
+            copy.static += grow
+            copy.resv[r.id] = (g, own + grow)
+            copy.sync()
+            copy.gpu.shrink()
         first = taken == 0
         loads = int(retrieved) if first else 0
         computed = int(taken) - int(retrieved) if not first else 0
@@ -541,64 +543,64 @@ class _Run:
         # (``start_load_kv``), and after each step stores the full chunks that step
         # completed (``wait_for_save``), each blocking the step for every request in it
         duration = load_s if first else 0.0
-        chunk = c.cfg.chunk_size
+        chunk = copy.cfg.chunk_size
         upto = min(len(r.keys), (int(offset + taken) + m) // chunk)
         if upto > stored:
-            duration += c.engine.store_s((upto - int(stored)) * chunk)
+            duration += copy.engine.store_s((upto - int(stored)) * chunk)
             if r.forced is None:  # LMCache puts each stored chunk into every tier
                 done = r.keys[int(stored):upto]
-                for _, tier in c.tiers:
+                for _, tier in copy.tiers:
                     tier.insert(done)
-            c.pf[6] = float(upto)
+            copy.pf[6] = float(upto)
         ends = taken + m >= total
         ctx = int(hit) + computed
         # vLLM fills a step's token budget from the next waiting request: the prompt tokens
         # that go into the step the last prefill ended with add only their FLOPs to it
-        packed = min(k, c.spare) if first and c.spare_t == t else 0
-        duration += c.engine.packed_prefill_s(packed, ctx)
+        packed = min(k, copy.spare) if first and copy.spare_t == t else 0
+        duration += copy.engine.packed_prefill_s(packed, ctx)
         rest = k - packed
-        c.pf[1] = taken + m
-        c.prefill_rate = 0.0
+        copy.pf[1] = taken + m
+        copy.prefill_rate = 0.0
         if rest or not packed:
             if n_running:
                 # chunked prefill: each step of the token budget also advances every decode
-                held = int(c.ctx_const + n_running * c.decode_clock)
-                body, steps = c.engine.mixed_prefill_s(rest, ctx + packed, n_running, held)
+                held = int(copy.ctx_const + n_running * copy.decode_clock)
+                body, steps = copy.engine.mixed_prefill_s(rest, ctx + packed, n_running, held)
                 duration += body
-                c.prefill_rate = steps / duration if duration > 0 else 0.0
+                copy.prefill_rate = steps / duration if duration > 0 else 0.0
             else:
-                duration += c.engine.prefill_s(rest, ctx + packed)
-            c.spare = -rest % ch  # what its last step leaves of the budget
+                duration += copy.engine.prefill_s(rest, ctx + packed)
+            copy.spare = -rest % ch  # what its last step leaves of the budget
         else:
-            c.spare -= packed
-        c.spare_t = t + duration if ends else -1.0
+            copy.spare -= packed
+        copy.spare_t = t + duration if ends else -1.0
         # its end first, then the decode event: at a tie the prefill's end comes first
-        self.push(t + duration, PREFILL_DONE, c)
-        self.reschedule(c, t)
+        self.push(t + duration, PREFILL_DONE, copy)
+        self.reschedule(copy, t)
         return True
 
-    def finish(self, r: Request, c: _Copy, t: float) -> None:
+    def finish(self, r: Request, copy: _Copy, t: float) -> None:
         self.result.end[r.id] = t
         if self.on_finish is not None:
             self.on_finish(r.id, t)
-        c.outstanding -= 1
-        c.active -= 1
-        pinned, own = c.resv.pop(r.id)
-        c.static -= own
-        c.sync()
+        copy.outstanding -= 1
+        copy.active -= 1
+        pinned, own = copy.resv.pop(r.id)
+        copy.static -= own
+        copy.sync()
         # its blocks are freed tail first (rule 5): the prompt's partial last chunk and the
         # output, then the prompt's chunks; vLLM caches the output's full blocks the
         # session's next turn repeats, the rest is room no prompt names
-        follow, k, chunk = self.next_turn[r.id], len(r.keys), c.cfg.chunk_size
+        follow, k, chunk = self.next_turn[r.id], len(r.keys), copy.cfg.chunk_size
         repeated: Sequence[int] = ()
         if follow is not None and follow.keys[:k] == r.keys:
             repeated = follow.keys[k:(r.prompt_tokens + r.output_tokens) // chunk]
-        c.gpu.free(own + r.output_tokens - len(repeated) * chunk)
+        copy.gpu.free(own + r.output_tokens - len(repeated) * chunk)
         if repeated:
-            c.gpu.insert(repeated)
+            copy.gpu.insert(repeated)
             if self.note is not None and follow is not None:
                 self.note(self.result.copy_of[r.id], follow.keys[:k + len(repeated)], k)
-        c.gpu.unpin(r.keys[:pinned])
+        copy.gpu.unpin(r.keys[:pinned])
         self.proceed(r, t)
 
     def proceed(self, r: Request, t: float) -> None:
@@ -649,85 +651,85 @@ class _Run:
                     continue
                 i = self.router.pick(r, self.fleet)
                 self.result.copy_of[r.id] = i
-                c = self.fleet[i]
-                c.outstanding += 1
+                copy = self.fleet[i]
+                copy.outstanding += 1
                 tokenize = (0.0 if r.pretokenized
-                            else r.prompt_tokens * c.engine.coeff.tokenize_s_per_token)
+                            else r.prompt_tokens * copy.engine.coeff.tokenize_s_per_token)
                 if tokenize > 0:  # nothing on the copy changed yet: no peak to take
                     touched = None
                     self.push(t + tokenize, ENQUEUE, r, i)
                     continue
-                touched = c
-                self.join(c, r, t)
+                touched = copy
+                self.join(copy, r, t)
             elif kind == ENQUEUE:
                 assert isinstance(obj, Request)
-                c = self.fleet[version]
-                touched = c
-                self.join(c, obj, t)
+                copy = self.fleet[version]
+                touched = copy
+                self.join(copy, obj, t)
             elif kind == PREFILL_DONE:
                 assert isinstance(obj, _Copy)
-                c = obj
-                touched = c
-                self.advance(c, t)
-                assert c.current is not None
-                if c.pf[1] < c.pf[0]:  # a segment of the prefill: go on, or stall for room
-                    if not self.segment(c, t):
-                        self.reschedule(c, t)
+                copy = obj
+                touched = copy
+                self.advance(copy, t)
+                assert copy.current is not None
+                if copy.pf[1] < copy.pf[0]:  # a segment of the prefill: go on, or stall for room
+                    if not self.segment(copy, t):
+                        self.reschedule(copy, t)
                     continue
-                r = c.current
-                c.current = None
-                before = c.resumed.pop(r.id, None)
+                r = copy.current
+                copy.current = None
+                before = copy.resumed.pop(r.id, None)
                 if before is None:
-                    self.result.ttft[r.id] = t + c.engine.coeff.request_overhead_s
-                done_g, own = c.resv[r.id]
+                    self.result.ttft[r.id] = t + copy.engine.coeff.request_overhead_s
+                done_g, own = copy.resv[r.id]
                 n_keys = len(r.keys)
-                moved = (n_keys - done_g) * c.cfg.chunk_size + (before or 0)
+                moved = (n_keys - done_g) * copy.cfg.chunk_size + (before or 0)
                 if n_keys > done_g:  # the computed chunks join the pool, pinned while it runs
-                    c.gpu.pin(r.keys[done_g:])
-                c.static -= moved  # generated tokens are counted from here on as they grow
-                c.resv[r.id] = (n_keys, own - moved)
+                    copy.gpu.pin(r.keys[done_g:])
+                copy.static -= moved  # generated tokens are counted from here on as they grow
+                copy.resv[r.id] = (n_keys, own - moved)
                 generated = (before or 0) + 1
                 if generated >= r.output_tokens:
-                    end = t + c.engine.coeff.request_overhead_s
+                    end = t + copy.engine.coeff.request_overhead_s
                     self.result.end[r.id] = end
-                    self.finish(r, c, end)
+                    self.finish(r, copy, end)
                 else:
-                    c.seq += 1
-                    zero = c.decode_clock - generated
-                    heapq.heappush(c.running, (zero + r.output_tokens, c.seq, r))
-                    c.base[r.id] = zero
-                    c.base_sum += zero
-                    c.ctx_const += r.prompt_tokens - zero
-                c.sync()
-                c.gpu.shrink()
+                    copy.seq += 1
+                    zero = copy.decode_clock - generated
+                    heapq.heappush(copy.running, (zero + r.output_tokens, copy.seq, r))
+                    copy.base[r.id] = zero
+                    copy.base_sum += zero
+                    copy.ctx_const += r.prompt_tokens - zero
+                copy.sync()
+                copy.gpu.shrink()
                 # its first output token may need a block
-                if self.preempt(c) or not self.admit(c, t):
-                    self.reschedule(c, t)
+                if self.preempt(copy) or not self.admit(copy, t):
+                    self.reschedule(copy, t)
             else:
                 assert isinstance(obj, _Copy)
-                c = obj
-                touched = c
-                self.advance(c, t)
+                copy = obj
+                touched = copy
+                self.advance(copy, t)
                 done = []
-                while c.running and c.running[0][0] <= c.decode_clock + 1e-6:
-                    _, _, r = heapq.heappop(c.running)
-                    zero = c.base.pop(r.id)
-                    c.base_sum -= zero
-                    c.ctx_const -= r.prompt_tokens - zero
+                while copy.running and copy.running[0][0] <= copy.decode_clock + 1e-6:
+                    _, _, r = heapq.heappop(copy.running)
+                    zero = copy.base.pop(r.id)
+                    copy.base_sum -= zero
+                    copy.ctx_const -= r.prompt_tokens - zero
                     done.append(r)
                 for r in done:
-                    self.finish(r, c, t + c.engine.coeff.request_overhead_s)
-                c.sync()
-                if self.preempt(c) or not self.admit(c, t):
-                    self.reschedule(c, t)
+                    self.finish(r, copy, t + copy.engine.coeff.request_overhead_s)
+                copy.sync()
+                if self.preempt(copy) or not self.admit(copy, t):
+                    self.reschedule(copy, t)
         # not a stale event's time, which may lie past the work's end
         self.result.makespan_s = last
-        for i, c in enumerate(self.fleet):
-            self.advance(c, last)
-            self.result.busy_s[i] = c.busy
-        self.result.peak_kv_usage = [c.peak for c in self.fleet]
-        self.result.evictions = {"gpu": sum(c.gpu.evictions for c in self.fleet)}
+        for i, copy in enumerate(self.fleet):
+            self.advance(copy, last)
+            self.result.busy_s[i] = copy.busy
+        self.result.peak_kv_usage = [copy.peak for copy in self.fleet]
+        self.result.evictions = {"gpu": sum(copy.gpu.evictions for copy in self.fleet)}
         for name in LMCACHE_TIERS:
-            self.result.evictions[name] = sum({id(tier): tier.evictions for c in self.fleet
-                                            for tn, tier in c.tiers if tn == name}.values())
+            self.result.evictions[name] = sum({id(tier): tier.evictions for copy in self.fleet
+                                            for tn, tier in copy.tiers if tn == name}.values())
         return self.result
