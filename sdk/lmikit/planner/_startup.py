@@ -42,33 +42,40 @@ if TYPE_CHECKING:
 
 WeightsSource = Literal["hub", "s3", "s3-sagemaker"]
 
-# The LMI image sets HF_HUB_ENABLE_HF_TRANSFER=1 (djl-serving serving/docker/lmi.Dockerfile);
-# hf_transfer's README: a tool to go beyond ~500 MB/s on very high-bandwidth networks. One
-# fifth of that ceiling is a rate most regions and instance sizes sustain.
-HUB_DOWNLOAD_BYTES_PER_S = 100e6
+HUB_DOWNLOAD_BYTES_PER_S = 100e6  # each rate's basis: RATES
 S3_DOWNLOAD_BYTES_PER_S = 1e9  # at most; see s3_download_bytes_per_s
 S3_NETWORK_SHARE = 0.5  # of the instance's network bandwidth
 LOAD_BYTES_PER_S = 500e6
 WARMUP_S = 300.0
+# Pinning LMCache's CPU tier. Every LMCache an LMI release ships (lmikit.planner._versions
+# LMCACHE_SHIPPED) allocates the whole max_local_cpu_size at engine start as pinned host
+# memory, one cudaHostAlloc per worker (LMCache >= 0.3.13 local_cpu_backend.py ignores
+# enable_lazy_memory_allocator; LMCache PR #2951). Third-party measurements of one
+# cudaHostAlloc, none on SageMaker: 20 GB in 17.4 s on a 48-core host (novitalabs/pegaflow PR
+# #277, ~1.15 GB/s); 16 GiB in 7.9 s on EC2 g6.4xlarge (NVIDIA/cudf PR #23457, ~2.2 GB/s).
+# The slower is used, for the largest worker: a copy's workers pin at once, each in its own
+# process (whether they slow each other down: not found).
+PIN_BYTES_PER_S = 1.15e9
 # (rate, basis): every figure the estimate rests on is lmikit's assumption, with its basis.
 RATES: dict[str, tuple[str, str]] = {
-    "hub": ("100 MB/s, assumed",
+    "hub": (f"{HUB_DOWNLOAD_BYTES_PER_S / 1e6:g} MB/s, assumed",
             "the LMI image sets HF_HUB_ENABLE_HF_TRANSFER=1 (djl-serving serving/docker/"
             "lmi.Dockerfile); hf_transfer's README places plain Python's ceiling near 500 MB/s. "
             "A fifth of that is a rate most regions and instance sizes sustain"),
-    "s3": ("the smaller of 1 GB/s and half the instance's network bandwidth, assumed",
+    "s3": (f"the smaller of {S3_DOWNLOAD_BYTES_PER_S / 1e9:g} GB/s and half the instance's "
+           "network bandwidth, assumed",
            "no SageMaker-published rate exists for either copy of S3 weights (SageMaker's "
            "ModelDataSource copy, LMI's s5cmd copy in wlm ModelInfo.downloadS3). Third-party "
            "EC2 measurements: s5cmd's README reports ~4.3 GB/s downloads saturating a "
            "40 Gbit/s link; dvassallo/s3-benchmark (2019) measured 6.3 GB/s on p3dn.24xlarge "
            "and 8.0 GB/s on c5n.18xlarge, 50-64% of their 100 Gbit/s networks"),
-    "load": ("500 MB/s, assumed",
+    "load": (f"{LOAD_BYTES_PER_S / 1e6:g} MB/s, assumed",
              "safetensors read + copy to the GPUs: a gp2 EBS volume tops out at 250 MB/s, "
              "instance NVMe at GB/s, and weights just downloaded are usually in the page cache"),
-    "pinning": ("1.15 GB/s per worker, third-party",
+    "pinning": (f"{PIN_BYTES_PER_S / 1e9:g} GB/s per worker, third-party",
                 "cudaHostAlloc measurements off SageMaker (PIN_BYTES_PER_S): the slower of "
                 "novitalabs/pegaflow PR #277 and NVIDIA/cudf PR #23457"),
-    "warm-up": ("300 s, assumed", "vLLM's CUDA-graph capture and compilation, LMCache set-up, "
+    "warm-up": (f"{WARMUP_S:g} s, assumed", "vLLM's CUDA-graph capture and compilation, LMCache set-up, "
                 "the first health check"),
 }
 # Faster loaders and whether any LMI path lmikit renders (the async vLLM service, 0.33.0+)
@@ -85,15 +92,6 @@ FASTER_LOADERS: dict[str, str] = {
         "lmi-container-requirements.txt from 0.35.0-dlc to master installs "
         "runai-model-streamer",
 }
-# Pinning LMCache's CPU tier. Every LMCache an LMI release ships (lmikit.planner._versions
-# LMCACHE_SHIPPED) allocates the whole max_local_cpu_size at engine start as pinned host
-# memory, one cudaHostAlloc per worker (LMCache >= 0.3.13 local_cpu_backend.py ignores
-# enable_lazy_memory_allocator; LMCache PR #2951). Third-party measurements of one
-# cudaHostAlloc, none on SageMaker: 20 GB in 17.4 s on a 48-core host (novitalabs/pegaflow PR
-# #277, ~1.15 GB/s); 16 GiB in 7.9 s on EC2 g6.4xlarge (NVIDIA/cudf PR #23457, ~2.2 GB/s).
-# The slower is used, for the largest worker: a copy's workers pin at once, each in its own
-# process (whether they slow each other down: not found).
-PIN_BYTES_PER_S = 1.15e9
 MARGIN = 1.5
 TIMEOUT_FLOOR_S = 600
 API_TIMEOUT_MIN_S = 60  # botocore: ProductionVariant*TimeoutInSeconds min
