@@ -75,8 +75,9 @@ RATES: dict[str, tuple[str, str]] = {
     "pinning": (f"{PIN_BYTES_PER_S / 1e9:g} GB/s per worker, third-party",
                 "cudaHostAlloc measurements off SageMaker (PIN_BYTES_PER_S): the slower of "
                 "novitalabs/pegaflow PR #277 and NVIDIA/cudf PR #23457"),
-    "warm-up": (f"{WARMUP_S:g} s, assumed", "vLLM's CUDA-graph capture and compilation, LMCache set-up, "
-                "the first health check"),
+    "warm-up": (f"{WARMUP_S:g} s, assumed",
+                "vLLM's CUDA-graph capture and compilation, LMCache set-up, the first health "
+                "check"),
 }
 # Faster loaders and whether any LMI path lmikit renders (the async vLLM service, 0.33.0+)
 # has one; each with its source.
