@@ -140,3 +140,20 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def stage_copy(s3: Any, uri: str, model_id: str, files: dict[str, bytes], *,
+               revision: str = "main", commit: str = "0" * 40, manifest: bool = True) -> None:
+    """A prefix as ``lmikit weights stage`` leaves it: ``files`` under ``uri``, then (unless
+    ``manifest`` is False: a copy that stopped part-way) the manifest, written last. The
+    bucket must exist."""
+    from lmikit.weights import Manifest, StagedFile, parse_destination
+    from lmikit.weights._manifest import write_manifest
+
+    destination = parse_destination(uri)
+    for path, data in files.items():
+        s3.put_object(Bucket=destination.bucket, Key=destination.key(path), Body=data)
+    if manifest:
+        write_manifest(s3, destination, Manifest(
+            model_id, revision, commit,
+            tuple(StagedFile(p, len(d), "0" * 64) for p, d in files.items())))

@@ -49,6 +49,8 @@ from lmikit.testing import (
     iam_role_reads,
     s3_artifact_exists,
 )
+from lmikit.weights import parse_destination
+from tests.conftest import stage_copy
 
 from .conftest import EXAMPLES
 
@@ -115,7 +117,8 @@ def sdk_run(synth: Any) -> SdkRun:
         run.bucket = default_bucket_name(region, ACCOUNT)
         s3.create_bucket(Bucket=run.bucket, **extra)
         if spec.model.is_s3 and spec.model.hub_id:  # the example's weights, as staged
-            _stage_weights(s3, spec.model.id, spec.model.hub_id, extra)
+            s3.create_bucket(Bucket=parse_destination(spec.model.id).bucket, **extra)
+            stage_copy(s3, spec.model.id, spec.model.hub_id, {"config.json": b"{}"})
         clock = VirtualClock()
         fake = FakeSageMaker(region, clock=clock, timings=Timings(),
                              artifact_exists=s3_artifact_exists(s3),
@@ -135,18 +138,6 @@ def sdk_run(synth: Any) -> SdkRun:
         run.role_arn = str(deployment.role_arn)
         _read_back(run, session, fake, s3)
     return run
-
-
-def _stage_weights(s3: Any, uri: str, model_id: str, extra: dict[str, Any]) -> None:
-    """A finished `lmikit weights stage` copy of ``model_id`` at ``uri``: deploy checks it."""
-    from lmikit.weights import Manifest, StagedFile, parse_destination
-    from lmikit.weights._manifest import write_manifest
-
-    destination = parse_destination(uri)
-    s3.create_bucket(Bucket=destination.bucket, **extra)
-    s3.put_object(Bucket=destination.bucket, Key=destination.key("config.json"), Body=b"{}")
-    write_manifest(s3, destination, Manifest(model_id, "main", "0" * 40,
-                                             (StagedFile("config.json", 2, "0" * 64),)))
 
 
 def _read_back(run: SdkRun, session: Any, fake: FakeSageMaker, s3: Any) -> None:

@@ -18,7 +18,7 @@ from lmikit.render._model_artifact import weights_model_py
 from lmikit.spec import DeploymentSpec
 from lmikit.spec._loader import load_spec_text
 from lmikit.testing import FakeSageMaker, VirtualClock
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stage_copy
 
 from .conftest import BUCKET, deployment, live, make_adapter
 
@@ -210,20 +210,10 @@ def _hub_id_spec() -> DeploymentSpec:
 
 
 def _stage_copy(session: Any, model_id: str, *, manifest: bool = True) -> None:
-    """A prefix as `lmikit weights stage` leaves it (the manifest written last)."""
-    from lmikit.weights import Manifest, StagedFile
-    from lmikit.weights._destination import parse_destination
-    from lmikit.weights._manifest import write_manifest
-
     s3 = session.client("s3")
     s3.create_bucket(Bucket=WEIGHTS_BUCKET)
-    files = {"config.json": b"{}", "model.safetensors": b"\0" * 2048}
-    for path, data in files.items():
-        s3.put_object(Bucket=WEIGHTS_BUCKET, Key=PREFIX + path, Body=data)
-    if manifest:
-        write_manifest(s3, parse_destination(f"s3://{WEIGHTS_BUCKET}/{PREFIX}"), Manifest(
-            model_id, "main", "0" * 40,
-            tuple(StagedFile(p, len(d), "0" * 64) for p, d in files.items())))
+    stage_copy(s3, f"s3://{WEIGHTS_BUCKET}/{PREFIX}", model_id,
+               {"config.json": b"{}", "model.safetensors": b"\0" * 2048}, manifest=manifest)
 
 
 def test_deploy_uses_a_finished_staged_copy_of_the_hub_model(

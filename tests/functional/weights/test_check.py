@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from lmikit.weights import MANIFEST_NAME, Manifest, StagedFile, WeightsError, check_staged
-from lmikit.weights._destination import parse_destination
-from lmikit.weights._manifest import write_manifest
+from lmikit.weights import MANIFEST_NAME, WeightsError, check_staged
+from tests.conftest import stage_copy
 
 from .conftest import BUCKET, REGION
 
@@ -20,11 +19,7 @@ FILES = {"config.json": b"{}", "model.safetensors": b"\0" * 4096}
 
 @pytest.fixture(autouse=True)
 def _staged(s3: Any) -> None:
-    for path, data in FILES.items():
-        s3.put_object(Bucket=BUCKET, Key=f"llama/{path}", Body=data)
-    manifest = Manifest("meta-llama/Llama-3.1-8B-Instruct", "main", COMMIT,
-                        tuple(StagedFile(p, len(d), "0" * 64) for p, d in FILES.items()))
-    write_manifest(s3, parse_destination(URI), manifest)
+    stage_copy(s3, URI, "meta-llama/Llama-3.1-8B-Instruct", FILES, commit=COMMIT)
 
 
 def test_a_finished_copy_passes_with_its_model_revision_and_region(s3: Any) -> None:
