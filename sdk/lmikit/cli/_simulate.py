@@ -270,21 +270,21 @@ def check_workload_flags(ctx: click.Context, workload: str, flags: dict[str, Any
 
 def _workload(name: str, f: dict[str, Any], chunk: int, seed: int,
               window: int | None) -> Workload:
-    from lmikit import sim as w
+    from lmikit.sim import load_trace, long_doc_qa, multi_turn_chat, rag
 
     if name == "long-doc-qa":
-        return w.long_doc_qa(f["documents"], f["document_tokens"], f["output_tokens"],
-                             f["concurrency"], chunk_size=chunk, context_window=window)
+        return long_doc_qa(f["documents"], f["document_tokens"], f["output_tokens"],
+                           f["concurrency"], chunk_size=chunk, context_window=window)
     if name == "multi-turn-chat":
-        return w.multi_turn_chat(f["context_tokens"], f["turns"], f["output_tokens"],
-                                 f["concurrency"], requests=f["requests"],
-                                 think_time_s=f["think_time"], chunk_size=chunk,
-                                 context_window=window)
+        return multi_turn_chat(f["context_tokens"], f["turns"], f["output_tokens"],
+                               f["concurrency"], requests=f["requests"],
+                               think_time_s=f["think_time"], chunk_size=chunk,
+                               context_window=window)
     if name == "rag":
-        return w.rag(f["corpus_chunks"], f["chunk_tokens"], f["chunks_per_request"], f["zipf"],
-                     f["output_tokens"], f["concurrency"], requests=f["requests"], seed=seed,
-                     chunk_size=chunk, context_window=window)
-    return w.load_trace(f["trace"], chunk_size=chunk, context_window=window)
+        return rag(f["corpus_chunks"], f["chunk_tokens"], f["chunks_per_request"], f["zipf"],
+                   f["output_tokens"], f["concurrency"], requests=f["requests"], seed=seed,
+                   chunk_size=chunk, context_window=window)
+    return load_trace(f["trace"], chunk_size=chunk, context_window=window)
 
 
 def _run(dep: Deployment, work: Workload, routings: list[str], modes: list[str], seed: int,
