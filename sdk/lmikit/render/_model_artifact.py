@@ -29,7 +29,7 @@ from lmikit.planner import Plan
 from lmikit.render._env import SERVING_PROPERTIES, serving_properties
 from lmikit.render._lmcache import LMCACHE_FILE_NAME, render_lmcache_yaml
 from lmikit.render._resolved import resolved_for
-from lmikit.resolve import Resolved, resolve_spec
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 
@@ -62,7 +62,7 @@ def weights_model_py(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | N
     <model dir>/model.py's formatters, ``VLLMHandler.initialize`` -> ``load_formatters``,
     djl-serving vllm_async_service.py). None when the prefix needs none. ``resolved``: the
     decisions of (spec, plan) for any image kind (this file does not depend on it)."""
-    resolved = resolved or resolve_spec(spec, plan)
+    resolved = resolved_for(spec, plan, None, resolved)
     if not (resolved.sagemaker_copies_weights and resolved.isolates_base):
         return None
     return base_isolation_model_py()

@@ -56,7 +56,7 @@ from lmikit.planner import Plan
 from lmikit.render._env import CFN_ENVIRONMENT_MAX, container_environment, model_environment
 from lmikit.render._hub_token import gated_problem
 from lmikit.render._resolved import resolved_for
-from lmikit.resolve import Resolved, resolve_spec
+from lmikit.resolve import Resolved
 from lmikit.spec import DeploymentSpec
 
 __all__ = ["DEPLOYMENT_TAG", "KV_AWARE_REFUSAL", "VARIANT_NAME", "ResourceNames",
@@ -129,7 +129,7 @@ def startup_timeouts(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | N
                      ) -> dict[str, int]:
     """Download and health-check timeouts sized from the weights and where they come from
     (:func:`lmikit.planner.estimate_startup`: rates, margin, 600..3600 s)."""
-    start = (resolved or resolve_spec(spec, plan)).startup
+    start = resolved_for(spec, plan, None, resolved).startup
     return {"ModelDataDownloadTimeoutInSeconds": start.download_timeout_s,
             "ContainerStartupHealthCheckTimeoutInSeconds": start.health_check_timeout_s}
 
@@ -148,7 +148,7 @@ def start_problems(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | Non
                    ) -> list[str]:
     """Why the endpoint would not start: a gated Hub model with no token, or a start that
     cannot fit SageMaker's 3600 s caps (:func:`lmikit.planner.startup_problem`)."""
-    resolved = resolved or resolve_spec(spec, plan)
+    resolved = resolved_for(spec, plan, None, resolved)
     found = (gated_problem(spec, "sagemaker", resolved.hub_gate), resolved.startup_problem)
     return [problem for problem in found if problem]
 
@@ -197,7 +197,7 @@ def stock_image_note(spec: DeploymentSpec, plan: Plan, *, resolved: Resolved | N
     if spec.observability.detailed_metrics:
         copies = (", and with weights SageMaker copies (security.network_isolation) detailed "
                   f"observability is off, as it scrapes {SCRAPE_DEFAULT_PATH}"
-                  if (resolved or resolve_spec(spec, plan)).sagemaker_copies_weights
+                  if resolved_for(spec, plan, None, resolved).sagemaker_copies_weights
                   else "")
         left_out.append(f"it serves only DJL's server metrics ({DJL_METRICS_PATH}), so the "
                         "dashboard and alarms leave out the vLLM and LMCache ones" + copies)
